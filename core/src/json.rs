@@ -1,0 +1,643 @@
+//! JSON values and a writer whose output equals JavaScript's `JSON.stringify`.
+//!
+//! Webhook receivers verify `X-Signature` by parsing the body and re-running
+//! `JSON.stringify` over it, so every byte we sign must already be in the form
+//! `JSON.stringify(JSON.parse(body))` produces. That means:
+//!
+//! * numbers are IEEE-754 doubles printed with ECMAScript `Number::toString`
+//!   (`1` not `1.0`, `1e+21`, `1.5e-7`, `-0` printed as `0`);
+//! * object keys that are array indices (`"0"` … `"4294967294"` in canonical
+//!   form) come first in ascending order, the rest in insertion order;
+//! * strings escape only `"`, `\` and U+0000–U+001F, with the short forms
+//!   `\b \f \n \r \t` and lowercase `\u00xx` for the other controls.
+//!
+//! Two decisions go beyond what `JSON.stringify` does, because JavaScript
+//! silently changes the data in these cases and we never do:
+//!
+//! * **Integers beyond 2^53 − 1** given as an integer type (Rust `i64`/`u64`,
+//!   Python `int`, a JSON integer literal that fits 64 bits) are rejected with
+//!   [`JsonError::IntegerOutOfRange`]: a double cannot hold them, and
+//!   `JSON.parse` on the receiver would round them. Doubles of any finite
+//!   magnitude are fine. (JSON literals too long for 64 bits are read as
+//!   doubles, exactly as `JSON.parse` reads them.)
+//! * **NaN and ±Infinity** are rejected with [`JsonError::NonFiniteNumber`]
+//!   where `JSON.stringify` would write `null`.
+
+use indexmap::IndexMap;
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
+use std::fmt;
+
+/// Deepest nesting of arrays and objects accepted in one value (the value
+/// itself is level 1). serde_json stops at 128; real Segment payloads nest a
+/// handful of levels, and 64 leaves room for the envelopes we add (webhook
+/// body, batch) while keeping every recursive walk far from the stack limit,
+/// including on wasm's small default stack.
+pub const MAX_DEPTH: usize = 64;
+
+/// Largest integer a double holds exactly (`Number.MAX_SAFE_INTEGER`).
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// An insertion-ordered JSON object. Inserting an existing key keeps its
+/// position and replaces its value, which is what `JSON.parse` does with
+/// duplicate keys.
+pub type Map = IndexMap<String, Value>;
+
+/// A JSON value with JavaScript's data model: every number is a double.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Value {
+    /// `null`.
+    #[default]
+    Null,
+    /// `true` or `false`.
+    Bool(bool),
+    /// A number. Must be finite when written.
+    Number(f64),
+    /// A string.
+    String(String),
+    /// An array.
+    Array(Vec<Value>),
+    /// An object with insertion order kept.
+    Object(Map),
+}
+
+/// Errors about JSON values: their syntax, numbers and nesting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum JsonError {
+    /// The text is not JSON. Fix the producer; the message says where.
+    #[error("invalid json: {0}")]
+    InvalidJson(String),
+    /// An integer is beyond ±(2^53 − 1) and would be rounded by every
+    /// JavaScript receiver. Send it as a string, or as a float if rounding is
+    /// acceptable.
+    #[error(
+        "integer {0} is outside the range a JavaScript number holds exactly (±9007199254740991)"
+    )]
+    IntegerOutOfRange(String),
+    /// NaN or ±Infinity has no JSON form. Replace it before sending.
+    #[error("number is NaN or infinite, which JSON cannot represent")]
+    NonFiniteNumber,
+    /// Arrays and objects nest deeper than [`MAX_DEPTH`]. Flatten the value.
+    #[error("value nests deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+    /// A value of a type JSON has no form for (raised by the bindings: sets,
+    /// bytes, BigInt, functions, cycles, ...). The path says where it is.
+    #[error("value at {path} is not JSON: {type_name}")]
+    NotJson {
+        /// Where the value sits, as `$.a[0].b`.
+        path: String,
+        /// The host language's name of the offending type.
+        type_name: String,
+    },
+    /// The same object or array appears inside itself (bindings only).
+    #[error("value at {0} contains itself")]
+    Cycle(String),
+    /// An object key is not a string (bindings only).
+    #[error("object key at {0} is not a string")]
+    NonStringKey(String),
+    /// Text is not valid UTF-8 or holds a lone surrogate; webhook bodies are
+    /// UTF-8. Fix the string at the source.
+    #[error("string is not valid unicode (invalid utf-8 or a lone surrogate)")]
+    InvalidUnicode,
+}
+
+impl JsonError {
+    /// Stable snake_case code, identical in Rust, Python and JS.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidJson(_) => "invalid_json",
+            Self::IntegerOutOfRange(_) => "integer_out_of_range",
+            Self::NonFiniteNumber => "non_finite_number",
+            Self::TooDeep => "too_deep",
+            Self::NotJson { .. } => "not_json",
+            Self::Cycle(_) => "cyclic_value",
+            Self::NonStringKey(_) => "non_string_key",
+            Self::InvalidUnicode => "invalid_unicode",
+        }
+    }
+}
+
+impl Value {
+    /// Parses JSON text with `JSON.parse`'s data model, then checks depth
+    /// and integer range.
+    pub fn from_json_str(text: &str) -> Result<Value, JsonError> {
+        let value: Value = serde_json::from_str(text).map_err(|e| classify_serde_error(&e))?;
+        value.check_depth()?;
+        Ok(value)
+    }
+
+    /// Like [`Value::from_json_str`] over bytes, which must be UTF-8.
+    pub fn from_json_slice(bytes: &[u8]) -> Result<Value, JsonError> {
+        let text = std::str::from_utf8(bytes).map_err(|_| JsonError::InvalidUnicode)?;
+        Self::from_json_str(text)
+    }
+
+    /// An integer as a number, rejecting values no double holds exactly.
+    pub fn from_i64(n: i64) -> Result<Value, JsonError> {
+        if n.unsigned_abs() > MAX_SAFE_INTEGER {
+            return Err(JsonError::IntegerOutOfRange(n.to_string()));
+        }
+        Ok(Value::Number(n as f64))
+    }
+
+    /// An unsigned integer as a number, rejecting values above 2^53 − 1.
+    pub fn from_u64(n: u64) -> Result<Value, JsonError> {
+        if n > MAX_SAFE_INTEGER {
+            return Err(JsonError::IntegerOutOfRange(n.to_string()));
+        }
+        Ok(Value::Number(n as f64))
+    }
+
+    /// Fails with [`JsonError::TooDeep`] when nesting exceeds [`MAX_DEPTH`].
+    pub fn check_depth(&self) -> Result<(), JsonError> {
+        fn walk(v: &Value, depth: usize) -> Result<(), JsonError> {
+            match v {
+                Value::Array(items) => {
+                    if depth > MAX_DEPTH {
+                        return Err(JsonError::TooDeep);
+                    }
+                    items.iter().try_for_each(|i| walk(i, depth + 1))
+                }
+                Value::Object(map) => {
+                    if depth > MAX_DEPTH {
+                        return Err(JsonError::TooDeep);
+                    }
+                    map.values().try_for_each(|i| walk(i, depth + 1))
+                }
+                _ => Ok(()),
+            }
+        }
+        walk(self, 1)
+    }
+
+    /// The string, when this is one.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The object, when this is one.
+    pub fn as_object(&self) -> Option<&Map> {
+        match self {
+            Value::Object(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The name of this value's JSON type, for error messages.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null",
+            Value::Bool(_) => "boolean",
+            Value::Number(_) => "number",
+            Value::String(_) => "string",
+            Value::Array(_) => "array",
+            Value::Object(_) => "object",
+        }
+    }
+
+    /// `JSON.stringify(self)` as a string.
+    pub fn to_json_string(&self) -> Result<String, JsonError> {
+        let mut out = Vec::with_capacity(128);
+        write_value(self, &mut out)?;
+        // The writer only emits UTF-8: input strings are `String`s and every
+        // byte it adds itself is ASCII.
+        String::from_utf8(out).map_err(|_| JsonError::InvalidUnicode)
+    }
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::String(s.to_owned())
+    }
+}
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::String(s)
+    }
+}
+impl From<bool> for Value {
+    fn from(b: bool) -> Self {
+        Value::Bool(b)
+    }
+}
+impl From<f64> for Value {
+    fn from(n: f64) -> Self {
+        Value::Number(n)
+    }
+}
+impl From<Map> for Value {
+    fn from(m: Map) -> Self {
+        Value::Object(m)
+    }
+}
+impl From<Vec<Value>> for Value {
+    fn from(v: Vec<Value>) -> Self {
+        Value::Array(v)
+    }
+}
+
+fn classify_serde_error(e: &serde_json::Error) -> JsonError {
+    let msg = e.to_string();
+    // Our visitor reports range errors through `de::Error::custom` with this
+    // prefix; serde_json wraps it with a position we don't need.
+    if let Some(rest) = msg.strip_prefix(RANGE_PREFIX) {
+        let digits: String = rest
+            .chars()
+            .take_while(|c| *c == '-' || c.is_ascii_digit())
+            .collect();
+        return JsonError::IntegerOutOfRange(digits);
+    }
+    if msg.starts_with("recursion limit exceeded") {
+        return JsonError::TooDeep;
+    }
+    // serde_json reports a lone leading surrogate as "unexpected end of hex
+    // escape" (the trailing half it expected is missing).
+    if msg.contains("surrogate") || msg.contains("end of hex escape") {
+        return JsonError::InvalidUnicode;
+    }
+    JsonError::InvalidJson(msg)
+}
+
+const RANGE_PREFIX: &str = "integer out of range: ";
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Value;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_none<E>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+                Ok(Value::Bool(b))
+            }
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Value, E> {
+                Value::from_i64(n).map_err(|_| E::custom(format_args!("{RANGE_PREFIX}{n}")))
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Value, E> {
+                Value::from_u64(n).map_err(|_| E::custom(format_args!("{RANGE_PREFIX}{n}")))
+            }
+            fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
+                Ok(Value::Number(n))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+                Ok(Value::String(s.to_owned()))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Value, E> {
+                Ok(Value::String(s))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+                let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Value::Array(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
+                let mut map = Map::with_capacity(access.size_hint().unwrap_or(0).min(1024));
+                while let Some((k, v)) = access.next_entry::<String, Value>()? {
+                    map.insert(k, v);
+                }
+                Ok(Value::Object(map))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Serializes through serde for persistence (for example a saved delivery).
+/// This is not the canonical writer; use [`write_value`] for bodies.
+impl Serialize for Value {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Null => s.serialize_unit(),
+            Value::Bool(b) => s.serialize_bool(*b),
+            Value::Number(n) => s.serialize_f64(*n),
+            Value::String(v) => s.serialize_str(v),
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for i in items {
+                    seq.serialize_element(i)?;
+                }
+                seq.end()
+            }
+            Value::Object(map) => {
+                let mut m = s.serialize_map(Some(map.len()))?;
+                for (k, v) in map {
+                    m.serialize_entry(k, v)?;
+                }
+                m.end()
+            }
+        }
+    }
+}
+
+/// Writes `JSON.stringify(value)` into `out`.
+///
+/// On error, `out` may hold a partial value; callers discard it.
+pub fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), JsonError> {
+    write_at(value, out, 1)
+}
+
+fn write_at(value: &Value, out: &mut Vec<u8>, depth: usize) -> Result<(), JsonError> {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => write_number(*n, out)?,
+        Value::String(s) => write_string(s, out),
+        Value::Array(items) => {
+            if depth > MAX_DEPTH {
+                return Err(JsonError::TooDeep);
+            }
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_at(item, out, depth + 1)?;
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            if depth > MAX_DEPTH {
+                return Err(JsonError::TooDeep);
+            }
+            write_object(map, out, depth)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `JSON.stringify(map)` into `out` without wrapping it in a [`Value`].
+pub fn write_map(map: &Map, out: &mut Vec<u8>) -> Result<(), JsonError> {
+    write_object(map, out, 1)
+}
+
+fn write_object(map: &Map, out: &mut Vec<u8>, depth: usize) -> Result<(), JsonError> {
+    out.push(b'{');
+    let mut first = true;
+    let mut entry = |k: &str, v: &Value, out: &mut Vec<u8>| -> Result<(), JsonError> {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        write_string(k, out);
+        out.push(b':');
+        write_at(v, out, depth + 1)
+    };
+    // Almost no real object has index-like keys; check before allocating.
+    if !map.keys().any(|k| array_index(k).is_some()) {
+        for (k, v) in map {
+            entry(k, v, out)?;
+        }
+    } else {
+        let mut indexed: Vec<(u32, &str, &Value)> = map
+            .iter()
+            .filter_map(|(k, v)| array_index(k).map(|i| (i, k.as_str(), v)))
+            .collect();
+        indexed.sort_unstable_by_key(|(i, _, _)| *i);
+        for (_, k, v) in indexed {
+            entry(k, v, out)?;
+        }
+        for (k, v) in map.iter().filter(|(k, _)| array_index(k).is_none()) {
+            entry(k, v, out)?;
+        }
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// The array index a key denotes, per ECMAScript's definition (a canonical
+/// numeric string below 2^32 − 1). JS engines list these keys first.
+pub fn array_index(key: &str) -> Option<u32> {
+    let b = key.as_bytes();
+    match b {
+        [] => None,
+        [b'0'] => Some(0),
+        [b'1'..=b'9', rest @ ..] if rest.len() <= 9 && rest.iter().all(u8::is_ascii_digit) => {
+            let n: u64 = key.parse().ok()?;
+            (n <= 4_294_967_294).then_some(n as u32)
+        }
+        _ => None,
+    }
+}
+
+/// Writes a finite double as ECMAScript `Number::toString` does.
+pub fn write_number(n: f64, out: &mut Vec<u8>) -> Result<(), JsonError> {
+    if !n.is_finite() {
+        return Err(JsonError::NonFiniteNumber);
+    }
+    if n == 0.0 {
+        // Covers -0, which JS prints as "0".
+        out.push(b'0');
+        return Ok(());
+    }
+    let mut buf = ryu_js::Buffer::new();
+    out.extend_from_slice(buf.format_finite(n).as_bytes());
+    Ok(())
+}
+
+// 0 = copy as is; otherwise the escape to write. `u` means \u00xx.
+const ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = b'u';
+        i += 1;
+    }
+    t[0x08] = b'b';
+    t[0x09] = b't';
+    t[0x0a] = b'n';
+    t[0x0c] = b'f';
+    t[0x0d] = b'r';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+/// Writes a quoted string escaped exactly as `JSON.stringify` escapes it.
+pub fn write_string(s: &str, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc = ESCAPE[b as usize];
+        if esc == 0 {
+            continue;
+        }
+        out.extend_from_slice(&bytes[start..i]);
+        if esc == b'u' {
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(b >> 4) as usize],
+                HEX[(b & 15) as usize],
+            ]);
+        } else {
+            out.extend_from_slice(&[b'\\', esc]);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// `JSON.stringify` of a value, as a `String`.
+pub fn stringify(value: &Value) -> Result<String, JsonError> {
+    value.to_json_string()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn s(v: &Value) -> String {
+        stringify(v).unwrap()
+    }
+
+    #[test]
+    fn numbers_follow_ecmascript() {
+        let cases = [
+            (1.0, "1"),
+            (-0.0, "0"),
+            (1e21, "1e+21"),
+            (1e20, "100000000000000000000"),
+            (1.5e-7, "1.5e-7"),
+            (1e-6, "0.000001"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1e16, "10000000000000000"),
+            (-25.0, "-25"),
+            (5e-324, "5e-324"),
+            (f64::MAX, "1.7976931348623157e+308"),
+        ];
+        for (n, want) in cases {
+            assert_eq!(s(&Value::Number(n)), want, "{n:?}");
+        }
+    }
+
+    #[test]
+    fn non_finite_is_rejected() {
+        for n in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert_eq!(
+                stringify(&Value::Number(n)).unwrap_err().code(),
+                "non_finite_number"
+            );
+        }
+    }
+
+    #[test]
+    fn integer_keys_come_first() {
+        let v = Value::from_json_str(
+            r#"{"b":1,"10":2,"a":3,"2":4,"01":5,"4294967295":6,"4294967294":7}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s(&v),
+            r#"{"2":4,"10":2,"4294967294":7,"b":1,"a":3,"01":5,"4294967295":6}"#
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_keep_first_position_last_value() {
+        let v = Value::from_json_str(r#"{"a":1,"b":2,"a":3}"#).unwrap();
+        assert_eq!(s(&v), r#"{"a":3,"b":2}"#);
+    }
+
+    #[test]
+    fn strings_escape_like_js() {
+        let v = Value::String("q\"b\\\u{8}\u{c}\n\r\t\u{1}\u{1f}\u{7f}é😀\u{2028}".into());
+        assert_eq!(
+            s(&v),
+            "\"q\\\"b\\\\\\b\\f\\n\\r\\t\\u0001\\u001f\u{7f}é😀\u{2028}\""
+        );
+    }
+
+    #[test]
+    fn big_integers_are_rejected_and_safe_ones_kept() {
+        assert_eq!(
+            Value::from_json_str("9007199254740992").unwrap_err().code(),
+            "integer_out_of_range"
+        );
+        assert_eq!(
+            Value::from_json_str("-9007199254740992")
+                .unwrap_err()
+                .code(),
+            "integer_out_of_range"
+        );
+        assert_eq!(
+            s(&Value::from_json_str("9007199254740991").unwrap()),
+            "9007199254740991"
+        );
+        assert_eq!(
+            Value::from_u64(1 << 60).unwrap_err().code(),
+            "integer_out_of_range"
+        );
+        // A float literal is a double, as in JS.
+        assert_eq!(s(&Value::from_json_str("1e300").unwrap()), "1e+300");
+    }
+
+    #[test]
+    fn depth_is_limited() {
+        let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
+        assert!(Value::from_json_str(&ok).is_ok());
+        let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
+        assert_eq!(Value::from_json_str(&deep).unwrap_err().code(), "too_deep");
+        let very_deep = "[".repeat(100_000) + &"]".repeat(100_000);
+        assert_eq!(
+            Value::from_json_str(&very_deep).unwrap_err().code(),
+            "too_deep"
+        );
+        let mut v = Value::Null;
+        for _ in 0..=MAX_DEPTH {
+            v = Value::Array(vec![v]);
+        }
+        assert_eq!(stringify(&v).unwrap_err().code(), "too_deep");
+    }
+
+    #[test]
+    fn lone_surrogate_escape_is_rejected() {
+        assert_eq!(
+            Value::from_json_str(r#""\ud800""#).unwrap_err().code(),
+            "invalid_unicode"
+        );
+        assert_eq!(
+            Value::from_json_slice(b"\"\xff\"").unwrap_err().code(),
+            "invalid_unicode"
+        );
+    }
+
+    #[test]
+    fn array_index_rules() {
+        assert_eq!(array_index("0"), Some(0));
+        assert_eq!(array_index("4294967294"), Some(4_294_967_294));
+        for k in [
+            "",
+            "00",
+            "01",
+            "-1",
+            "1.0",
+            "4294967295",
+            "99999999999",
+            "1a",
+            " 1",
+        ] {
+            assert_eq!(array_index(k), None, "{k}");
+        }
+    }
+}

@@ -1,0 +1,46 @@
+//! The sans-IO core of callpost.
+//!
+//! This crate performs no I/O of any kind: no network, no clock, no
+//! randomness, no threads, no environment variables. The caller passes the
+//! current time (milliseconds since the Unix epoch) and any random bytes in,
+//! and carries requests out and sends them itself. That is what lets one
+//! core serve Python (pyo3) and JavaScript (wasm) with identical behaviour,
+//! and lets tests drive hours of retries on a fake clock.
+//!
+//! The central pieces:
+//!
+//! * [`Call`]: a Segment-spec identify, track, page, screen, group, alias or
+//!   delete call, parsed from JSON with Segment's keys and validated.
+//! * [`json`]: a JSON model and writer whose output equals JavaScript's
+//!   `JSON.stringify`, byte for byte, so receivers that re-stringify the body
+//!   to check the signature always agree with us.
+//! * [`Webhooks`]: the destination's settings; builds the exact body and the
+//!   signed [`Request`] for a call and endpoint.
+//! * [`signature`]: HMAC-SHA1 `X-Signature` signing, and constant-time
+//!   verification with secret rotation.
+//! * [`routing`], [`audience`], [`delete_notifications`]: which calls reach the
+//!   destination, audience membership as identify calls, and delete
+//!   notifications.
+//!
+//! Every error type has a stable snake_case `code()`, which the Python and
+//! JavaScript packages expose unchanged.
+
+pub mod audience;
+pub mod call;
+mod error;
+pub mod json;
+pub mod routing;
+pub mod signature;
+pub mod timestamp;
+pub mod webhooks;
+
+pub use audience::{AudienceError, AudienceSync};
+pub use call::{Call, CallError, CallKind};
+pub use error::Error;
+pub use json::{stringify, JsonError, Map, Value};
+pub use signature::{sign, verify, verify_value, Secret, SignatureError};
+pub use timestamp::{Timestamp, TimestampError};
+pub use webhooks::{
+    delete_notifications, write_body, DeleteSource, EndpointConfig, Request, SettingsError,
+    Webhooks,
+};

@@ -1,0 +1,173 @@
+//! `X-Signature`: lowercase hex HMAC-SHA1 of the exact body bytes, keyed with
+//! the destination's shared secret (webhooks-destination.md, Authentication).
+
+use crate::json::{write_value, Value};
+use hmac::{Hmac, KeyInit, Mac};
+use sha1::Sha1;
+use std::fmt;
+
+type HmacSha1 = Hmac<Sha1>;
+
+/// Hex characters in a signature (SHA-1 is 20 bytes).
+pub const SIGNATURE_HEX_LEN: usize = 40;
+
+/// Errors from signing and verifying.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SignatureError {
+    /// The secret is empty. An empty shared secret means "unsigned" in the
+    /// destination settings; to sign or verify, pass a non-empty one.
+    #[error("shared secret is empty")]
+    EmptySecret,
+    /// `verify` was given no secrets. Pass at least one.
+    #[error("no secrets given to verify against")]
+    NoSecrets,
+    /// The signature is not 40 hexadecimal characters; it cannot be ours.
+    /// Treat the request as unauthenticated.
+    #[error("signature is not 40 hexadecimal characters")]
+    MalformedSignature,
+}
+
+impl SignatureError {
+    /// Stable snake_case code, identical in Rust, Python and JS.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::EmptySecret => "empty_secret",
+            Self::NoSecrets => "no_secrets",
+            Self::MalformedSignature => "malformed_signature",
+        }
+    }
+}
+
+/// A shared secret, prekeyed: the HMAC inner and outer pads are computed
+/// once, so each signature costs only the body's hashing.
+///
+/// `Debug` never shows the key.
+#[derive(Clone)]
+pub struct Secret {
+    mac: HmacSha1,
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl Secret {
+    /// Keys a secret from its UTF-8 (or raw) bytes. Any length but zero.
+    pub fn new(key: impl AsRef<[u8]>) -> Result<Secret, SignatureError> {
+        let key = key.as_ref();
+        if key.is_empty() {
+            return Err(SignatureError::EmptySecret);
+        }
+        // HMAC accepts keys of any length, so this cannot fail.
+        let mac =
+            <HmacSha1 as KeyInit>::new_from_slice(key).map_err(|_| SignatureError::EmptySecret)?;
+        Ok(Secret { mac })
+    }
+
+    /// The raw 20-byte HMAC-SHA1 of `body`.
+    pub fn digest(&self, body: &[u8]) -> [u8; 20] {
+        let mut mac = self.mac.clone();
+        mac.update(body);
+        mac.finalize().into_bytes().into()
+    }
+
+    /// The `X-Signature` value for `body`: 40 lowercase hex characters.
+    pub fn sign(&self, body: &[u8]) -> String {
+        hex::encode(self.digest(body))
+    }
+
+    /// Whether `expected` (raw 20 bytes) is the digest of `body`, compared in
+    /// constant time.
+    fn matches(&self, body: &[u8], expected: &[u8; 20]) -> bool {
+        let mut mac = self.mac.clone();
+        mac.update(body);
+        mac.verify_slice(expected).is_ok()
+    }
+}
+
+/// Signs `body` with `secret`: lowercase hex HMAC-SHA1.
+pub fn sign(secret: impl AsRef<[u8]>, body: impl AsRef<[u8]>) -> Result<String, SignatureError> {
+    Ok(Secret::new(secret)?.sign(body.as_ref()))
+}
+
+/// Decodes a signature header. Hex digits of either case are accepted: the
+/// spec says lowercase, but case carries no information and some proxies
+/// normalise header values.
+fn decode_signature(signature: &str) -> Result<[u8; 20], SignatureError> {
+    let mut raw = [0u8; 20];
+    if signature.len() != SIGNATURE_HEX_LEN {
+        return Err(SignatureError::MalformedSignature);
+    }
+    hex::decode_to_slice(signature, &mut raw).map_err(|_| SignatureError::MalformedSignature)?;
+    Ok(raw)
+}
+
+/// Verifies `signature` over the exact `body` bytes against one or more
+/// secrets (several during a rotation). `Ok(false)` means no secret matches;
+/// an `Err` means the inputs could never verify.
+///
+/// Every secret is tried, and each comparison is constant-time, so timing
+/// reveals neither the digest nor which secret matched.
+pub fn verify(body: &[u8], signature: &str, secrets: &[Secret]) -> Result<bool, SignatureError> {
+    if secrets.is_empty() {
+        return Err(SignatureError::NoSecrets);
+    }
+    let expected = decode_signature(signature)?;
+    let mut ok = false;
+    for secret in secrets {
+        ok |= secret.matches(body, &expected);
+    }
+    Ok(ok)
+}
+
+/// Verifies a signature when only the parsed body is at hand: re-stringifies
+/// `value` as `JSON.stringify` does, then verifies those bytes. This is the
+/// spec's own verification recipe; prefer [`verify`] over the raw body.
+pub fn verify_value(
+    value: &Value,
+    signature: &str,
+    secrets: &[Secret],
+) -> Result<bool, crate::Error> {
+    let mut body = Vec::with_capacity(256);
+    write_value(value, &mut body)?;
+    Ok(verify(&body, signature, secrets)?)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_redacts() {
+        let s = Secret::new("hunter2-secret").unwrap();
+        assert_eq!(format!("{s:?}"), "Secret(<redacted>)");
+    }
+
+    #[test]
+    fn verify_rules() {
+        let a = Secret::new("a").unwrap();
+        let b = Secret::new("b").unwrap();
+        let sig = a.sign(b"body");
+        assert_eq!(verify(b"body", &sig, &[b.clone(), a.clone()]), Ok(true));
+        assert_eq!(
+            verify(b"body", &sig.to_uppercase(), std::slice::from_ref(&a)),
+            Ok(true)
+        );
+        assert_eq!(verify(b"body", &sig, std::slice::from_ref(&b)), Ok(false));
+        assert_eq!(verify(b"body", &sig, &[]), Err(SignatureError::NoSecrets));
+        assert_eq!(
+            verify(b"body", &sig[..39], std::slice::from_ref(&a)),
+            Err(SignatureError::MalformedSignature)
+        );
+        let bad = format!("{}g", &sig[..39]);
+        assert_eq!(
+            verify(b"body", &bad, &[a]),
+            Err(SignatureError::MalformedSignature)
+        );
+        assert_eq!(Secret::new("").unwrap_err(), SignatureError::EmptySecret);
+    }
+}
