@@ -14,12 +14,17 @@
 //! Two decisions go beyond what `JSON.stringify` does, because JavaScript
 //! silently changes the data in these cases and we never do:
 //!
-//! * **Integers beyond 2^53 − 1** given as an integer type (Rust `i64`/`u64`,
-//!   Python `int`, a JSON integer literal that fits 64 bits) are rejected with
-//!   [`JsonError::IntegerOutOfRange`]: a double cannot hold them, and
-//!   `JSON.parse` on the receiver would round them. Doubles of any finite
-//!   magnitude are fine. (JSON literals too long for 64 bits are read as
-//!   doubles, exactly as `JSON.parse` reads them.)
+//! * **Integers that JavaScript would print differently** are rejected with
+//!   [`JsonError::IntegerOutOfRange`], whether they come as an integer type
+//!   (Rust `i64`/`u64`, Python `int`) or as a JSON integer literal. An
+//!   integer is kept when `JSON.stringify(Number(n))` writes the same digits:
+//!   always for |n| ≤ 2^53, and for larger values such as
+//!   `10000000000000000` or `1152921504606847000` that are already in the
+//!   shortest form JS prints. `9007199254740993` (JS prints `…992`) and
+//!   `2**60` (JS prints `1152921504606847000`) are rejected: the receiver
+//!   would see a different number. Everything `JSON.stringify` writes passes
+//!   this test, so our own bodies always re-parse. Literals too long for
+//!   128 bits are read as the nearest double, as `JSON.parse` does.
 //! * **NaN and ±Infinity** are rejected with [`JsonError::NonFiniteNumber`]
 //!   where `JSON.stringify` would write `null`.
 
@@ -34,9 +39,6 @@ use std::fmt;
 /// body, batch) while keeping every recursive walk far from the stack limit,
 /// including on wasm's small default stack.
 pub const MAX_DEPTH: usize = 64;
-
-/// Largest integer a double holds exactly (`Number.MAX_SAFE_INTEGER`).
-pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// An insertion-ordered JSON object. Inserting an existing key keeps its
 /// position and replaces its value, which is what `JSON.parse` does with
@@ -135,18 +137,28 @@ impl Value {
 
     /// An integer as a number, rejecting values no double holds exactly.
     pub fn from_i64(n: i64) -> Result<Value, JsonError> {
-        if n.unsigned_abs() > MAX_SAFE_INTEGER {
-            return Err(JsonError::IntegerOutOfRange(n.to_string()));
-        }
-        Ok(Value::Number(n as f64))
+        Self::from_i128(i128::from(n))
     }
 
-    /// An unsigned integer as a number, rejecting values above 2^53 − 1.
+    /// An unsigned integer as a number, rejecting values no double holds
+    /// exactly.
     pub fn from_u64(n: u64) -> Result<Value, JsonError> {
-        if n > MAX_SAFE_INTEGER {
+        Self::from_i128(i128::from(n))
+    }
+
+    /// A 128-bit integer as a number, rejecting values that JavaScript
+    /// would print with other digits (see the module docs).
+    pub fn from_i128(n: i128) -> Result<Value, JsonError> {
+        let f = n as f64;
+        if n.unsigned_abs() <= 1 << 53 {
+            return Ok(Value::Number(f));
+        }
+        let mut printed = Vec::with_capacity(24);
+        write_number(f, &mut printed)?;
+        if printed != n.to_string().as_bytes() {
             return Err(JsonError::IntegerOutOfRange(n.to_string()));
         }
-        Ok(Value::Number(n as f64))
+        Ok(Value::Number(f))
     }
 
     /// Fails with [`JsonError::TooDeep`] when nesting exceeds [`MAX_DEPTH`].
@@ -570,24 +582,43 @@ mod tests {
 
     #[test]
     fn big_integers_are_rejected_and_safe_ones_kept() {
+        let code = |t: &str| Value::from_json_str(t).unwrap_err().code();
+        assert_eq!(code("9007199254740993"), "integer_out_of_range");
+        assert_eq!(code("-9007199254740993"), "integer_out_of_range");
         assert_eq!(
-            Value::from_json_str("9007199254740992").unwrap_err().code(),
-            "integer_out_of_range"
+            s(&Value::from_json_str("9007199254740992").unwrap()),
+            "9007199254740992"
         );
         assert_eq!(
-            Value::from_json_str("-9007199254740992")
-                .unwrap_err()
-                .code(),
-            "integer_out_of_range"
-        );
-        assert_eq!(
-            s(&Value::from_json_str("9007199254740991").unwrap()),
-            "9007199254740991"
+            s(&Value::from_json_str("10000000000000000").unwrap()),
+            "10000000000000000"
         );
         assert_eq!(
             Value::from_u64(1 << 60).unwrap_err().code(),
             "integer_out_of_range"
         );
+        assert_eq!(
+            s(&Value::from_json_str("1152921504606847000").unwrap()),
+            "1152921504606847000"
+        );
+        assert_eq!(
+            Value::from_u64((1 << 60) + 1).unwrap_err().code(),
+            "integer_out_of_range"
+        );
+        assert_eq!(
+            Value::from_u64(u64::MAX).unwrap_err().code(),
+            "integer_out_of_range"
+        );
+        assert_eq!(
+            Value::from_i64(i64::MAX).unwrap_err().code(),
+            "integer_out_of_range"
+        );
+        // -2^63 is exact as a double, but JS prints it as -9223372036854776000.
+        assert_eq!(
+            Value::from_i64(i64::MIN).unwrap_err().code(),
+            "integer_out_of_range"
+        );
+
         // A float literal is a double, as in JS.
         assert_eq!(s(&Value::from_json_str("1e300").unwrap()), "1e+300");
     }

@@ -1,0 +1,218 @@
+//! The shared vectors in `testdata/`, which the Python and JS suites read too.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use callpost_core::{
+    audience::trait_name, sign, verify, AudienceSync, Call, Secret, Timestamp, Value, Webhooks,
+};
+
+fn load(text: &str) -> Value {
+    // Our own parser keeps key order, which the vectors depend on.
+    Value::from_json_str(text).unwrap()
+}
+
+fn get<'a>(v: &'a Value, k: &str) -> &'a Value {
+    v.as_object().unwrap().get(k).unwrap_or(&Value::Null)
+}
+
+fn s<'a>(v: &'a Value, k: &str) -> &'a str {
+    get(v, k)
+        .as_str()
+        .unwrap_or_else(|| panic!("{k} is not a string"))
+}
+
+fn arr<'a>(v: &'a Value, k: &str) -> &'a [Value] {
+    match get(v, k) {
+        Value::Array(a) => a,
+        other => panic!("{k} is not an array: {other:?}"),
+    }
+}
+
+fn num(v: &Value, k: &str) -> f64 {
+    match get(v, k) {
+        Value::Number(n) => *n,
+        other => panic!("{k} is not a number: {other:?}"),
+    }
+}
+
+fn call_of(case: &Value) -> Result<Call, callpost_core::CallError> {
+    match get(case, "call_json") {
+        Value::String(text) => Call::from_json_str(text),
+        _ => Call::from_value(get(case, "call")),
+    }
+}
+
+#[test]
+fn webhook_requests() {
+    let cases = load(include_str!("../../testdata/webhook_requests.json"));
+    let Value::Array(cases) = cases else { panic!() };
+    assert!(cases.len() >= 30);
+    for case in &cases {
+        let name = s(case, "name");
+        let hooks = Webhooks::from_value(get(case, "settings")).unwrap();
+        let call = call_of(case).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let now = Timestamp::from_millis(num(case, "now") as i64).unwrap();
+        let req = hooks
+            .request(&call, num(case, "endpoint") as usize, now)
+            .unwrap();
+        let want = get(case, "expect");
+        assert_eq!(
+            std::str::from_utf8(&req.body).unwrap(),
+            s(want, "body"),
+            "{name}: body"
+        );
+        assert_eq!(req.method, s(want, "method"), "{name}");
+        assert_eq!(req.url, s(want, "url"), "{name}: url");
+        let headers: Vec<(String, String)> = arr(want, "headers")
+            .iter()
+            .map(|h| match h {
+                Value::Array(p) => (
+                    p[0].as_str().unwrap().to_owned(),
+                    p[1].as_str().unwrap().to_owned(),
+                ),
+                _ => panic!(),
+            })
+            .collect();
+        assert_eq!(req.headers, headers, "{name}: headers");
+        // What a receiver does: the body survives JSON.stringify(JSON.parse(body)).
+        let reparsed = Value::from_json_slice(&req.body)
+            .unwrap()
+            .to_json_string()
+            .unwrap();
+        assert_eq!(reparsed.as_bytes(), &req.body[..], "{name}: re-stringify");
+    }
+}
+
+#[test]
+fn stringify_vectors() {
+    let Value::Array(cases) = load(include_str!("../../testdata/stringify.json")) else {
+        panic!()
+    };
+    for case in &cases {
+        let v = Value::from_json_str(s(case, "input")).unwrap();
+        assert_eq!(
+            v.to_json_string().unwrap(),
+            s(case, "expected"),
+            "{}",
+            s(case, "input")
+        );
+    }
+}
+
+#[test]
+fn rfc2202_and_sign_vectors() {
+    let all = load(include_str!("../../testdata/signatures.json"));
+    let rfc = arr(&all, "rfc2202");
+    assert_eq!(rfc.len(), 7);
+    for case in rfc {
+        let key = hex::decode(s(case, "key_hex")).unwrap();
+        let data = hex::decode(s(case, "data_hex")).unwrap();
+        assert_eq!(sign(&key, &data).unwrap(), s(case, "digest"));
+    }
+    for case in arr(&all, "sign") {
+        assert_eq!(
+            sign(s(case, "secret"), s(case, "body")).unwrap(),
+            s(case, "signature")
+        );
+    }
+    for case in arr(&all, "verify") {
+        let name = s(case, "name");
+        let secrets: Result<Vec<Secret>, _> = arr(case, "secrets")
+            .iter()
+            .map(|k| Secret::new(k.as_str().unwrap()))
+            .collect();
+        let got = secrets
+            .and_then(|secrets| verify(s(case, "body").as_bytes(), s(case, "signature"), &secrets));
+        match get(case, "error") {
+            Value::String(code) => assert_eq!(got.unwrap_err().code(), code, "{name}"),
+            _ => assert_eq!(
+                got.unwrap(),
+                get(case, "expect") == &Value::Bool(true),
+                "{name}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn error_table() {
+    let all = load(include_str!("../../testdata/errors.json"));
+    for case in arr(&all, "calls") {
+        let name = s(case, "name");
+        let got = match get(case, "call_json_nest") {
+            Value::Number(n) => {
+                // A track call whose properties nest `n` more objects deep.
+                let n = *n as usize;
+                let text = format!(
+                    r#"{{"type":"track","userId":"u","event":"e","properties":{}1{}}}"#,
+                    r#"{"a":"#.repeat(n),
+                    "}".repeat(n)
+                );
+                Call::from_json_str(&text)
+            }
+            _ => call_of(case),
+        };
+        match get(case, "code") {
+            Value::String(code) => assert_eq!(got.unwrap_err().code(), code, "{name}"),
+            _ => assert!(got.is_ok(), "{name}: {got:?}"),
+        }
+    }
+    for case in arr(&all, "settings") {
+        let name = s(case, "name");
+        let got = Webhooks::from_value(get(case, "settings"));
+        match get(case, "code") {
+            Value::String(code) => assert_eq!(got.unwrap_err().code(), code, "{name}"),
+            _ => assert!(got.is_ok(), "{name}: {got:?}"),
+        }
+    }
+    for case in arr(&all, "stringify") {
+        let n: f64 = s(case, "number").parse().unwrap();
+        let got = Value::Number(n).to_json_string();
+        assert_eq!(got.unwrap_err().code(), s(case, "code"));
+    }
+}
+
+#[test]
+fn audience_vectors() {
+    let all = load(include_str!("../../testdata/audiences.json"));
+    for pair in arr(&all, "trait_names") {
+        let Value::Array(p) = pair else { panic!() };
+        assert_eq!(
+            trait_name(p[0].as_str().unwrap()).unwrap(),
+            p[1].as_str().unwrap()
+        );
+    }
+    for name in arr(&all, "invalid_names") {
+        assert_eq!(
+            trait_name(name.as_str().unwrap()).unwrap_err().code(),
+            "invalid_audience_name"
+        );
+    }
+    for sync in arr(&all, "syncs") {
+        let mut state = AudienceSync::new(s(sync, "audience")).unwrap();
+        let trait_key = state.trait_name().to_owned();
+        for step in arr(sync, "steps") {
+            let now = Timestamp::from_millis(num(step, "now") as i64).unwrap();
+            state.handle_sync(
+                now,
+                arr(step, "members").iter().map(|m| m.as_str().unwrap()),
+            );
+            let got: Vec<(String, bool)> = std::iter::from_fn(|| state.poll_call())
+                .map(|c| {
+                    assert_eq!(c.timestamp, Some(now));
+                    let member = c.traits.as_ref().unwrap()[&trait_key] == Value::Bool(true);
+                    (c.user_id.unwrap(), member)
+                })
+                .collect();
+            let want: Vec<(String, bool)> = arr(step, "calls")
+                .iter()
+                .map(|c| match c {
+                    Value::Array(p) => {
+                        (p[0].as_str().unwrap().to_owned(), p[1] == Value::Bool(true))
+                    }
+                    _ => panic!(),
+                })
+                .collect();
+            assert_eq!(got, want);
+        }
+    }
+}

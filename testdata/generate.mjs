@@ -1,0 +1,129 @@
+// Regenerates the expected outputs in this folder from an independent
+// oracle: JavaScript's own JSON.stringify, Date and node:crypto. The inputs
+// live here; the Rust, Python and JS suites only read the generated files.
+// Run: node testdata/generate.mjs
+import { createHmac } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+
+const here = new URL('.', import.meta.url);
+const write = (name, data) => writeFileSync(new URL(name, here), JSON.stringify(data, null, 1) + '\n');
+const hmac = (key, body) => createHmac('sha1', Buffer.from(key, 'utf8')).update(Buffer.from(body, 'utf8')).digest('hex');
+const iso = (t) => new Date(t).toISOString();
+
+// The destination spec's "Body shape by call kind" table, written in JS.
+function body(call, now) {
+  const ts = iso(call.timestamp ?? now);
+  const uid = call.userId === '' ? undefined : (typeof call.userId === 'number' ? String(call.userId) : call.userId);
+  const o = {};
+  if (call.type !== 'delete') o.version = 1;
+  o.type = call.type;
+  const put = (k, v) => { if (v !== undefined && v !== null) o[k] = v; };
+  switch (call.type) {
+    case 'page': put('userId', uid); o.properties = call.properties ?? {}; o.timestamp = ts; break;
+    case 'screen': {
+      put('userId', uid); put('name', call.name); o.timestamp = ts;
+      const c = call.context ?? {}; const ctx = {};
+      for (const p of ['device', 'os', 'app']) if (p in c) ctx[p] = c[p];
+      o.context = ctx; break;
+    }
+    case 'identify': put('userId', uid); o.traits = call.traits ?? {}; o.timestamp = ts; break;
+    case 'track': put('userId', uid); put('event', call.event); o.properties = call.properties ?? {}; o.timestamp = ts; break;
+    case 'alias': put('Previous ID', call.previousId); put('User ID', uid); o.timestamp = ts; break;
+    case 'group': put('groupId', call.groupId); put('userId', uid); o.traits = call.traits ?? {}; o.timestamp = ts; break;
+    case 'delete': put('userId', uid); o.timestamp = ts; break;
+  }
+  return JSON.stringify(o);
+}
+
+const NOW = Date.parse('2026-11-22T10:04:05.123Z');
+const settings = {
+  endpoints: [
+    { url: 'https://hooks.example.com/segment', headers: { Authorization: 'Bearer abc', 'X-Team': 'growth' } },
+    'http://127.0.0.1:8080/fallback',
+  ],
+  sharedSecret: 'whsec-test-7f3a',
+};
+const unsigned = { endpoints: ['https://hooks.example.com/'] };
+
+const calls = [
+  ['track_basic', { type: 'track', userId: 'u-123', event: 'Order Completed', messageId: 'msg-1',
+    properties: { total: 25.0, currency: 'EUR', items: [{ sku: 'A1', qty: 2, price: 12.5 }], coupon: null },
+    timestamp: '2026-11-22T10:04:05.123Z' }],
+  // Raw JSON text: key order and number spelling as a sender would write them.
+  ['track_integer_keys_and_numbers', String.raw`{"type":"track","userId":"u","event":"e","timestamp":"2026-01-01T00:00:00Z","properties":{"b":1,"10":"ten","a":1e21,"2":1.5e-7,"01":1e16,"neg":-0,"big":9007199254740991,"tiny":5e-324,"f":25.0,"nested":{"z":1,"0":0}}}`],
+  ['track_unicode_and_controls', String.raw`{"type":"track","anonymousId":"anon-1","event":"Résumé 😀 \"quoted\"\n","properties":{"ctl":"\u0000\u0001\b\f\n\r\t\u001f\u007f","sep":"\u2028\u2029","back":"a\\b\/c"},"timestamp":"2026-11-22T12:04:05.123+02:00"}`],
+  ['track_no_properties_offset_timestamp', { type: 'track', userId: 'u', event: 'Signed Up', timestamp: '2026-11-22 23:30:00.987654-01:00' }],
+  ['track_stamped_with_now', { type: 'track', userId: 42, event: 'Numeric Id' }],
+  ['page', { type: 'page', userId: 'u', name: 'Home', category: 'Docs',
+    properties: { path: '/', referrer: 'https://r.example/', title: 'Home', url: 'https://x.example/', extra: true }, timestamp: '2026-11-22T10:04:05Z' }],
+  ['page_anonymous_only', { type: 'page', anonymousId: 'a-1', timestamp: '2026-11-22T10:04:05Z' }],
+  ['screen', { type: 'screen', userId: 'u', name: 'Checkout', timestamp: '2026-11-22T10:04:05.5Z',
+    context: { ip: '203.0.113.9', app: { build: '42', name: 'Shop', version: '1.2' }, device: { model: 'Pixel', type: 'android' }, os: { name: 'Android', version: '15' } } }],
+  ['screen_no_context', { type: 'screen', anonymousId: 'a', timestamp: '2026-11-22T10:04:05Z' }],
+  ['identify', { type: 'identify', userId: 'u', traits: { email: 'a@example.com', plan: 'pro', logins: 3 }, timestamp: '2026-11-22T10:04:05Z', messageId: 'id-9' }],
+  ['identify_no_traits', { type: 'identify', userId: 'u', timestamp: '1969-07-20T20:17:40Z' }],
+  ['alias', { type: 'alias', userId: 'new-id', previousId: 'old-id', timestamp: '2026-11-22T10:04:05Z' }],
+  ['group', { type: 'group', userId: 'u', groupId: 'g-1', traits: { name: 'Initech', employees: 250 }, timestamp: '2026-11-22T10:04:05Z' }],
+  ['group_anonymous', { type: 'group', anonymousId: 'a', groupId: 'g-2', timestamp: '2026-11-22T10:04:05Z' }],
+  ['delete', { type: 'delete', userId: 'u-gone', timestamp: '2026-11-22T10:04:05Z' }],
+  ['ignores_unknown_keys', { type: 'identify', userId: 'u', sentAt: 'x', version: 2, channel: 'server', timestamp: '2026-11-22T10:04:05Z' }],
+];
+
+const requests = [];
+for (const [name, input] of calls) {
+  const call = typeof input === 'string' ? JSON.parse(input) : input;
+  for (const [sname, s, endpoint] of [['signed', settings, 0], ['signed_ep1', settings, 1], ['unsigned', unsigned, 0]]) {
+    if (sname === 'signed_ep1' && name !== 'track_basic') continue;
+    const b = body(call, NOW);
+    const ep = s.endpoints[endpoint];
+    const headers = [['User-Agent', 'callpost/1.0'], ['Content-Type', 'application/json']];
+    if (typeof ep === 'object') headers.push(...Object.entries(ep.headers));
+    if (s.sharedSecret) headers.push(['X-Signature', hmac(s.sharedSecret, b)]);
+    if (call.messageId) headers.push(['Idempotency-Key', call.messageId]);
+    const url = new URL(typeof ep === 'string' ? ep : ep.url).href;
+    const given = typeof input === 'string' ? { call_json: input } : { call };
+    requests.push({ name: `${name}/${sname}`, settings: s, endpoint, now: NOW, ...given, expect: { method: 'POST', url, headers, body: b } });
+  }
+}
+write('webhook_requests.json', requests);
+
+// stringify: input JSON text, expected JSON.stringify(JSON.parse(text)).
+const texts = [
+  '{"b":1,"10":2,"a":3,"2":4,"01":5,"4294967295":6,"4294967294":7,"-1":8}',
+  '[1.0,-0,1e21,1e20,1.5e-7,0.000001,1e-7,123456789012345680000,0.1,5e-324,1.7976931348623157e308,-25.50]',
+  '"\\u0000\\u001f\\u007f\\b\\f\\n\\r\\t\\"\\\\\\/ \\u2028 é 😀 \\ud83d\\ude00"',
+  '{"a":{"b":[{"c":null,"d":true,"e":false}]},"":"empty key","a":"dup replaces"}',
+  '[]', '{}', '0', '-0', '"plain"', 'null', '[[[]]]',
+  '9007199254740991', '-9007199254740991', '12345678901234567890123',
+];
+write('stringify.json', texts.map((text) => ({ input: text, expected: JSON.stringify(JSON.parse(text)) })));
+
+// RFC 2202 section 3 (HMAC-SHA1), plus sign() over UTF-8 strings.
+const rfc2202 = [
+  ['0b'.repeat(20), Buffer.from('Hi There').toString('hex')],
+  [Buffer.from('Jefe').toString('hex'), Buffer.from('what do ya want for nothing?').toString('hex')],
+  ['aa'.repeat(20), 'dd'.repeat(50)],
+  ['0102030405060708090a0b0c0d0e0f10111213141516171819', 'cd'.repeat(50)],
+  ['0c'.repeat(20), Buffer.from('Test With Truncation').toString('hex')],
+  ['aa'.repeat(80), Buffer.from('Test Using Larger Than Block-Size Key - Hash Key First').toString('hex')],
+  ['aa'.repeat(80), Buffer.from('Test Using Larger Than Block-Size Key and Larger Than One Block-Size Data').toString('hex')],
+].map(([key, data]) => ({ key_hex: key, data_hex: data,
+  digest: createHmac('sha1', Buffer.from(key, 'hex')).update(Buffer.from(data, 'hex')).digest('hex') }));
+const signs = [['secret', '{"a":1}'], ['ключ 🔑', 'body with ünïcode'], ['k', ''], ['x'.repeat(1000), 'long key']]
+  .map(([secret, body]) => ({ secret, body, signature: hmac(secret, body) }));
+const good = hmac('s1', '{"type":"track"}');
+const verify = [
+  { name: 'match', body: '{"type":"track"}', signature: good, secrets: ['s1'], expect: true },
+  { name: 'rotation_second_secret', body: '{"type":"track"}', signature: good, secrets: ['old', 's1'], expect: true },
+  { name: 'uppercase_hex_accepted', body: '{"type":"track"}', signature: good.toUpperCase(), secrets: ['s1'], expect: true },
+  { name: 'wrong_secret', body: '{"type":"track"}', signature: good, secrets: ['s2'], expect: false },
+  { name: 'body_changed', body: '{"type":"track" }', signature: good, secrets: ['s1'], expect: false },
+  { name: 'too_short', body: '{}', signature: good.slice(0, 39), secrets: ['s1'], error: 'malformed_signature' },
+  { name: 'too_long', body: '{}', signature: good + '0', secrets: ['s1'], error: 'malformed_signature' },
+  { name: 'non_hex', body: '{}', signature: 'z'.repeat(40), secrets: ['s1'], error: 'malformed_signature' },
+  { name: 'sha1_prefixed', body: '{}', signature: 'sha1=' + good, secrets: ['s1'], error: 'malformed_signature' },
+  { name: 'no_secrets', body: '{}', signature: good, secrets: [], error: 'no_secrets' },
+  { name: 'empty_secret', body: '{}', signature: good, secrets: [''], error: 'empty_secret' },
+];
+write('signatures.json', { rfc2202, sign: signs, verify });
+console.log(`wrote ${requests.length} requests, ${texts.length} stringify, ${rfc2202.length + signs.length + verify.length} signature cases`);
