@@ -45,3 +45,9 @@ impl Error {
         }
     }
 }
+
+impl From<crate::timestamp::TimestampError> for Error {
+    fn from(e: crate::timestamp::TimestampError) -> Self {
+        Error::Call(CallError::InvalidTimestamp(e))
+    }
+}

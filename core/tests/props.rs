@@ -1,0 +1,129 @@
+//! Property tests over the core's invariants.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use callpost_core::{
+    sign, verify, Call, CallKind, EndpointConfig, Map, Secret, Timestamp, Value, Webhooks,
+};
+use proptest::prelude::*;
+
+fn leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::Number),
+        (-1_000_000i64..1_000_000).prop_map(|n| Value::Number(n as f64)),
+        any::<String>().prop_map(Value::String),
+    ]
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    leaf().prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec((prop_oneof!["[0-9]{1,3}", any::<String>()], inner), 0..6)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect::<Map>())),
+        ]
+    })
+}
+
+fn object() -> impl Strategy<Value = Option<Map>> {
+    prop::option::of(
+        prop::collection::vec((any::<String>(), json_value()), 0..5)
+            .prop_map(|kv| kv.into_iter().collect()),
+    )
+}
+
+prop_compose! {
+    fn call()(kind in prop::sample::select(CallKind::ALL.to_vec()),
+              user in "[a-z0-9]{1,8}", other in any::<String>(),
+              properties in object(), traits in object(), context in object(),
+              ts in prop::option::of(-62_167_219_200_000i64..253_402_300_799_999)) -> Call {
+        let mut c = Call::new(kind);
+        c.user_id = Some(user);
+        c.event = Some(format!("e{other}"));
+        c.name = Some(other.clone());
+        c.group_id = Some(format!("g{other}"));
+        c.previous_id = Some(format!("p{other}"));
+        c.message_id = Some(other);
+        c.properties = properties;
+        c.traits = traits;
+        c.context = context;
+        c.timestamp = ts.map(|t| Timestamp::from_millis(t).unwrap());
+        c
+    }
+}
+
+fn hooks() -> Webhooks {
+    Webhooks::new(
+        &[EndpointConfig::new("https://example.com/hook")],
+        Some(b"secret"),
+    )
+    .unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn every_body_parses_and_is_stable(call in call()) {
+        let req = hooks().request(&call, 0, Timestamp::from_millis(0).unwrap()).unwrap();
+        // Parses as JSON for an independent parser...
+        let _: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
+        // ...and is a fixed point of parse + stringify, which receivers rely on.
+        let again = Value::from_json_slice(&req.body).unwrap().to_json_string().unwrap();
+        prop_assert_eq!(again.as_bytes(), &req.body[..]);
+        let sig = req.header("X-Signature").unwrap();
+        prop_assert_eq!(verify(&req.body, sig, &[Secret::new("secret").unwrap()]), Ok(true));
+    }
+
+    #[test]
+    fn stringify_round_trips_through_serde_json(v in json_value()) {
+        let text = v.to_json_string().unwrap();
+        let theirs: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let ours = Value::from_json_str(&text).unwrap();
+        prop_assert_eq!(ours.to_json_string().unwrap(), text);
+        // Same number of top-level entries as an independent parser sees.
+        match (&ours, &theirs) {
+            (Value::Array(a), serde_json::Value::Array(b)) => prop_assert_eq!(a.len(), b.len()),
+            (Value::Object(a), serde_json::Value::Object(b)) => prop_assert_eq!(a.len(), b.len()),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn sign_then_verify(secret in prop::collection::vec(any::<u8>(), 1..200), body in prop::collection::vec(any::<u8>(), 0..512)) {
+        let sig = sign(&secret, &body).unwrap();
+        prop_assert_eq!(sig.len(), 40);
+        prop_assert!(sig.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
+        prop_assert_eq!(verify(&body, &sig, &[Secret::new(&secret).unwrap()]), Ok(true));
+    }
+
+    #[test]
+    fn any_one_byte_change_fails(secret in "[ -~]{1,40}", body in prop::collection::vec(any::<u8>(), 1..256),
+                                 at in any::<prop::sample::Index>(), flip in 1u8..=255, in_sig in any::<bool>()) {
+        let key = [Secret::new(&secret).unwrap()];
+        let sig = sign(&secret, &body).unwrap();
+        if in_sig {
+            let mut s = sig.into_bytes();
+            let i = at.index(s.len());
+            // Swap for another hex digit of a different value (either case).
+            let digits = b"0123456789abcdef";
+            let pos = digits.iter().position(|d| *d == s[i]).unwrap();
+            s[i] = digits[(pos + 1 + (flip as usize % 15)) % 16];
+            prop_assert_eq!(verify(&body, std::str::from_utf8(&s).unwrap(), &key), Ok(false));
+        } else {
+            let mut b = body.clone();
+            let i = at.index(b.len());
+            b[i] ^= flip;
+            prop_assert_eq!(verify(&b, &sig, &key), Ok(false));
+        }
+    }
+
+    #[test]
+    fn header_values_with_cr_or_lf_are_rejected(pre in any::<String>(), post in any::<String>(), bad in prop::sample::select(vec!["\r", "\n", "\r\n"])) {
+        let cfg = EndpointConfig { url: "https://example.com/".into(), headers: vec![("X-H".into(), format!("{pre}{bad}{post}"))] };
+        prop_assert_eq!(Webhooks::new(&[cfg], None).unwrap_err().code(), "invalid_header_value");
+    }
+}
