@@ -264,6 +264,58 @@ impl Call {
         }
     }
 
+    /// Writes the call as a Segment-spec message (the form the tracking
+    /// API's `/v1/batch` takes), in `JSON.stringify` form. Absent and empty
+    /// fields are left out. Keys come in a fixed order: `type`, `messageId`,
+    /// `timestamp`, ids, names, then the free-form objects.
+    pub fn write_message(&self, out: &mut Vec<u8>) -> Result<(), JsonError> {
+        use crate::json::{write_map, write_string};
+        out.push(b'{');
+        out.extend_from_slice(b"\"type\":");
+        write_string(self.kind.as_str(), out);
+        let strings = [
+            ("messageId", &self.message_id),
+            ("userId", &self.user_id),
+            ("anonymousId", &self.anonymous_id),
+            ("event", &self.event),
+            ("name", &self.name),
+            ("category", &self.category),
+            ("groupId", &self.group_id),
+            ("previousId", &self.previous_id),
+        ];
+        for (i, (key, value)) in strings.into_iter().enumerate() {
+            if let Some(v) = value.as_deref().filter(|v| !v.is_empty()) {
+                out.push(b',');
+                write_string(key, out);
+                out.push(b':');
+                write_string(v, out);
+            }
+            if i == 0 {
+                if let Some(ts) = self.timestamp {
+                    out.extend_from_slice(b",\"timestamp\":\"");
+                    ts.write_iso(out);
+                    out.push(b'"');
+                }
+            }
+        }
+        let maps = [
+            ("properties", &self.properties),
+            ("traits", &self.traits),
+            ("context", &self.context),
+            ("integrations", &self.integrations),
+        ];
+        for (key, value) in maps {
+            if let Some(m) = value {
+                out.push(b',');
+                write_string(key, out);
+                out.push(b':');
+                write_map(m, out)?;
+            }
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
     /// The `userId`, when present and non-empty.
     pub fn user_id(&self) -> Option<&str> {
         self.user_id.as_deref().filter(|s| !s.is_empty())

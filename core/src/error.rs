@@ -1,6 +1,7 @@
 //! The crate-wide error, for functions that can fail for several concerns.
 
 use crate::audience::AudienceError;
+use crate::batcher::{ConfigError, EnqueueError};
 use crate::call::CallError;
 use crate::json::JsonError;
 use crate::signature::SignatureError;
@@ -26,6 +27,12 @@ pub enum Error {
     /// An unusable audience name.
     #[error(transparent)]
     Audience(#[from] AudienceError),
+    /// Bad batching-client settings.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A call the batcher did not queue.
+    #[error(transparent)]
+    Enqueue(#[from] EnqueueError),
     /// An endpoint index past the configured endpoints. Use an index below
     /// the number of endpoints.
     #[error("endpoint index {0} is out of range")]
@@ -41,6 +48,8 @@ impl Error {
             Self::Settings(e) => e.code(),
             Self::Signature(e) => e.code(),
             Self::Audience(e) => e.code(),
+            Self::Config(e) => e.code(),
+            Self::Enqueue(e) => e.code(),
             Self::Endpoint(_) => "endpoint_out_of_range",
         }
     }

@@ -21,23 +21,43 @@
 //! * [`routing`], [`audience`], [`delete_notifications`]: which calls reach the
 //!   destination, audience membership as identify calls, and delete
 //!   notifications.
+//! * [`Batcher`]: the client library's queue, batches and upload retries.
+//! * [`Delivery`]: one call through the Webhooks destination, with failover
+//!   and 4 hours of retries.
+//!
+//! The state machines follow one shape (after quinn-proto): inputs are
+//! `handle_*(now, …)`, commands are verbs (`flush`, `shutdown`), outputs are
+//! `poll_*()` returning `Option`, called until `None`, and `poll_timeout()`
+//! says when to wake. What an HTTP outcome means is decided once, in
+//! [`retry`], for both.
 //!
 //! Every error type has a stable snake_case `code()`, which the Python and
 //! JavaScript packages expose unchanged.
 
 pub mod audience;
+pub mod batcher;
 pub mod call;
+pub mod delivery;
 mod error;
 pub mod json;
+pub mod retry;
 pub mod routing;
 pub mod signature;
 pub mod timestamp;
 pub mod webhooks;
 
 pub use audience::{AudienceError, AudienceSync};
+pub use batcher::{
+    BatchRequest, Batcher, BatcherConfig, BatcherEvent, ConfigError, EnqueueError, FailReason,
+    Message,
+};
 pub use call::{Call, CallError, CallKind};
+pub use delivery::{
+    Attempt, AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason,
+};
 pub use error::Error;
 pub use json::{stringify, JsonError, Map, Value};
+pub use retry::{Outcome, Verdict};
 pub use signature::{sign, verify, verify_value, Secret, SignatureError};
 pub use timestamp::{Timestamp, TimestampError};
 pub use webhooks::{

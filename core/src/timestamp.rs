@@ -45,6 +45,13 @@ impl Timestamp {
         }
     }
 
+    /// From milliseconds since the epoch, clamped into years 0000–9999. For
+    /// advisory stamps (such as `sentAt`) where a wild host clock should not
+    /// be an error.
+    pub fn saturating_from_millis(ms: i64) -> Self {
+        Self(ms.clamp(MIN_MS, MAX_MS))
+    }
+
     /// Milliseconds since the epoch.
     pub fn as_millis(self) -> i64 {
         self.0
