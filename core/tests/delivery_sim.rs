@@ -156,7 +156,7 @@ fn receiver_that_recovers_at_two_hours_gets_the_call_exactly_once() {
     };
     assert_eq!(attempt as usize, d.log().len());
     assert!(
-        at >= T0 + 2 * HOUR && at < T0 + 2 * HOUR + 31 * 60_000,
+        (T0 + 2 * HOUR..T0 + 2 * HOUR + 31 * 60_000).contains(&at),
         "recovery noticed within one cap"
     );
 }
@@ -276,7 +276,7 @@ fn permanent_rejections_are_not_retried() {
     }
     // A rejecting endpoint drops out; the others keep being retried.
     let h = hooks(2);
-    let mut hits = vec![0; 2];
+    let mut hits = [0; 2];
     let d = Delivery::new(&h, &call(), T0, config(2)).unwrap();
     let (_, _) = run(d, &h, |_, ep| {
         hits[ep] += 1;

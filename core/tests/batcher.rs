@@ -1,0 +1,578 @@
+//! The batching client's state machine on a fake clock.
+#![allow(clippy::unwrap_used, missing_docs)]
+
+use callpost_core::batcher::{MAX_BATCH_BYTES, MAX_MESSAGE_BYTES};
+use callpost_core::{
+    BatchRequest, Batcher, BatcherConfig, BatcherEvent, Call, CallKind, FailReason, Map, Outcome,
+    Value,
+};
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+const T0: i64 = 1_795_341_845_123;
+
+fn config() -> BatcherConfig {
+    BatcherConfig {
+        jitter_seed: 42,
+        ..BatcherConfig::new("wk_test")
+    }
+}
+
+fn track(i: usize, pad: usize) -> Call {
+    let mut c = Call::new(CallKind::Track);
+    c.user_id = Some(format!("user-{i}"));
+    c.event = Some("Tested".into());
+    let mut p = Map::new();
+    p.insert("i".into(), Value::Number(i as f64));
+    p.insert("pad".into(), Value::String("x".repeat(pad)));
+    c.properties = Some(p);
+    c
+}
+
+fn random(i: usize) -> [u8; 16] {
+    let mut r = [0u8; 16];
+    r[..8].copy_from_slice(&(i as u64).to_le_bytes());
+    r
+}
+
+fn events(b: &mut Batcher) -> Vec<BatcherEvent> {
+    std::iter::from_fn(|| b.poll_event()).collect()
+}
+
+fn body(req: &BatchRequest) -> serde_json::Value {
+    serde_json::from_slice(&req.request.body).unwrap()
+}
+
+#[test]
+fn flushes_at_twenty_with_a_segment_envelope() {
+    let mut b = Batcher::new(config(), T0).unwrap();
+    for i in 0..19 {
+        b.handle_call(T0 + i as i64, track(i, 0), random(i))
+            .unwrap();
+        assert!(
+            b.poll_request(T0 + i as i64).is_none(),
+            "no flush before 20"
+        );
+    }
+    b.handle_call(T0 + 19, track(19, 0), random(19)).unwrap();
+    let req = b.poll_request(T0 + 19).unwrap();
+    assert_eq!(req.message_count, 20);
+    assert_eq!(req.request.url, "https://api.segment.io/v1/batch");
+    // Basic auth: base64("wk_test:")
+    assert_eq!(
+        req.request.header("Authorization"),
+        Some("Basic d2tfdGVzdDo=")
+    );
+    assert_eq!(req.request.header("Content-Type"), Some("application/json"));
+    let v = body(&req);
+    assert_eq!(v["sentAt"], "2026-11-22T10:04:05.142Z");
+    let batch = v["batch"].as_array().unwrap();
+    assert_eq!(batch.len(), 20);
+    let m = &batch[3];
+    assert_eq!(m["type"], "track");
+    assert_eq!(m["userId"], "user-3");
+    assert_eq!(m["timestamp"], "2026-11-22T10:04:05.126Z");
+    assert_eq!(m["context"]["library"]["name"], "callpost");
+    // UUID v4 from the caller's bytes: version and variant bits set.
+    let id = m["messageId"].as_str().unwrap();
+    assert_eq!(id, "03000000-0000-4000-8000-000000000000");
+    b.handle_response(T0 + 30, req.batch_id, Outcome::status(200));
+    let ev = events(&mut b);
+    assert!(
+        matches!(&ev[..], [BatcherEvent::Delivered { message_ids, .. }] if message_ids.len() == 20)
+    );
+    assert!(b.is_idle());
+}
+
+#[test]
+fn flushes_after_the_interval() {
+    let mut b = Batcher::new(config(), T0).unwrap();
+    b.handle_call(T0 + 1000, track(0, 0), random(0)).unwrap();
+    b.handle_call(T0 + 2000, track(1, 0), random(1)).unwrap();
+    assert_eq!(b.poll_timeout(), Some(T0 + 5000));
+    assert!(b.poll_request(T0 + 4999).is_none());
+    let req = b.poll_request(T0 + 5000).unwrap();
+    assert_eq!(req.message_count, 2);
+    b.handle_response(T0 + 5010, req.batch_id, Outcome::status(200));
+    // The interval restarts at the flush.
+    b.handle_call(T0 + 6000, track(2, 0), random(2)).unwrap();
+    assert_eq!(b.poll_timeout(), Some(T0 + 10_000));
+}
+
+#[test]
+fn flush_at_one_sends_every_message_alone() {
+    let mut b = Batcher::new(
+        BatcherConfig {
+            flush_at: 1,
+            ..config()
+        },
+        T0,
+    )
+    .unwrap();
+    b.handle_call(T0, track(0, 0), random(0)).unwrap();
+    assert_eq!(b.poll_request(T0).unwrap().message_count, 1);
+}
+
+#[test]
+fn a_message_over_32kb_is_refused_and_nothing_else_changes() {
+    let mut b = Batcher::new(config(), T0).unwrap();
+    b.handle_call(T0, track(0, 10), random(0)).unwrap();
+    let err = b
+        .handle_call(T0, track(1, MAX_MESSAGE_BYTES), random(1))
+        .unwrap_err();
+    assert_eq!(err.code(), "message_too_large");
+    assert_eq!(b.queued(), 1);
+    // Just under the limit is fine.
+    b.handle_call(T0, track(2, MAX_MESSAGE_BYTES - 300), random(2))
+        .unwrap();
+    assert_eq!(b.queued(), 2);
+}
+
+#[test]
+fn invalid_calls_and_a_full_queue_are_typed_errors() {
+    let mut b = Batcher::new(
+        BatcherConfig {
+            max_queue: 2,
+            ..config()
+        },
+        T0,
+    )
+    .unwrap();
+    assert_eq!(
+        b.handle_call(T0, Call::new(CallKind::Track), random(0))
+            .unwrap_err()
+            .code(),
+        "missing_identity"
+    );
+    b.handle_call(T0, track(0, 0), random(0)).unwrap();
+    b.handle_call(T0, track(1, 0), random(1)).unwrap();
+    assert_eq!(
+        b.handle_call(T0, track(2, 0), random(2))
+            .unwrap_err()
+            .code(),
+        "queue_full"
+    );
+    assert_eq!(
+        Batcher::new(BatcherConfig::new(""), T0).unwrap_err().code(),
+        "empty_write_key"
+    );
+    let bad = BatcherConfig {
+        endpoint: "ftp://x.example".into(),
+        ..config()
+    };
+    assert_eq!(
+        Batcher::new(bad, T0).unwrap_err().code(),
+        "invalid_endpoint"
+    );
+    assert_eq!(
+        Batcher::new(
+            BatcherConfig {
+                flush_at: 0,
+                ..config()
+            },
+            T0
+        )
+        .unwrap_err()
+        .code(),
+        "invalid_config"
+    );
+}
+
+#[test]
+fn custom_endpoint_and_kept_ids_and_timestamps() {
+    let cfg = BatcherConfig {
+        endpoint: "http://127.0.0.1:9/ingest/".into(),
+        flush_at: 1,
+        ..config()
+    };
+    let mut b = Batcher::new(cfg, T0).unwrap();
+    let mut c = track(0, 0);
+    c.message_id = Some("mine".into());
+    c.timestamp = Some(callpost_core::Timestamp::parse("2020-01-01T00:00:00Z").unwrap());
+    assert_eq!(b.handle_call(T0, c, random(0)).unwrap(), "mine");
+    let req = b.poll_request(T0).unwrap();
+    assert_eq!(req.request.url, "http://127.0.0.1:9/ingest/v1/batch");
+    let v = body(&req);
+    assert_eq!(v["batch"][0]["messageId"], "mine");
+    assert_eq!(
+        v["batch"][0]["timestamp"], "2020-01-01T00:00:00.000Z",
+        "historical imports keep their time"
+    );
+}
+
+#[test]
+fn four_xx_fails_for_good_and_reports_the_messages() {
+    let mut b = Batcher::new(
+        BatcherConfig {
+            flush_at: 2,
+            ..config()
+        },
+        T0,
+    )
+    .unwrap();
+    b.handle_call(T0, track(0, 0), random(0)).unwrap();
+    b.handle_call(T0, track(1, 0), random(1)).unwrap();
+    let req = b.poll_request(T0).unwrap();
+    b.handle_response(T0 + 5, req.batch_id, Outcome::status(400));
+    let ev = events(&mut b);
+    let [BatcherEvent::Failed {
+        messages,
+        reason: FailReason::Rejected(Outcome::Response { status: 400, .. }),
+        ..
+    }] = &ev[..]
+    else {
+        panic!("{ev:?}")
+    };
+    assert_eq!(messages.len(), 2);
+    assert!(messages[0].json.contains("\"user-0\""));
+    assert!(b.is_idle());
+    assert!(b.poll_request(T0 + 100_000).is_none(), "never retried");
+}
+
+#[test]
+fn server_errors_are_retried_with_backoff_and_nothing_is_lost() {
+    let mut b = Batcher::new(
+        BatcherConfig {
+            flush_at: 3,
+            ..config()
+        },
+        T0,
+    )
+    .unwrap();
+    for i in 0..3 {
+        b.handle_call(T0, track(i, 0), random(i)).unwrap();
+    }
+    let mut now = T0;
+    let mut attempts = 0;
+    loop {
+        if let Some(req) = b.poll_request(now) {
+            attempts += 1;
+            let out = if attempts <= 3 {
+                Outcome::status(500)
+            } else {
+                Outcome::status(200)
+            };
+            b.handle_response(now + 10, req.batch_id, out);
+            continue;
+        }
+        let Some(t) = b.poll_timeout() else { break };
+        now = t;
+        b.handle_timeout(now);
+    }
+    let ev = events(&mut b);
+    assert_eq!(
+        ev.iter()
+            .filter(|e| matches!(e, BatcherEvent::Retrying { .. }))
+            .count(),
+        3
+    );
+    assert!(
+        matches!(ev.last(), Some(BatcherEvent::Delivered { message_ids, .. }) if message_ids.len() == 3)
+    );
+}
+
+#[test]
+fn retry_after_429_is_honoured_and_attempts_are_bounded() {
+    let mut b = Batcher::new(
+        BatcherConfig {
+            flush_at: 1,
+            max_attempts: 3,
+            ..config()
+        },
+        T0,
+    )
+    .unwrap();
+    b.handle_call(T0, track(0, 0), random(0)).unwrap();
+    let req = b.poll_request(T0).unwrap();
+    b.handle_response(
+        T0,
+        req.batch_id,
+        Outcome::Response {
+            status: 429,
+            retry_after: Some("7".into()),
+        },
+    );
+    assert_eq!(b.poll_timeout(), Some(T0 + 7000));
+    assert!(b.poll_request(T0 + 6999).is_none());
+    let req = b.poll_request(T0 + 7000).unwrap();
+    assert_eq!(req.attempt, 2);
+    b.handle_response(T0 + 7000, req.batch_id, Outcome::Connection("reset".into()));
+    let t = b.poll_timeout().unwrap();
+    let req = b.poll_request(t).unwrap();
+    b.handle_response(t, req.batch_id, Outcome::status(503));
+    let ev = events(&mut b);
+    assert!(
+        matches!(ev.last(), Some(BatcherEvent::Failed { reason: FailReason::RetriesExhausted(_), messages, .. }) if messages.len() == 1),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn unanswered_uploads_time_out() {
+    let mut b = Batcher::new(
+        BatcherConfig {
+            flush_at: 1,
+            request_timeout_ms: 1000,
+            ..config()
+        },
+        T0,
+    )
+    .unwrap();
+    b.handle_call(T0, track(0, 0), random(0)).unwrap();
+    let req = b.poll_request(T0).unwrap();
+    assert_eq!(req.deadline, T0 + 1000);
+    assert_eq!(b.poll_timeout(), Some(T0 + 1000));
+    b.handle_timeout(T0 + 1000);
+    assert!(matches!(
+        &events(&mut b)[..],
+        [BatcherEvent::Retrying {
+            outcome: Outcome::Timeout,
+            ..
+        }]
+    ));
+    // A late answer to the timed-out attempt is ignored.
+    b.handle_response(T0 + 1500, req.batch_id, Outcome::status(200));
+    assert!(events(&mut b).is_empty());
+}
+
+#[test]
+fn flush_releases_batches_waiting_in_backoff_and_shutdown_reports_the_rest() {
+    let mut b = Batcher::new(
+        BatcherConfig {
+            flush_at: 1,
+            ..config()
+        },
+        T0,
+    )
+    .unwrap();
+    b.handle_call(T0, track(0, 0), random(0)).unwrap();
+    let req = b.poll_request(T0).unwrap();
+    b.handle_response(
+        T0,
+        req.batch_id,
+        Outcome::Response {
+            status: 503,
+            retry_after: Some("600".into()),
+        },
+    );
+    b.handle_call(T0, track(1, 0), random(1)).unwrap();
+    assert!(
+        b.poll_request(T0 + 1).is_none(),
+        "lane busy with the waiting batch"
+    );
+    b.flush(T0 + 2);
+    let req = b.poll_request(T0 + 2).expect("the waiting batch goes now");
+    assert_eq!(req.attempt, 2);
+    b.handle_response(T0 + 3, req.batch_id, Outcome::status(200));
+    let req = b.poll_request(T0 + 3).expect("then the queued message");
+    assert_eq!(req.message_count, 1);
+    // Shut down with that one in flight and two more queued.
+    b.handle_call(T0 + 4, track(2, 0), random(2)).unwrap();
+    b.handle_call(T0 + 4, track(3, 0), random(3)).unwrap();
+    b.shutdown();
+    let failed: usize = events(&mut b)
+        .iter()
+        .map(|e| match e {
+            BatcherEvent::Failed {
+                messages,
+                reason: FailReason::Shutdown,
+                ..
+            } => messages.len(),
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(failed, 3);
+    assert_eq!(
+        b.handle_call(T0 + 5, track(4, 0), random(4))
+            .unwrap_err()
+            .code(),
+        "closed"
+    );
+}
+
+#[test]
+fn a_long_queue_splits_into_batches_under_500kb() {
+    let mut b = Batcher::new(
+        BatcherConfig {
+            flush_at: 100,
+            ..config()
+        },
+        T0,
+    )
+    .unwrap();
+    for i in 0..300 {
+        b.handle_call(T0, track(i, 20_000), random(i)).unwrap();
+    }
+    b.flush(T0);
+    let mut sizes = vec![];
+    let mut now = T0;
+    while let Some(req) = b.poll_request(now) {
+        assert!(
+            req.request.body.len() <= MAX_BATCH_BYTES,
+            "{}",
+            req.request.body.len()
+        );
+        assert_eq!(
+            body(&req)["batch"].as_array().unwrap().len(),
+            req.message_count
+        );
+        sizes.push(req.message_count);
+        now += 1;
+        b.handle_response(now, req.batch_id, Outcome::status(200));
+    }
+    assert_eq!(sizes.iter().sum::<usize>(), 300);
+    assert!(
+        sizes.iter().all(|n| *n == 24 || *n == 300 % 24),
+        "{sizes:?}"
+    );
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Call { pad: usize, valid: bool },
+    Advance(u32),
+    Respond(u8),
+    Flush,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (prop_oneof![8 => 0usize..2000, 1 => 20_000usize..40_000], prop::bool::weighted(0.95))
+            .prop_map(|(pad, valid)| Op::Call { pad, valid }),
+        3 => (0u32..20_000).prop_map(Op::Advance),
+        3 => any::<u8>().prop_map(Op::Respond),
+        1 => Just(Op::Flush),
+    ]
+}
+
+fn outcome_for(k: u8) -> Outcome {
+    match k % 8 {
+        0..=3 => Outcome::status(200),
+        4 => Outcome::status(500),
+        5 => Outcome::Response {
+            status: 429,
+            retry_after: Some("2".into()),
+        },
+        6 => Outcome::Timeout,
+        _ => Outcome::status(if k % 16 == 7 { 400 } else { 503 }),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Every accepted message ends in exactly one Delivered or Failed event;
+    /// batches hold at most flush_at messages and 500 KB; with the lane free
+    /// and the host honouring poll_timeout, nothing waits past flush_after.
+    #[test]
+    fn every_message_is_accounted_for(ops in prop::collection::vec(op(), 1..150), flush_at in 1usize..30,
+                                      in_flight in 1usize..3) {
+        let cfg = BatcherConfig { flush_at, max_in_flight: in_flight, max_queue: 200, max_retry_ms: 60_000, ..config() };
+        let mut b = Batcher::new(cfg, T0).unwrap();
+        let mut now = T0;
+        let mut accepted: HashMap<String, i64> = HashMap::new();
+        let mut outcome: HashMap<String, &'static str> = HashMap::new();
+        let mut in_flight_ids: Vec<u64> = vec![];
+        let mut i = 0;
+        let record = |b: &mut Batcher, outcome: &mut HashMap<String, &'static str>| {
+            while let Some(e) = b.poll_event() {
+                let (ids, kind): (Vec<String>, &'static str) = match e {
+                    BatcherEvent::Delivered { message_ids, .. } => (message_ids, "delivered"),
+                    BatcherEvent::Failed { messages, .. } => (messages.into_iter().map(|m| m.message_id).collect(), "failed"),
+                    _ => continue,
+                };
+                for id in ids {
+                    assert!(outcome.insert(id.clone(), kind).is_none(), "message {id} reported twice");
+                }
+            }
+        };
+        let drain = |b: &mut Batcher, now: i64, in_flight_ids: &mut Vec<u64>| {
+            while let Some(req) = b.poll_request(now) {
+                prop_assert!(req.message_count <= flush_at);
+                prop_assert!(req.request.body.len() <= MAX_BATCH_BYTES);
+                in_flight_ids.push(req.batch_id);
+            }
+            Ok(())
+        };
+        for op in ops {
+            match op {
+                Op::Call { pad, valid } => {
+                    i += 1;
+                    let mut c = track(i, pad);
+                    if !valid { c.user_id = None; }
+                    match b.handle_call(now, c, random(i)) {
+                        Ok(id) => { accepted.insert(id, now); }
+                        Err(e) => prop_assert!(matches!(e.code(), "message_too_large" | "queue_full" | "missing_identity"), "{e}"),
+                    }
+                }
+                Op::Advance(ms) => {
+                    now += ms as i64;
+                    b.handle_timeout(now);
+                }
+                Op::Respond(k) => {
+                    if !in_flight_ids.is_empty() {
+                        let id = in_flight_ids.remove(k as usize % in_flight_ids.len());
+                        b.handle_response(now, id, outcome_for(k));
+                    }
+                }
+                Op::Flush => b.flush(now),
+            }
+            drain(&mut b, now, &mut in_flight_ids)?;
+            record(&mut b, &mut outcome);
+        }
+        // Close: flush, then drive on the fake clock answering 200 until idle.
+        b.flush(now);
+        let mut guard = 0;
+        while !b.is_idle() {
+            guard += 1;
+            prop_assert!(guard < 10_000);
+            drain(&mut b, now, &mut in_flight_ids)?;
+            for id in std::mem::take(&mut in_flight_ids) {
+                b.handle_response(now, id, Outcome::status(200));
+            }
+            record(&mut b, &mut outcome);
+            if let Some(t) = b.poll_timeout() { now = now.max(t); b.handle_timeout(now); }
+        }
+        record(&mut b, &mut outcome);
+        let mut lost: Vec<&String> = accepted.keys().filter(|id| !outcome.contains_key(*id)).collect();
+        lost.sort();
+        prop_assert!(lost.is_empty(), "lost {lost:?}");
+        prop_assert_eq!(outcome.len(), accepted.len(), "reported messages that were never accepted");
+    }
+
+    /// With instant 200s, no message waits in the queue past flush_after.
+    #[test]
+    fn flush_after_is_respected(gaps in prop::collection::vec(0i64..3000, 1..60), flush_at in 2usize..25) {
+        let mut b = Batcher::new(BatcherConfig { flush_at, ..config() }, T0).unwrap();
+        let mut now = T0;
+        let mut enqueued_at: HashMap<String, i64> = HashMap::new();
+        let mut sent_at: HashMap<String, i64> = HashMap::new();
+        let send = |b: &mut Batcher, now: i64, sent_at: &mut HashMap<String, i64>| {
+            while let Some(req) = b.poll_request(now) {
+                let v: serde_json::Value = serde_json::from_slice(&req.request.body).unwrap();
+                for m in v["batch"].as_array().unwrap() {
+                    sent_at.insert(m["messageId"].as_str().unwrap().to_owned(), now);
+                }
+                b.handle_response(now, req.batch_id, Outcome::status(200));
+            }
+        };
+        for (i, gap) in gaps.iter().enumerate() {
+            // The host sleeps until poll_timeout or the next call, whichever is first.
+            let next_call = now + gap;
+            while let Some(t) = b.poll_timeout().filter(|t| *t <= next_call) {
+                now = now.max(t);
+                b.handle_timeout(now);
+                send(&mut b, now, &mut sent_at);
+            }
+            now = next_call;
+            let id = b.handle_call(now, track(i, 0), random(i)).unwrap();
+            enqueued_at.insert(id, now);
+            send(&mut b, now, &mut sent_at);
+        }
+        while let Some(t) = b.poll_timeout() { now = now.max(t); b.handle_timeout(now); send(&mut b, now, &mut sent_at); }
+        for (id, t) in &enqueued_at {
+            let s = sent_at[id];
+            prop_assert!(s - t <= 5000, "message waited {} ms", s - t);
+        }
+    }
+}
