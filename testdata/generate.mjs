@@ -127,3 +127,53 @@ const verify = [
 ];
 write('signatures.json', { rfc2202, sign: signs, verify });
 console.log(`wrote ${requests.length} requests, ${texts.length} stringify, ${rfc2202.length + signs.length + verify.length} signature cases`);
+
+// Batches: Segment messages in callpost's key order, built with JS, and the
+// /v1/batch envelope. messageId is a UUID v4 made from the given random bytes.
+function uuidFromBytes(hex) {
+  const b = Buffer.from(hex, 'hex');
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+function message(call, now, randomHex, library) {
+  const m = { type: call.type };
+  const put = (k, v) => { if (v !== undefined && v !== null && v !== '') m[k] = v; };
+  put('messageId', call.messageId || uuidFromBytes(randomHex));
+  m.timestamp = iso(call.timestamp ?? now);
+  put('userId', call.userId); put('anonymousId', call.anonymousId); put('event', call.event);
+  put('name', call.name); put('category', call.category); put('groupId', call.groupId); put('previousId', call.previousId);
+  if (call.properties) m.properties = call.properties;
+  if (call.traits) m.traits = call.traits;
+  m.context = { ...(call.context ?? {}), library };
+  if (call.integrations) m.integrations = call.integrations;
+  return m;
+}
+const library = { name: 'callpost', version: '0.1.0' };
+const batchCalls = [
+  { now: NOW, random: '00112233445566778899aabbccddeeff', call: { type: 'identify', userId: 'u1', traits: { plan: 'pro', 7: 'seven' } } },
+  { now: NOW + 10, random: 'ffeeddccbbaa99887766554433221100', call: { type: 'track', anonymousId: 'a1', event: 'Clicked', properties: { x: 1.5 }, context: { ip: '203.0.113.5' }, integrations: { All: false, Webhooks: true } } },
+  { now: NOW + 20, random: '0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f', call: { type: 'page', userId: 'u1', name: 'Home', category: 'Docs', properties: { path: '/' } } },
+  { now: NOW + 30, random: 'a0a1a2a3a4a5a6a7a8a9aaabacadaeaf', call: { type: 'screen', userId: 'u1', name: 'Cart', timestamp: '2020-02-02T02:02:02.222+01:00' } },
+  { now: NOW + 40, random: '10101010101010101010101010101010', call: { type: 'group', userId: 'u1', groupId: 'g1', traits: { name: 'Initech' }, messageId: 'caller-id' } },
+  { now: NOW + 50, random: '20202020202020202020202020202020', call: { type: 'alias', userId: 'u2', previousId: 'u1' } },
+];
+const sentAt = NOW + 60;
+const batches = [];
+for (const flushAt of [3, 20]) {
+  const msgs = batchCalls.map(({ call, now, random }) => message(call, now, random, library));
+  const groups = [];
+  for (let i = 0; i < msgs.length; i += flushAt) groups.push(msgs.slice(i, i + flushAt));
+  batches.push({
+    name: `flush_at_${flushAt}`,
+    config: { writeKey: 'wk_shared', endpoint: 'https://ingest.example.com/base/', flushAt, libraryName: library.name, libraryVersion: library.version },
+    calls: batchCalls, flushAt: sentAt,
+    expect: {
+      url: 'https://ingest.example.com/base/v1/batch',
+      headers: [['User-Agent', 'callpost/0.1.0'], ['Content-Type', 'application/json'], ['Authorization', 'Basic ' + Buffer.from('wk_shared:').toString('base64')]],
+      bodies: groups.map((g) => JSON.stringify({ batch: g, sentAt: iso(sentAt) })),
+    },
+  });
+}
+write('batches.json', batches);

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use callpost_core::{
-    audience::trait_name, sign, verify, AudienceSync, Call, Secret, Timestamp, Value, Webhooks,
+    audience::trait_name, sign, verify, AudienceSync, Call, Map, Secret, Timestamp, Value, Webhooks,
 };
 
 fn load(text: &str) -> Value {
@@ -214,5 +214,191 @@ fn audience_vectors() {
                 .collect();
             assert_eq!(got, want);
         }
+    }
+}
+
+fn outcome_of(reply: &Value) -> callpost_core::Outcome {
+    use callpost_core::Outcome;
+    match get(reply, "kind").as_str() {
+        Some("timeout") => Outcome::Timeout,
+        Some("connection") => Outcome::Connection("vector".into()),
+        Some("tls") => Outcome::Tls("vector".into()),
+        _ => Outcome::Response {
+            status: num(reply, "status") as u16,
+            retry_after: get(reply, "retry_after").as_str().map(str::to_owned),
+        },
+    }
+}
+
+#[test]
+fn retry_vectors() {
+    use callpost_core::retry::{classify_status, parse_retry_after};
+    use callpost_core::{Delivery, DeliveryConfig, DeliveryOutcome, EndpointConfig, Verdict};
+    let all = load(include_str!("../../testdata/retry.json"));
+    let verdict = |v: &str| match v {
+        "success" => Verdict::Success,
+        "retry" => Verdict::Retry,
+        "reject" => Verdict::Reject,
+        _ => panic!("{v}"),
+    };
+    for pair in arr(&all, "statuses") {
+        let Value::Array(p) = pair else { panic!() };
+        let Value::Number(status) = p[0] else {
+            panic!()
+        };
+        assert_eq!(
+            classify_status(status as u16),
+            verdict(p[1].as_str().unwrap()),
+            "{status}"
+        );
+    }
+    for pair in arr(&all, "outcomes") {
+        let Value::Array(p) = pair else { panic!() };
+        let mut reply = Map::new();
+        reply.insert("kind".into(), p[0].clone());
+        assert_eq!(
+            outcome_of(&Value::Object(reply)).verdict(),
+            verdict(p[1].as_str().unwrap())
+        );
+    }
+    for case in arr(&all, "retry_after") {
+        let want = match get(case, "ms") {
+            Value::Number(n) => Some(*n as u64),
+            _ => None,
+        };
+        assert_eq!(
+            parse_retry_after(s(case, "value"), num(case, "now") as i64),
+            want,
+            "{}",
+            s(case, "value")
+        );
+    }
+    const START: i64 = 1_795_341_845_123;
+    for case in arr(&all, "deliveries") {
+        let name = s(case, "name");
+        let n = num(case, "endpoints") as usize;
+        let eps: Vec<_> = (0..n)
+            .map(|i| EndpointConfig::new(format!("https://r{i}.example/")))
+            .collect();
+        let hooks = callpost_core::Webhooks::new(&eps, Some(b"k")).unwrap();
+        let mut call = Call::from_json_str(r#"{"type":"track","userId":"u","event":"e"}"#).unwrap();
+        call.integrations = get(case, "integrations").as_object().cloned();
+        let cfg = DeliveryConfig {
+            jitter_seed: num(case, "seed") as u64,
+            ..DeliveryConfig::default()
+        };
+        let mut d = Delivery::new(&hooks, &call, START, cfg).unwrap();
+        let replies: Vec<&[Value]> = arr(case, "replies")
+            .iter()
+            .map(|r| match r {
+                Value::Array(a) => a.as_slice(),
+                _ => panic!(),
+            })
+            .collect();
+        let mut used = vec![0usize; n];
+        let mut now = START;
+        for _ in 0..1000 {
+            if let Some(a) = d.poll_request(now, &hooks) {
+                let list = replies[a.endpoint];
+                let reply = &list[used[a.endpoint].min(list.len() - 1)];
+                used[a.endpoint] += 1;
+                match outcome_of(reply) {
+                    callpost_core::Outcome::Timeout => {
+                        now = a.deadline;
+                        d.handle_timeout(now);
+                    }
+                    o => d.handle_response(now, o),
+                }
+                continue;
+            }
+            match d.poll_timeout() {
+                Some(t) => {
+                    now = t;
+                    d.handle_timeout(now);
+                }
+                None => break,
+            }
+        }
+        let want = get(case, "expect");
+        let got: Vec<(i64, usize, String)> = d
+            .log()
+            .iter()
+            .map(|r| (r.sent_at - START, r.endpoint, r.outcome.code()))
+            .collect();
+        let want_attempts: Vec<(i64, usize, String)> = arr(want, "attempts")
+            .iter()
+            .map(|a| match a {
+                Value::Array(p) => (
+                    match p[0] {
+                        Value::Number(x) => x as i64,
+                        _ => panic!(),
+                    },
+                    match p[1] {
+                        Value::Number(x) => x as usize,
+                        _ => panic!(),
+                    },
+                    p[2].as_str().unwrap().to_owned(),
+                ),
+                _ => panic!(),
+            })
+            .collect();
+        assert_eq!(got, want_attempts, "{name}");
+        match (d.poll_outcome().unwrap(), s(want, "outcome")) {
+            (DeliveryOutcome::Delivered { endpoint, .. }, "delivered") => {
+                assert_eq!(endpoint, num(want, "endpoint") as usize, "{name}")
+            }
+            (DeliveryOutcome::GaveUp { reason, .. }, "gave_up") => {
+                assert_eq!(reason.code(), s(want, "reason"), "{name}")
+            }
+            (DeliveryOutcome::Disabled, "disabled") => {}
+            (got, want) => panic!("{name}: got {got:?}, want {want}"),
+        }
+    }
+}
+
+#[test]
+fn batch_vectors() {
+    use callpost_core::{Batcher, BatcherConfig, Outcome};
+    let Value::Array(cases) = load(include_str!("../../testdata/batches.json")) else {
+        panic!()
+    };
+    for case in &cases {
+        let name = s(case, "name");
+        let c = get(case, "config");
+        let cfg = BatcherConfig {
+            endpoint: s(c, "endpoint").to_owned(),
+            flush_at: num(c, "flushAt") as usize,
+            library_name: s(c, "libraryName").to_owned(),
+            library_version: s(c, "libraryVersion").to_owned(),
+            ..BatcherConfig::new(s(c, "writeKey"))
+        };
+        let mut b = Batcher::new(cfg, 0).unwrap();
+        for item in arr(case, "calls") {
+            let random: [u8; 16] = hex::decode(s(item, "random")).unwrap().try_into().unwrap();
+            let call = Call::from_value(get(item, "call")).unwrap();
+            b.handle_call(num(item, "now") as i64, call, random)
+                .unwrap();
+        }
+        let at = num(case, "flushAt") as i64;
+        b.flush(at);
+        let want = get(case, "expect");
+        let mut bodies = vec![];
+        while let Some(req) = b.poll_request(at) {
+            assert_eq!(req.request.url, s(want, "url"), "{name}");
+            let headers: Vec<Value> = req
+                .request
+                .headers
+                .iter()
+                .map(|(k, v)| Value::Array(vec![Value::from(k.as_str()), Value::from(v.as_str())]))
+                .collect();
+            assert_eq!(&headers[..], arr(want, "headers"), "{name}");
+            bodies.push(String::from_utf8(req.request.body.clone()).unwrap());
+            b.handle_response(at, req.batch_id, Outcome::status(200));
+        }
+        let want_bodies: Vec<&str> = arr(want, "bodies")
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(bodies, want_bodies, "{name}");
     }
 }
