@@ -24,7 +24,7 @@
 //!   `2**60` (JS prints `1152921504606847000`) are rejected: the receiver
 //!   would see a different number. Everything `JSON.stringify` writes passes
 //!   this test, so our own bodies always re-parse. Literals too long for
-//!   128 bits are read as the nearest double, as `JSON.parse` does.
+//!   64 bits are read as the nearest double, as `JSON.parse` does.
 //! * **NaN and ±Infinity** are rejected with [`JsonError::NonFiniteNumber`]
 //!   where `JSON.stringify` would write `null`.
 
@@ -70,11 +70,11 @@ pub enum JsonError {
     /// The text is not JSON. Fix the producer; the message says where.
     #[error("invalid json: {0}")]
     InvalidJson(String),
-    /// An integer is beyond ±(2^53 − 1) and would be rounded by every
-    /// JavaScript receiver. Send it as a string, or as a float if rounding is
+    /// An integer beyond ±2^53 that JavaScript receivers would read as a
+    /// different number. Send it as a string, or as a float if rounding is
     /// acceptable.
     #[error(
-        "integer {0} is outside the range a JavaScript number holds exactly (±9007199254740991)"
+        "integer {0} would reach javascript receivers as a different number; send it as a string"
     )]
     IntegerOutOfRange(String),
     /// NaN or ±Infinity has no JSON form. Replace it before sending.

@@ -22,14 +22,33 @@ pub enum Outcome {
     /// No answer within the timeout.
     Timeout,
     /// The connection failed or broke (refused, reset, DNS, closed
-    /// mid-response). The text is for logs.
-    Connection(String),
+    /// mid-response).
+    Connection {
+        /// For logs.
+        message: String,
+    },
     /// The TLS handshake failed, for example on a self-signed certificate.
-    /// The text is for logs.
-    Tls(String),
+    Tls {
+        /// For logs.
+        message: String,
+    },
 }
 
 impl Outcome {
+    /// A connection failure.
+    pub fn connection(message: impl Into<String>) -> Self {
+        Outcome::Connection {
+            message: message.into(),
+        }
+    }
+
+    /// A TLS failure.
+    pub fn tls(message: impl Into<String>) -> Self {
+        Outcome::Tls {
+            message: message.into(),
+        }
+    }
+
     /// A response with no `Retry-After`.
     pub fn status(status: u16) -> Self {
         Outcome::Response {
@@ -42,8 +61,8 @@ impl Outcome {
     pub fn verdict(&self) -> Verdict {
         match self {
             Outcome::Response { status, .. } => classify_status(*status),
-            Outcome::Timeout | Outcome::Connection(_) => Verdict::Retry,
-            Outcome::Tls(_) => Verdict::Reject,
+            Outcome::Timeout | Outcome::Connection { .. } => Verdict::Retry,
+            Outcome::Tls { .. } => Verdict::Reject,
         }
     }
 
@@ -53,8 +72,8 @@ impl Outcome {
         match self {
             Outcome::Response { status, .. } => format!("http_{status}"),
             Outcome::Timeout => "timeout".into(),
-            Outcome::Connection(_) => "connection_error".into(),
-            Outcome::Tls(_) => "tls_error".into(),
+            Outcome::Connection { .. } => "connection_error".into(),
+            Outcome::Tls { .. } => "tls_error".into(),
         }
     }
 }
@@ -64,8 +83,8 @@ impl fmt::Display for Outcome {
         match self {
             Outcome::Response { status, .. } => write!(f, "http status {status}"),
             Outcome::Timeout => f.write_str("timed out"),
-            Outcome::Connection(why) => write!(f, "connection error: {why}"),
-            Outcome::Tls(why) => write!(f, "tls error: {why}"),
+            Outcome::Connection { message } => write!(f, "connection error: {message}"),
+            Outcome::Tls { message } => write!(f, "tls error: {message}"),
         }
     }
 }

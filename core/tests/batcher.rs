@@ -296,7 +296,7 @@ fn retry_after_429_is_honoured_and_attempts_are_bounded() {
     assert!(b.poll_request(T0 + 6999).is_none());
     let req = b.poll_request(T0 + 7000).unwrap();
     assert_eq!(req.attempt, 2);
-    b.handle_response(T0 + 7000, req.batch_id, Outcome::Connection("reset".into()));
+    b.handle_response(T0 + 7000, req.batch_id, Outcome::connection("reset"));
     let t = b.poll_timeout().unwrap();
     let req = b.poll_request(t).unwrap();
     b.handle_response(t, req.batch_id, Outcome::status(503));

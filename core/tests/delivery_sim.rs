@@ -187,7 +187,7 @@ fn second_endpoint_only_when_first_fails() {
         if ep == 0 {
             status(502)
         } else {
-            Reply::Answer(Outcome::Connection("refused".into()), 1)
+            Reply::Answer(Outcome::connection("refused"), 1)
         }
     });
     // Round 1 fails over 0 → 1 → 2 without waiting; endpoint 2's 200 would
@@ -281,7 +281,7 @@ fn permanent_rejections_are_not_retried() {
     let (_, _) = run(d, &h, |_, ep| {
         hits[ep] += 1;
         if ep == 0 {
-            Reply::Answer(Outcome::Tls("self-signed certificate".into()), 1)
+            Reply::Answer(Outcome::tls("self-signed certificate"), 1)
         } else {
             status(503)
         }
@@ -371,15 +371,27 @@ fn disabled_calls_send_nothing() {
 
 #[test]
 fn restored_state_continues_exactly_as_if_never_stopped() {
-    let h = hooks(2);
+    let h = hooks(3);
     // A receiver pattern that depends only on time and endpoint, so both runs see the same world.
+    // Every outcome kind appears in the log before the state is saved, so
+    // each must survive serialization.
     let recv = |now: i64, ep: usize| {
         if now > T0 + 3 * HOUR && ep == 1 {
             status(200)
+        } else if ep == 2 {
+            Reply::Answer(Outcome::tls("self-signed certificate"), 3)
         } else if (now / 1000) % 3 == 0 {
             Reply::Hang
+        } else if (now / 1000) % 3 == 1 {
+            Reply::Answer(Outcome::connection("reset by peer"), 2)
         } else {
-            status(503)
+            Reply::Answer(
+                Outcome::Response {
+                    status: 503,
+                    retry_after: Some("garbage".into()),
+                },
+                20,
+            )
         }
     };
     let d = Delivery::new(&h, &call(), T0, config(99)).unwrap();

@@ -221,8 +221,8 @@ fn outcome_of(reply: &Value) -> callpost_core::Outcome {
     use callpost_core::Outcome;
     match get(reply, "kind").as_str() {
         Some("timeout") => Outcome::Timeout,
-        Some("connection") => Outcome::Connection("vector".into()),
-        Some("tls") => Outcome::Tls("vector".into()),
+        Some("connection") => Outcome::connection("vector"),
+        Some("tls") => Outcome::tls("vector"),
         _ => Outcome::Response {
             status: num(reply, "status") as u16,
             retry_after: get(reply, "retry_after").as_str().map(str::to_owned),

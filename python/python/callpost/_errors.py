@@ -1,0 +1,78 @@
+"""The exception hierarchy, defined once here and raised from Rust too.
+
+Every exception carries ``.code``: the core's stable snake_case code, the same
+in Rust, Python and JavaScript. Catch by class, or test ``.code``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = [
+    "CallpostError",
+    "InvalidCallError",
+    "JSONValueError",
+    "NotJSONError",
+    "SettingsError",
+    "SignatureError",
+    "ConfigError",
+    "MessageTooLargeError",
+    "QueueFullError",
+    "ClosedError",
+    "DeliveryError",
+]
+
+
+class CallpostError(Exception):
+    """Base of every callpost error. ``code`` is stable; the message is not."""
+
+    code: str
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class InvalidCallError(CallpostError, ValueError):
+    """A call breaks the spec's rules (missing ids, wrong field types, bad timestamp)."""
+
+
+class JSONValueError(CallpostError, ValueError):
+    """A value JSON (or a JavaScript receiver) cannot carry: NaN, unsafe integers, too deep, lone surrogates."""
+
+
+class NotJSONError(CallpostError, TypeError):
+    """A Python object with no JSON form (set, bytes, custom class, cycle, non-str key). The message names its path."""
+
+
+class SettingsError(CallpostError, ValueError):
+    """Bad Webhooks settings: endpoints, URLs, headers."""
+
+
+class SignatureError(CallpostError, ValueError):
+    """A signature or secret that can never verify: malformed header, empty secret, no secrets."""
+
+
+class ConfigError(CallpostError, ValueError):
+    """Bad client settings: empty write key, bad endpoint, out-of-range numbers."""
+
+
+class MessageTooLargeError(CallpostError, ValueError):
+    """A message over 32,000 bytes serialized. Nothing was queued."""
+
+
+class QueueFullError(CallpostError):
+    """The client's queue is full (the server is slow or down). Nothing was queued."""
+
+
+class ClosedError(CallpostError):
+    """The client was closed."""
+
+
+class DeliveryError(CallpostError):
+    """A webhook delivery gave up. ``outcome`` and ``log`` say what happened."""
+
+    def __init__(self, code: str, message: str, outcome: Optional[Any] = None, log: Optional[list] = None) -> None:
+        super().__init__(code, message)
+        self.outcome = outcome
+        self.log = log or []

@@ -1,0 +1,271 @@
+//! Python objects to core values, and core errors to the Python exceptions
+//! defined once in `callpost/_errors.py`.
+
+use callpost_core::json::{JsonError, MAX_DEPTH};
+use callpost_core::{Map, Timestamp, Value};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{
+    PyBool, PyBytes, PyDate, PyDateTime, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple,
+};
+
+pyo3::import_exception!(callpost._errors, InvalidCallError);
+pyo3::import_exception!(callpost._errors, JSONValueError);
+pyo3::import_exception!(callpost._errors, NotJSONError);
+pyo3::import_exception!(callpost._errors, SettingsError);
+pyo3::import_exception!(callpost._errors, SignatureError);
+pyo3::import_exception!(callpost._errors, ConfigError);
+pyo3::import_exception!(callpost._errors, MessageTooLargeError);
+pyo3::import_exception!(callpost._errors, QueueFullError);
+pyo3::import_exception!(callpost._errors, ClosedError);
+pyo3::import_exception!(callpost._errors, CallpostError);
+
+/// Maps a core error to its exception, carrying the core's stable code.
+pub fn to_py_err(e: &callpost_core::Error) -> PyErr {
+    use callpost_core::{EnqueueError, Error};
+    let args = (e.code(), e.to_string());
+    match e {
+        Error::Json(j) => json_err(j),
+        Error::Call(callpost_core::CallError::Json(j)) => json_err(j),
+        Error::Call(_) => InvalidCallError::new_err(args),
+        Error::Settings(_) | Error::Endpoint(_) => SettingsError::new_err(args),
+        Error::Signature(_) => SignatureError::new_err(args),
+        Error::Audience(_) => InvalidCallError::new_err(args),
+        Error::Config(_) => ConfigError::new_err(args),
+        Error::Enqueue(EnqueueError::Call(c)) => to_py_err(&Error::Call(c.clone())),
+        Error::Enqueue(EnqueueError::MessageTooLarge(_)) => MessageTooLargeError::new_err(args),
+        Error::Enqueue(EnqueueError::QueueFull(_)) => QueueFullError::new_err(args),
+        Error::Enqueue(EnqueueError::Closed) => ClosedError::new_err(args),
+        _ => CallpostError::new_err(args),
+    }
+}
+
+fn json_err(e: &JsonError) -> PyErr {
+    let args = (e.code(), e.to_string());
+    match e {
+        JsonError::NotJson { .. } | JsonError::Cycle(_) | JsonError::NonStringKey(_) => {
+            NotJSONError::new_err(args)
+        }
+        _ => JSONValueError::new_err(args),
+    }
+}
+
+/// Shorthand: any core error into a `PyErr`.
+pub fn err<E: Into<callpost_core::Error>>(e: E) -> PyErr {
+    to_py_err(&e.into())
+}
+
+/// Converts a Python object to a JSON value as `JSON.stringify` would see the
+/// equivalent JS value: dict (str keys), list, tuple, str, int, float, bool,
+/// None; aware datetimes and dates become ISO strings. Anything else is
+/// `not_json`, naming the path to the bad value.
+pub fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
+    let mut path = Vec::new();
+    let mut stack = Vec::new();
+    walk(obj, &mut path, &mut stack).map_err(|e| match e {
+        Walk::Json(j) => json_err(&j),
+        Walk::Py(p) => p,
+    })
+}
+
+enum Walk {
+    Json(JsonError),
+    Py(PyErr),
+}
+
+impl From<JsonError> for Walk {
+    fn from(e: JsonError) -> Self {
+        Walk::Json(e)
+    }
+}
+impl From<PyErr> for Walk {
+    fn from(e: PyErr) -> Self {
+        Walk::Py(e)
+    }
+}
+
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+fn path_string(path: &[Seg]) -> String {
+    let mut s = String::from("$");
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                s.push('.');
+                s.push_str(k);
+            }
+            Seg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+fn walk(
+    obj: &Bound<'_, PyAny>,
+    path: &mut Vec<Seg>,
+    stack: &mut Vec<usize>,
+) -> Result<Value, Walk> {
+    // Exact type checks first: they are the common case and the cheapest.
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(Value::String(
+            s.to_cow()
+                .map_err(|_| JsonError::InvalidUnicode)?
+                .into_owned(),
+        ));
+    }
+    if obj.is_none() {
+        return Ok(Value::Null);
+    }
+    // bool before int: bool is a subclass of int.
+    if let Ok(b) = obj.cast::<PyBool>() {
+        return Ok(Value::Bool(b.is_true()));
+    }
+    if let Ok(i) = obj.cast::<PyInt>() {
+        if let Ok(n) = i.extract::<i64>() {
+            return Ok(Value::from_i64(n)?);
+        }
+        return match i.extract::<i128>() {
+            Ok(n) => Ok(Value::from_i128(n)?),
+            Err(_) => Err(JsonError::IntegerOutOfRange(i.to_string()).into()),
+        };
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(Value::Number(f.value()));
+    }
+    let is_dict = obj.cast::<PyDict>().is_ok();
+    let is_seq = obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok();
+    if is_dict || is_seq {
+        let id = obj.as_ptr() as usize;
+        if stack.contains(&id) {
+            return Err(JsonError::Cycle(path_string(path)).into());
+        }
+        if stack.len() >= MAX_DEPTH {
+            return Err(JsonError::TooDeep.into());
+        }
+        stack.push(id);
+        let out = if let Ok(d) = obj.cast::<PyDict>() {
+            let mut map = Map::with_capacity(d.len());
+            for (k, v) in d.iter() {
+                let key = match k.cast::<PyString>() {
+                    Ok(s) => s
+                        .to_cow()
+                        .map_err(|_| JsonError::InvalidUnicode)?
+                        .into_owned(),
+                    Err(_) => return Err(JsonError::NonStringKey(path_string(path)).into()),
+                };
+                path.push(Seg::Key(key.clone()));
+                let value = walk(&v, path, stack)?;
+                path.pop();
+                map.insert(key, value);
+            }
+            Value::Object(map)
+        } else {
+            let mut items = Vec::new();
+            for (i, item) in obj.try_iter()?.enumerate() {
+                path.push(Seg::Index(i));
+                items.push(walk(&item?, path, stack)?);
+                path.pop();
+            }
+            Value::Array(items)
+        };
+        stack.pop();
+        return Ok(out);
+    }
+    if let Ok(dt) = obj.cast::<PyDateTime>() {
+        return Ok(Value::String(datetime_iso(dt)?));
+    }
+    if let Ok(d) = obj.cast::<PyDate>() {
+        let s: String = d.call_method0("isoformat")?.extract()?;
+        return Ok(Value::String(s));
+    }
+    let type_name = obj
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into());
+    Err(JsonError::NotJson {
+        path: path_string(path),
+        type_name,
+    }
+    .into())
+}
+
+/// An aware datetime as `JSON.stringify` writes a JS `Date`: UTC with
+/// milliseconds. A naive datetime is refused for the same reason the core
+/// refuses an ISO string without an offset: its instant is unknown.
+fn datetime_iso(dt: &Bound<'_, PyDateTime>) -> Result<String, Walk> {
+    Ok(Timestamp::from_millis(datetime_millis(dt)?)
+        .map_err(|e| {
+            Walk::Py(InvalidCallError::new_err((
+                "invalid_timestamp",
+                e.to_string(),
+            )))
+        })?
+        .to_string())
+}
+
+/// Milliseconds since the epoch of an aware datetime.
+pub fn datetime_millis(dt: &Bound<'_, PyAny>) -> PyResult<i64> {
+    if dt.getattr("tzinfo")?.is_none() || dt.call_method0("utcoffset")?.is_none() {
+        return Err(InvalidCallError::new_err((
+            "invalid_timestamp",
+            "datetime has no timezone; pass an aware datetime (for example with tzinfo=timezone.utc)",
+        )));
+    }
+    let ts: f64 = dt.call_method0("timestamp")?.extract()?;
+    // timestamp() is a float of seconds; round to the millisecond it denotes.
+    let micros: i64 = dt.getattr("microsecond")?.extract()?;
+    Ok((ts.floor() as i64) * 1000 + micros / 1000)
+}
+
+/// Bytes from `str` (UTF-8) or `bytes`.
+pub fn bytes_of(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<u8>> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        return Ok(s.to_cow()?.as_bytes().to_vec());
+    }
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        return Ok(b.as_bytes().to_vec());
+    }
+    if let Ok(b) = obj.extract::<Vec<u8>>() {
+        return Ok(b);
+    }
+    Err(PyTypeError::new_err(format!("{what} must be str or bytes")))
+}
+
+/// A call as a core call: a dict with Segment's camelCase keys (where
+/// `timestamp` may also be an aware `datetime`), or the call's JSON text as
+/// `str` or `bytes`, which the core parses directly.
+pub fn to_call(obj: &Bound<'_, PyAny>) -> PyResult<callpost_core::Call> {
+    if let Ok(s) = obj.cast::<PyString>() {
+        let text = s
+            .to_cow()
+            .map_err(|_| json_err(&JsonError::InvalidUnicode))?;
+        return callpost_core::Call::from_json_str(&text).map_err(err);
+    }
+    if let Ok(b) = obj.cast::<PyBytes>() {
+        let value = Value::from_json_slice(b.as_bytes()).map_err(err)?;
+        return callpost_core::Call::from_value(&value).map_err(err);
+    }
+    let value = to_value(obj)?;
+    callpost_core::Call::from_value(&value).map_err(err)
+}
+
+/// Milliseconds from an optional `int` (ms) or aware `datetime`; `None`
+/// reads the host clock, which is the binding's job, not the core's.
+pub fn now_ms(py: Python<'_>, now: Option<&Bound<'_, PyAny>>) -> PyResult<i64> {
+    match now {
+        Some(v) if !v.is_none() => {
+            if let Ok(ms) = v.extract::<i64>() {
+                return Ok(ms);
+            }
+            datetime_millis(v)
+        }
+        _ => {
+            let t: f64 = py.import("time")?.call_method0("time")?.extract()?;
+            Ok((t * 1000.0) as i64)
+        }
+    }
+}

@@ -1,0 +1,561 @@
+//! `callpost._callpost`: thin pyo3 bindings over `callpost-core`. Each
+//! function converts its arguments, calls the core once and converts the
+//! result; rules live in the core. The I/O loops are Python (`_io.py`).
+
+mod convert;
+
+use callpost_core as core;
+use convert::{bytes_of, err, now_ms, to_call, to_value};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+
+/// `JSON.stringify(value)`, exactly.
+#[pyfunction]
+fn stringify(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    to_value(value)?.to_json_string().map_err(err)
+}
+
+/// Lowercase hex HMAC-SHA1 of `body`, keyed with `secret`.
+#[pyfunction]
+fn sign(secret: &Bound<'_, PyAny>, body: &Bound<'_, PyAny>) -> PyResult<String> {
+    core::sign(bytes_of(secret, "secret")?, bytes_of(body, "body")?).map_err(err)
+}
+
+fn secrets_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<core::Secret>> {
+    let raw: Vec<Vec<u8>> = if obj.cast::<PyString>().is_ok() || obj.cast::<PyBytes>().is_ok() {
+        vec![bytes_of(obj, "secret")?]
+    } else {
+        obj.try_iter()?
+            .map(|s| bytes_of(&s?, "secret"))
+            .collect::<PyResult<_>>()?
+    };
+    raw.into_iter()
+        .map(|k| core::Secret::new(k).map_err(err))
+        .collect()
+}
+
+/// Verifies `signature` over the raw `body` against one secret or several.
+#[pyfunction]
+fn verify(body: &Bound<'_, PyAny>, signature: &str, secrets: &Bound<'_, PyAny>) -> PyResult<bool> {
+    core::verify(&bytes_of(body, "body")?, signature, &secrets_of(secrets)?).map_err(err)
+}
+
+/// Verifies a parsed body by re-stringifying it as JavaScript does.
+#[pyfunction]
+fn verify_parsed(
+    value: &Bound<'_, PyAny>,
+    signature: &str,
+    secrets: &Bound<'_, PyAny>,
+) -> PyResult<bool> {
+    core::verify_value(&to_value(value)?, signature, &secrets_of(secrets)?).map_err(err)
+}
+
+/// The snake_case trait name for an audience.
+#[pyfunction]
+fn trait_name(audience: &str) -> PyResult<String> {
+    core::audience::trait_name(audience).map_err(err)
+}
+
+/// Parses an ISO 8601 timestamp to milliseconds since the epoch (UTC).
+#[pyfunction]
+fn parse_timestamp(text: &str) -> PyResult<i64> {
+    Ok(core::Timestamp::parse(text).map_err(err)?.as_millis())
+}
+
+/// An HTTP request to send. `repr` shows header names only.
+#[pyclass(frozen, module = "callpost")]
+struct Request {
+    inner: core::Request,
+}
+
+#[pymethods]
+impl Request {
+    #[getter]
+    fn method(&self) -> &'static str {
+        self.inner.method
+    }
+    #[getter]
+    fn url(&self) -> &str {
+        &self.inner.url
+    }
+    #[getter]
+    fn headers(&self) -> Vec<(String, String)> {
+        self.inner.headers.clone()
+    }
+    #[getter]
+    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.body)
+    }
+    /// The first header named `name` (case-insensitive), or None.
+    fn header(&self, name: &str) -> Option<String> {
+        self.inner.header(name).map(str::to_owned)
+    }
+    fn __repr__(&self) -> String {
+        let names: Vec<&str> = self.inner.headers.iter().map(|(n, _)| n.as_str()).collect();
+        format!(
+            "Request(method={:?}, url={:?}, header_names={:?}, body_len={})",
+            self.inner.method,
+            self.inner.url,
+            names,
+            self.inner.body.len()
+        )
+    }
+}
+
+fn endpoints_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<core::EndpointConfig>> {
+    if obj.cast::<PyString>().is_ok() {
+        return Err(PyTypeError::new_err(
+            "endpoints must be a list of urls or {'url', 'headers'} dicts, not a str",
+        ));
+    }
+    let mut out = Vec::new();
+    for item in obj.try_iter()? {
+        let v = to_value(&item?)?;
+        out.push(core::EndpointConfig::from_value(&v).map_err(err)?);
+    }
+    Ok(out)
+}
+
+/// A Webhooks destination's settings: 1–5 endpoints and an optional secret.
+#[pyclass(subclass, module = "callpost")]
+struct Webhooks {
+    inner: core::Webhooks,
+}
+
+#[pymethods]
+impl Webhooks {
+    #[new]
+    #[pyo3(signature = (endpoints, shared_secret=None))]
+    fn new(
+        endpoints: &Bound<'_, PyAny>,
+        shared_secret: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let secret = shared_secret
+            .map(|s| bytes_of(s, "shared_secret"))
+            .transpose()?;
+        let inner =
+            core::Webhooks::new(&endpoints_of(endpoints)?, secret.as_deref()).map_err(err)?;
+        Ok(Self { inner })
+    }
+
+    /// The signed request delivering `call` to endpoint `endpoint`.
+    #[pyo3(signature = (call, endpoint=0, now=None))]
+    fn request(
+        &self,
+        py: Python<'_>,
+        call: &Bound<'_, PyAny>,
+        endpoint: usize,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Request> {
+        let now = core::Timestamp::from_millis(now_ms(py, now)?).map_err(err)?;
+        let inner = self
+            .inner
+            .request(&to_call(call)?, endpoint, now)
+            .map_err(err)?;
+        Ok(Request { inner })
+    }
+
+    /// Whether `call`'s integrations let it reach this destination.
+    fn is_enabled_for(&self, call: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.inner.is_enabled_for(&to_call(call)?))
+    }
+
+    /// Normalised endpoint URLs, in failover order.
+    #[getter]
+    fn urls(&self) -> Vec<String> {
+        self.inner
+            .endpoints()
+            .iter()
+            .map(|e| e.url().to_owned())
+            .collect()
+    }
+
+    /// Whether requests carry `X-Signature`.
+    #[getter]
+    fn signed(&self) -> bool {
+        self.inner.is_signed()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Webhooks(urls={:?}, signed={})",
+            self.urls(),
+            self.inner.is_signed()
+        )
+    }
+}
+
+/// Builds a core outcome from the host's observation.
+fn outcome_of(
+    status: Option<u16>,
+    retry_after: Option<String>,
+    error: Option<&str>,
+    message: &str,
+) -> PyResult<core::Outcome> {
+    Ok(match (status, error) {
+        (Some(status), None) => core::Outcome::Response {
+            status,
+            retry_after,
+        },
+        (None, Some("timeout")) => core::Outcome::Timeout,
+        (None, Some("connection")) => core::Outcome::connection(message.to_owned()),
+        (None, Some("tls")) => core::Outcome::tls(message.to_owned()),
+        _ => {
+            return Err(PyValueError::new_err(
+                "give either status, or error='timeout' | 'connection' | 'tls'",
+            ))
+        }
+    })
+}
+
+/// Values to Python through JSON: the outcome and log types are serde data.
+fn to_py<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(v).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    py.import("json")?.call_method1("loads", (text,))
+}
+
+/// One attempt to send.
+#[pyclass(frozen, module = "callpost")]
+struct Attempt {
+    #[pyo3(get)]
+    endpoint: usize,
+    #[pyo3(get)]
+    attempt: u32,
+    #[pyo3(get)]
+    request: Py<Request>,
+    #[pyo3(get)]
+    deadline_ms: i64,
+}
+
+/// One call's webhook delivery, sans I/O (see the core's `Delivery`).
+#[pyclass(module = "callpost")]
+struct Delivery {
+    inner: core::Delivery,
+}
+
+#[pymethods]
+impl Delivery {
+    #[new]
+    #[pyo3(signature = (webhooks, call, now=None, *, timeout_ms=5000, retry_window_ms=14_400_000,
+                        backoff_base_ms=10_000, backoff_cap_ms=1_800_000, seed=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        webhooks: &Webhooks,
+        call: &Bound<'_, PyAny>,
+        now: Option<&Bound<'_, PyAny>>,
+        timeout_ms: u64,
+        retry_window_ms: u64,
+        backoff_base_ms: u64,
+        backoff_cap_ms: u64,
+        seed: u64,
+    ) -> PyResult<Self> {
+        let backoff = core::retry::Backoff {
+            base_ms: backoff_base_ms,
+            cap_ms: backoff_cap_ms,
+        };
+        let config = core::DeliveryConfig {
+            timeout_ms,
+            retry_window_ms,
+            backoff,
+            jitter_seed: seed,
+        };
+        let inner = core::Delivery::new(&webhooks.inner, &to_call(call)?, now_ms(py, now)?, config)
+            .map_err(err)?;
+        Ok(Self { inner })
+    }
+
+    /// The next request to send at `now_ms`, or None.
+    fn poll_request(
+        &mut self,
+        py: Python<'_>,
+        now_ms: i64,
+        webhooks: &Webhooks,
+    ) -> PyResult<Option<Attempt>> {
+        let Some(a) = self.inner.poll_request(now_ms, &webhooks.inner) else {
+            return Ok(None);
+        };
+        Ok(Some(Attempt {
+            endpoint: a.endpoint,
+            attempt: a.attempt,
+            request: Py::new(py, Request { inner: a.request })?,
+            deadline_ms: a.deadline,
+        }))
+    }
+
+    /// Reports the in-flight attempt's outcome: a `status` (with the raw
+    /// `retry_after` header), or `error` = 'timeout' | 'connection' | 'tls'.
+    #[pyo3(signature = (now_ms, status=None, retry_after=None, error=None, message=""))]
+    fn handle_response(
+        &mut self,
+        now_ms: i64,
+        status: Option<u16>,
+        retry_after: Option<String>,
+        error: Option<&str>,
+        message: &str,
+    ) -> PyResult<()> {
+        self.inner
+            .handle_response(now_ms, outcome_of(status, retry_after, error, message)?);
+        Ok(())
+    }
+
+    fn handle_timeout(&mut self, now_ms: i64) {
+        self.inner.handle_timeout(now_ms);
+    }
+
+    fn poll_timeout(&self) -> Option<i64> {
+        self.inner.poll_timeout()
+    }
+
+    /// The final outcome as a dict, once.
+    fn poll_outcome<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner.poll_outcome().map(|o| to_py(py, &o)).transpose()
+    }
+
+    #[getter]
+    fn outcome<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.inner.outcome().map(|o| to_py(py, o)).transpose()
+    }
+
+    #[getter]
+    fn log<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_py(py, &self.inner.log())
+    }
+
+    #[getter]
+    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, self.inner.body())
+    }
+
+    #[getter]
+    fn done(&self) -> bool {
+        self.inner.is_done()
+    }
+
+    /// The whole state as JSON, to store and resume with `from_json`.
+    fn to_json(&self) -> PyResult<String> {
+        serde_json::to_string(&self.inner).map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    #[staticmethod]
+    fn from_json(text: &str) -> PyResult<Self> {
+        let inner = serde_json::from_str(text)
+            .map_err(|e| convert::InvalidCallError::new_err(("invalid_state", e.to_string())))?;
+        Ok(Self { inner })
+    }
+}
+
+/// A batch upload to perform.
+#[pyclass(frozen, module = "callpost")]
+struct BatchRequest {
+    #[pyo3(get)]
+    batch_id: u64,
+    #[pyo3(get)]
+    attempt: u32,
+    #[pyo3(get)]
+    message_count: usize,
+    #[pyo3(get)]
+    request: Py<Request>,
+    #[pyo3(get)]
+    deadline_ms: i64,
+}
+
+/// The batching client's state machine, sans I/O (see the core's `Batcher`).
+#[pyclass(module = "callpost")]
+struct Batcher {
+    inner: core::Batcher,
+}
+
+#[pymethods]
+impl Batcher {
+    #[new]
+    #[pyo3(signature = (write_key, *, endpoint=None, flush_at=20, flush_after_ms=5000, max_queue=10_000,
+                        max_attempts=10, max_retry_ms=600_000, request_timeout_ms=15_000, max_in_flight=1,
+                        backoff_base_ms=1000, backoff_cap_ms=60_000,
+                        library_name=None, library_version=None, seed=0, now=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        write_key: String,
+        endpoint: Option<String>,
+        flush_at: usize,
+        flush_after_ms: u64,
+        max_queue: usize,
+        max_attempts: u32,
+        max_retry_ms: u64,
+        request_timeout_ms: u64,
+        max_in_flight: usize,
+        backoff_base_ms: u64,
+        backoff_cap_ms: u64,
+        library_name: Option<String>,
+        library_version: Option<String>,
+        seed: u64,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let d = core::BatcherConfig::new(write_key);
+        let config = core::BatcherConfig {
+            endpoint: endpoint.unwrap_or(d.endpoint.clone()),
+            flush_at,
+            flush_after_ms,
+            max_queue,
+            max_attempts,
+            max_retry_ms,
+            request_timeout_ms,
+            max_in_flight,
+            backoff: core::retry::Backoff {
+                base_ms: backoff_base_ms,
+                cap_ms: backoff_cap_ms,
+            },
+            library_name: library_name.unwrap_or(d.library_name.clone()),
+            library_version: library_version.unwrap_or(d.library_version.clone()),
+            jitter_seed: seed,
+            ..d
+        };
+        let inner = core::Batcher::new(config, now_ms(py, now)?).map_err(err)?;
+        Ok(Self { inner })
+    }
+
+    /// Queues a call (a dict with Segment's keys); `random` is 16 bytes for
+    /// its messageId. Returns the messageId.
+    fn handle_call(
+        &mut self,
+        now_ms: i64,
+        call: &Bound<'_, PyAny>,
+        random: &[u8],
+    ) -> PyResult<String> {
+        let random: [u8; 16] = random
+            .try_into()
+            .map_err(|_| PyValueError::new_err("random must be exactly 16 bytes"))?;
+        self.inner
+            .handle_call(now_ms, to_call(call)?, random)
+            .map_err(err)
+    }
+
+    fn flush(&mut self, now_ms: i64) {
+        self.inner.flush(now_ms);
+    }
+
+    fn shutdown(&mut self) {
+        self.inner.shutdown();
+    }
+
+    fn poll_request(&mut self, py: Python<'_>, now_ms: i64) -> PyResult<Option<BatchRequest>> {
+        let Some(b) = self.inner.poll_request(now_ms) else {
+            return Ok(None);
+        };
+        Ok(Some(BatchRequest {
+            batch_id: b.batch_id,
+            attempt: b.attempt,
+            message_count: b.message_count,
+            request: Py::new(py, Request { inner: b.request })?,
+            deadline_ms: b.deadline,
+        }))
+    }
+
+    #[pyo3(signature = (now_ms, batch_id, status=None, retry_after=None, error=None, message=""))]
+    fn handle_response(
+        &mut self,
+        now_ms: i64,
+        batch_id: u64,
+        status: Option<u16>,
+        retry_after: Option<String>,
+        error: Option<&str>,
+        message: &str,
+    ) -> PyResult<()> {
+        self.inner.handle_response(
+            now_ms,
+            batch_id,
+            outcome_of(status, retry_after, error, message)?,
+        );
+        Ok(())
+    }
+
+    fn handle_timeout(&mut self, now_ms: i64) {
+        self.inner.handle_timeout(now_ms);
+    }
+
+    fn poll_timeout(&self) -> Option<i64> {
+        self.inner.poll_timeout()
+    }
+
+    /// The next event as a dict: {"kind": "delivered" | "retrying" | "failed", ...}.
+    fn poll_event<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(ev) = self.inner.poll_event() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        match ev {
+            core::BatcherEvent::Delivered {
+                batch_id,
+                message_ids,
+            } => {
+                d.set_item("kind", "delivered")?;
+                d.set_item("batch_id", batch_id)?;
+                d.set_item("message_ids", message_ids)?;
+            }
+            core::BatcherEvent::Retrying {
+                batch_id,
+                attempt,
+                retry_at,
+                outcome,
+            } => {
+                d.set_item("kind", "retrying")?;
+                d.set_item("batch_id", batch_id)?;
+                d.set_item("attempt", attempt)?;
+                d.set_item("retry_at_ms", retry_at)?;
+                d.set_item("reason", outcome.to_string())?;
+            }
+            core::BatcherEvent::Failed {
+                batch_id,
+                messages,
+                reason,
+            } => {
+                d.set_item("kind", "failed")?;
+                d.set_item("batch_id", batch_id)?;
+                d.set_item("code", reason.code())?;
+                d.set_item("reason", reason.to_string())?;
+                let list = PyList::empty(py);
+                for m in messages {
+                    list.append((m.message_id, m.json))?;
+                }
+                d.set_item("messages", list)?;
+            }
+            _ => d.set_item("kind", "unknown")?,
+        }
+        Ok(Some(d))
+    }
+
+    #[getter]
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+    #[getter]
+    fn in_batches(&self) -> usize {
+        self.inner.in_batches()
+    }
+    #[getter]
+    fn idle(&self) -> bool {
+        self.inner.is_idle()
+    }
+}
+
+#[pymodule]
+fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(stringify, m)?)?;
+    m.add_function(wrap_pyfunction!(sign, m)?)?;
+    m.add_function(wrap_pyfunction!(verify, m)?)?;
+    m.add_function(wrap_pyfunction!(verify_parsed, m)?)?;
+    m.add_function(wrap_pyfunction!(trait_name, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_timestamp, m)?)?;
+    m.add_class::<Request>()?;
+    m.add_class::<Webhooks>()?;
+    m.add_class::<Attempt>()?;
+    m.add_class::<Delivery>()?;
+    m.add_class::<BatchRequest>()?;
+    m.add_class::<Batcher>()?;
+    m.add("USER_AGENT", core::webhooks::USER_AGENT)?;
+    m.add("MAX_MESSAGE_BYTES", core::batcher::MAX_MESSAGE_BYTES)?;
+    m.add("MAX_BATCH_BYTES", core::batcher::MAX_BATCH_BYTES)?;
+    Ok(())
+}

@@ -1,0 +1,122 @@
+"""Real HTTP(S) servers on 127.0.0.1 for the tests, and the shared vectors."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import ssl
+import subprocess
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Iterator, List, Optional, Tuple
+
+import pytest
+
+TESTDATA = pathlib.Path(__file__).resolve().parents[2] / "testdata"
+
+
+def vectors(name: str) -> Any:
+    return json.loads((TESTDATA / name).read_text(encoding="utf-8"))
+
+
+class Received:
+    """What a test server saw."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.requests: List[Tuple[str, dict, bytes]] = []
+        self.connections = 0
+
+    def add(self, path: str, headers: dict, body: bytes) -> None:
+        with self.lock:
+            self.requests.append((path, headers, body))
+
+    def __len__(self) -> int:
+        with self.lock:
+            return len(self.requests)
+
+
+Handler = Callable[[int, dict, bytes], Tuple[int, dict, bytes]]
+"""(request number from 0, headers, body) -> (status, headers, body). A
+negative status closes the connection without answering; a float status
+sleeps that many seconds first and then answers 200."""
+
+
+class Server:
+    def __init__(self, handler: Handler, tls: Optional[ssl.SSLContext] = None) -> None:
+        self.received = Received()
+        received = self.received
+        counter = [0]
+        lock = threading.Lock()
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with lock:
+                    n = counter[0]
+                    counter[0] += 1
+                received.add(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                status, headers, reply = handler(n, dict(self.headers.items()), body)
+                if isinstance(status, float):
+                    time.sleep(status)
+                    status = 200
+                if status < 0:
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
+        if tls is not None:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Server]]:
+    servers: List[Server] = []
+
+    def start(handler: Handler, tls: Optional[ssl.SSLContext] = None) -> Server:
+        s = Server(handler, tls)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+@pytest.fixture(scope="session")
+def self_signed(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
+    """A genuinely self-signed certificate for 127.0.0.1, made with openssl."""
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
+        check=True, capture_output=True,
+    )
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(d / "cert.pem", d / "key.pem")
+    return ctx
+
+
+def ok(n: int, headers: dict, body: bytes) -> Tuple[int, dict, bytes]:
+    return 200, {}, b"ok"
