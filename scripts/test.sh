@@ -19,6 +19,30 @@ cargo clippy --locked --workspace --all-targets -- -D warnings
 step "rust tests (unit, shared vectors, properties, node JSON.stringify corpus, simulations)"
 cargo test --locked --workspace
 
-step "demo runs"
+step "python: build the wheel (maturin) into target/venv"
+bash scripts/python-env.sh
+PY=target/venv/bin/python
+
+step "python tests (shared vectors, real HTTP/HTTPS servers on 127.0.0.1, client, fork, atexit)"
+(cd python && "../$PY" -m pytest tests -q -p no:cacheprovider)
+
+step "python types: mypy --strict (package and a typed example), stubtest"
+(cd python && "../$PY" -m mypy --strict -p callpost --cache-dir ../target/mypy && \
+  "../$PY" -m mypy --strict typecheck/example.py --cache-dir ../target/mypy && \
+  "../$PY" -m mypy.stubtest callpost._callpost)
+
+step "python: the abi3 wheel imports and passes the shared vectors on CPython 3.9 and 3.13"
+for v in 3.9 3.13; do
+  pybin=$(ls -d "$HOME"/.pyenv/versions/"$v".*/bin/python 2>/dev/null | tail -n 1 || true)
+  if [ -z "$pybin" ]; then echo "CPython $v is not installed (pyenv); the brief lists 3.9-3.13 on every machine"; exit 1; fi
+  venv=target/venv-$v
+  [ -x "$venv/bin/python" ] || "$pybin" -m venv "$venv"
+  "$venv/bin/pip" install -q "pytest>=8" "httpx>=0.27,<1"
+  "$venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/callpost-*.whl
+  (cd python && "../$venv/bin/python" -m pytest tests/test_vectors.py tests/test_api.py -q -p no:cacheprovider)
+done
+
+step "demos run"
 cargo run --locked -q -p callpost-core --example demo >/dev/null
+"$PY" -m callpost demo >/dev/null
 echo "all tests passed"

@@ -64,7 +64,7 @@ fn parse_timestamp(text: &str) -> PyResult<i64> {
 }
 
 /// An HTTP request to send. `repr` shows header names only.
-#[pyclass(frozen, module = "callpost")]
+#[pyclass(frozen, module = "callpost._callpost")]
 struct Request {
     inner: core::Request,
 }
@@ -118,7 +118,7 @@ fn endpoints_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<core::EndpointConfig>> {
 }
 
 /// A Webhooks destination's settings: 1–5 endpoints and an optional secret.
-#[pyclass(subclass, module = "callpost")]
+#[pyclass(module = "callpost._callpost")]
 struct Webhooks {
     inner: core::Webhooks,
 }
@@ -216,7 +216,7 @@ fn to_py<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py
 }
 
 /// One attempt to send.
-#[pyclass(frozen, module = "callpost")]
+#[pyclass(frozen, module = "callpost._callpost")]
 struct Attempt {
     #[pyo3(get)]
     endpoint: usize,
@@ -229,7 +229,7 @@ struct Attempt {
 }
 
 /// One call's webhook delivery, sans I/O (see the core's `Delivery`).
-#[pyclass(module = "callpost")]
+#[pyclass(module = "callpost._callpost")]
 struct Delivery {
     inner: core::Delivery,
 }
@@ -347,7 +347,7 @@ impl Delivery {
 }
 
 /// A batch upload to perform.
-#[pyclass(frozen, module = "callpost")]
+#[pyclass(frozen, module = "callpost._callpost")]
 struct BatchRequest {
     #[pyo3(get)]
     batch_id: u64,
@@ -362,7 +362,7 @@ struct BatchRequest {
 }
 
 /// The batching client's state machine, sans I/O (see the core's `Batcher`).
-#[pyclass(module = "callpost")]
+#[pyclass(module = "callpost._callpost")]
 struct Batcher {
     inner: core::Batcher,
 }

@@ -3,7 +3,26 @@
 I/O (Celery, RQ, a database outbox)."""
 
 import datetime
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, final
+
+
+__all__ = [
+    "Attempt",
+    "BatchRequest",
+    "Batcher",
+    "Delivery",
+    "MAX_BATCH_BYTES",
+    "MAX_MESSAGE_BYTES",
+    "Request",
+    "USER_AGENT",
+    "Webhooks",
+    "parse_timestamp",
+    "sign",
+    "stringify",
+    "trait_name",
+    "verify",
+    "verify_parsed",
+]
 
 _Bytes = Union[str, bytes]
 _Now = Union[int, datetime.datetime, None]
@@ -39,6 +58,7 @@ def trait_name(audience: str) -> str:
 def parse_timestamp(text: str) -> int:
     """ISO 8601 (with an offset) to milliseconds since the epoch, UTC."""
 
+@final
 class Request:
     """An HTTP request to send. ``repr`` hides header values and the body."""
 
@@ -53,10 +73,11 @@ class Request:
     def header(self, name: str) -> Optional[str]:
         """The first header named ``name`` (case-insensitive), or None."""
 
+@final
 class Webhooks:
     """Native settings object; use ``callpost.Webhooks``, which adds delivery."""
 
-    def __init__(self, endpoints: Sequence[Union[str, Mapping[str, Any]]], shared_secret: Optional[_Bytes] = None) -> None: ...
+    def __new__(cls, endpoints: Sequence[Union[str, Mapping[str, Any]]], shared_secret: Optional[_Bytes] = None) -> "Webhooks": ...
     def request(self, call: _Call, endpoint: int = 0, now: _Now = None) -> Request:
         """The signed request for ``call`` to endpoint ``endpoint``."""
     def is_enabled_for(self, call: _Call) -> bool:
@@ -66,6 +87,7 @@ class Webhooks:
     @property
     def signed(self) -> bool: ...
 
+@final
 class Attempt:
     """One request to send for a Delivery."""
 
@@ -78,13 +100,14 @@ class Attempt:
     @property
     def deadline_ms(self) -> int: ...
 
+@final
 class Delivery:
     """One call's delivery: failover, retries for 4 hours, an attempt log.
     Drive it: ``poll_request`` → send → ``handle_response``; sleep until
     ``poll_timeout`` → ``handle_timeout``; ``poll_outcome`` once done."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         webhooks: Webhooks,
         call: _Call,
         now: _Now = None,
@@ -94,7 +117,7 @@ class Delivery:
         backoff_base_ms: int = 10000,
         backoff_cap_ms: int = 1800000,
         seed: int = 0,
-    ) -> None: ...
+    ) -> "Delivery": ...
     def poll_request(self, now_ms: int, webhooks: Webhooks) -> Optional[Attempt]:
         """The request to send now, or None."""
     def handle_response(
@@ -125,6 +148,7 @@ class Delivery:
     @staticmethod
     def from_json(text: str) -> "Delivery": ...
 
+@final
 class BatchRequest:
     """One batch upload to perform."""
 
@@ -139,11 +163,12 @@ class BatchRequest:
     @property
     def deadline_ms(self) -> int: ...
 
+@final
 class Batcher:
     """The batching client's state machine: queue, batches, retries."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         write_key: str,
         *,
         endpoint: Optional[str] = None,
@@ -160,7 +185,7 @@ class Batcher:
         library_version: Optional[str] = None,
         seed: int = 0,
         now: _Now = None,
-    ) -> None: ...
+    ) -> "Batcher": ...
     def handle_call(self, now_ms: int, call: _Call, random: bytes) -> str:
         """Queues a call; ``random`` is 16 bytes for its messageId. Returns the messageId."""
     def flush(self, now_ms: int) -> None: ...

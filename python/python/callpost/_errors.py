@@ -6,7 +6,7 @@ in Rust, Python and JavaScript. Catch by class, or test ``.code``.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 __all__ = [
     "CallpostError",
@@ -72,7 +72,9 @@ class ClosedError(CallpostError):
 class DeliveryError(CallpostError):
     """A webhook delivery gave up. ``outcome`` and ``log`` say what happened."""
 
-    def __init__(self, code: str, message: str, outcome: Optional[Any] = None, log: Optional[list] = None) -> None:
+    def __init__(
+        self, code: str, message: str, outcome: Optional[Any] = None, log: Optional[List[Dict[str, Any]]] = None
+    ) -> None:
         super().__init__(code, message)
         self.outcome = outcome
         self.log = log or []

@@ -1,0 +1,164 @@
+"""stringify, sign/verify, errors and secret hygiene."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from typing import Any
+
+import pytest
+
+import callpost
+
+
+def test_stringify_matches_json_stringify_rules() -> None:
+    assert callpost.stringify({"b": 1, "10": 2, "a": [1.0, -0.0, 1e21, 1.5e-7], "2": None}) == \
+        '{"2":null,"10":2,"b":1,"a":[1,0,1e+21,1.5e-7]}'
+    assert callpost.stringify("é😀\u2028\x00\x1f\x7f") == '"é😀\u2028\\u0000\\u001f\x7f"'
+    assert callpost.stringify((1, True, False)) == "[1,true,false]"
+    assert callpost.stringify(10**16) == "10000000000000000"
+    assert callpost.stringify(2**53) == "9007199254740992"
+
+
+def test_datetimes_become_iso_strings() -> None:
+    t = dt.datetime(2026, 11, 22, 12, 4, 5, 123456, tzinfo=dt.timezone(dt.timedelta(hours=2)))
+    assert callpost.stringify({"at": t, "day": dt.date(2026, 11, 22)}) == \
+        '{"at":"2026-11-22T10:04:05.123Z","day":"2026-11-22"}'
+    with pytest.raises(callpost.InvalidCallError) as e:
+        callpost.stringify(dt.datetime(2026, 1, 1))
+    assert e.value.code == "invalid_timestamp"
+
+
+class Custom:
+    pass
+
+
+@pytest.mark.parametrize(
+    "value,code,path",
+    [
+        ({"a": {1, 2}}, "not_json", "$.a"),
+        ({"a": [0, b"raw"]}, "not_json", "$.a[1]"),
+        ({"x": {"y": Custom()}}, "not_json", "$.x.y"),
+        ({1: "int key"}, "non_string_key", "$"),
+    ],
+)
+def test_values_json_cannot_carry_raise_type_errors_with_paths(value: Any, code: str, path: str) -> None:
+    with pytest.raises(callpost.NotJSONError) as e:
+        callpost.stringify(value)
+    assert e.value.code == code
+    assert isinstance(e.value, TypeError)
+    assert path in str(e.value)
+
+
+def test_cycles_are_reported_not_overflowed() -> None:
+    a: Any = []
+    a.append({"self": a})
+    with pytest.raises(callpost.NotJSONError) as e:
+        callpost.stringify(a)
+    assert e.value.code == "cyclic_value"
+    shared = [1]
+    assert callpost.stringify([shared, shared]) == "[[1],[1]]", "a repeated value is not a cycle"
+
+
+@pytest.mark.parametrize(
+    "value,code",
+    [
+        (math.nan, "non_finite_number"),
+        (math.inf, "non_finite_number"),
+        (2**53 + 1, "integer_out_of_range"),
+        (2**60, "integer_out_of_range"),
+        (-(2**200), "integer_out_of_range"),
+        ("\ud800", "invalid_unicode"),
+    ],
+)
+def test_values_javascript_would_change_are_rejected(value: Any, code: str) -> None:
+    with pytest.raises(callpost.JSONValueError) as e:
+        callpost.stringify({"v": value})
+    assert e.value.code == code
+    assert isinstance(e.value, ValueError)
+
+
+def test_depth_limit() -> None:
+    ok: Any = 1
+    for _ in range(64):
+        ok = [ok]
+    callpost.stringify(ok)
+    deep: Any = 1
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(callpost.JSONValueError) as e:
+        callpost.stringify(deep)
+    assert e.value.code == "too_deep"
+
+
+def test_sign_and_verify_accept_str_and_bytes_and_rotation() -> None:
+    body = '{"type":"track","n":1}'
+    sig = callpost.sign("k1", body)
+    assert sig == callpost.sign(b"k1", body.encode())
+    assert callpost.verify(body.encode(), sig, ["old", "k1"])
+    assert callpost.verify(body, sig, b"k1")
+    assert not callpost.verify(body + " ", sig, "k1")
+    assert callpost.verify_parsed(json.loads(body), sig, "k1")
+    assert not callpost.verify_parsed({"n": 1, "type": "track"}, sig, "k1"), "key order is part of the bytes"
+    with pytest.raises(callpost.SignatureError) as e:
+        callpost.verify(body, "zz", "k1")
+    assert e.value.code == "malformed_signature"
+    with pytest.raises(callpost.SignatureError) as e:
+        callpost.sign("", body)
+    assert e.value.code == "empty_secret"
+    with pytest.raises(TypeError):
+        callpost.sign(123, body)  # type: ignore[arg-type]
+
+
+def test_verify_request_reads_the_header_case_insensitively() -> None:
+    body = b'{"a":1}'
+    sig = callpost.sign("k", body)
+    assert callpost.verify_request(body, {"x-signature": sig}, "k")
+    assert callpost.verify_request(body, {"X-Signature": sig}, "k")
+    assert not callpost.verify_request(body, {}, "k")
+
+
+def test_secrets_and_credentials_never_show() -> None:
+    hooks = callpost.Webhooks([{"url": "https://a.example/", "headers": {"Authorization": "Bearer TOPSECRET"}}], "SHAREDKEY")
+    req = hooks.request({"type": "identify", "userId": "u", "traits": {"ssn": "123"}}, 0, 0)
+    for text in (repr(hooks), repr(req), str(hooks)):
+        assert "TOPSECRET" not in text and "SHAREDKEY" not in text and "123" not in text
+    c = callpost.Client("WRITEKEY_SECRET", endpoint="http://127.0.0.1:9")
+    assert "WRITEKEY_SECRET" not in repr(c)
+    with pytest.raises(callpost.SettingsError) as e:
+        callpost.Webhooks([{"url": "https://a.example/", "headers": {"X-Key": "TOPSECRET\r\n"}}])
+    assert "TOPSECRET" not in str(e.value)
+    c.close(timeout=0)
+
+
+def test_settings_errors_are_raised_at_construction() -> None:
+    with pytest.raises(callpost.SettingsError) as e:
+        callpost.Webhooks([f"https://a.example/{i}" for i in range(6)])
+    assert e.value.code == "too_many_endpoints"
+    with pytest.raises(TypeError):
+        callpost.Webhooks("https://a.example/")  # type: ignore[arg-type]
+    with pytest.raises(callpost.ConfigError) as e2:
+        callpost.Client("")
+    assert e2.value.code == "empty_write_key"
+
+
+def test_error_hierarchy() -> None:
+    for cls in (callpost.InvalidCallError, callpost.JSONValueError, callpost.SettingsError, callpost.SignatureError,
+                callpost.ConfigError, callpost.MessageTooLargeError):
+        assert issubclass(cls, callpost.CallpostError) and issubclass(cls, ValueError)
+    assert issubclass(callpost.NotJSONError, TypeError)
+    assert issubclass(callpost.QueueFullError, callpost.CallpostError)
+
+
+def test_request_takes_dicts_datetimes_and_json_text() -> None:
+    hooks = callpost.Webhooks(["https://a.example/"], "k")
+    when = dt.datetime(2026, 11, 22, 10, 4, 5, 123000, tzinfo=dt.timezone.utc)
+    a = hooks.request({"type": "track", "userId": "u", "event": "e", "timestamp": when})
+    b = hooks.request('{"type":"track","userId":"u","event":"e","timestamp":"2026-11-22T10:04:05.123Z"}')
+    c = hooks.request(b'{"type":"track","userId":"u","event":"e","timestamp":"2026-11-22T10:04:05.123Z"}')
+    assert a.body == b.body == c.body
+    assert a.header("x-signature") == callpost.sign("k", a.body)
+    stamped = hooks.request({"type": "track", "userId": "u", "event": "e"}, now=when)
+    assert json.loads(stamped.body)["timestamp"] == "2026-11-22T10:04:05.123Z"
+    assert callpost.parse_timestamp("2026-11-22T12:04:05.123+02:00") == int(when.timestamp() * 1000)

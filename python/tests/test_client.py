@@ -1,0 +1,210 @@
+"""The batching client against a real ingest server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import time
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+import callpost
+from conftest import ok
+
+
+def batches(srv: Any) -> List[Dict[str, Any]]:
+    return [json.loads(body) for _, _, body in srv.received.requests]
+
+
+def ids(srv: Any) -> List[str]:
+    return [m["messageId"] for b in batches(srv) for m in b["batch"]]
+
+
+def test_batches_arrive_with_basic_auth_and_a_valid_envelope(serve: Any) -> None:
+    srv = serve(ok)
+    with callpost.Client("wk_123", endpoint=srv.url, flush_at=5, flush_after=60) as c:
+        sent = [c.track("u1", "Event", {"i": i, "pad": "x" * 2000}) for i in range(12)]
+        sent.append(c.identify("u1", {"plan": "pro"}))
+        sent.append(c.page("u1", "Home", {"path": "/"}, category="Docs"))
+        sent.append(c.screen(anonymous_id="a1", name="Cart"))
+        sent.append(c.group("u1", "g1", {"name": "Initech"}))
+        sent.append(c.alias("anon", "u1"))
+    reqs = srv.received.requests
+    assert [len(json.loads(b)["batch"]) for _, _, b in reqs] == [5, 5, 5, 2]
+    for path, headers, body in reqs:
+        assert path == "/v1/batch"
+        assert headers["authorization"] == "Basic " + base64.b64encode(b"wk_123:").decode()
+        assert headers["content-type"] == "application/json"
+        assert len(body) <= callpost.MAX_BATCH_BYTES
+        env = json.loads(body)
+        assert set(env) == {"batch", "sentAt"}
+        for m in env["batch"]:
+            assert m["context"]["library"] == {"name": "callpost", "version": "0.1.0"}
+            assert m["timestamp"].endswith("Z")
+    assert ids(srv) == sent
+    kinds = [m["type"] for b in batches(srv) for m in b["batch"]]
+    assert kinds[-5:] == ["identify", "page", "screen", "group", "alias"]
+    alias = batches(srv)[-1]["batch"][-1]
+    assert alias["previousId"] == "anon" and alias["userId"] == "u1"
+
+
+def test_flush_at_twenty(serve: Any) -> None:
+    srv = serve(ok)
+    c = callpost.Client("wk", endpoint=srv.url, flush_after=60)
+    for i in range(19):
+        c.track("u", "e", {"i": i})
+    time.sleep(0.3)
+    assert len(srv.received) == 0, "no flush before 20"
+    c.track("u", "e", {"i": 19})
+    deadline = time.monotonic() + 5
+    while len(srv.received) == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [len(b["batch"]) for b in batches(srv)] == [20]
+    c.close()
+
+
+def test_flush_after_the_interval(serve: Any) -> None:
+    srv = serve(ok)
+    c = callpost.Client("wk", endpoint=srv.url, flush_after=0.3)
+    start = time.monotonic()
+    c.track("u", "e")
+    while len(srv.received) == 0 and time.monotonic() - start < 5:
+        time.sleep(0.01)
+    elapsed = time.monotonic() - start
+    assert len(srv.received) == 1
+    assert 0.2 <= elapsed < 3, elapsed
+    c.close()
+
+
+def test_close_delivers_everything_queued(serve: Any) -> None:
+    srv = serve(ok)
+    c = callpost.Client("wk", endpoint=srv.url, flush_at=100, flush_after=3600)
+    sent = [c.track("u", "e", {"i": i}) for i in range(250)]
+    c.close()
+    assert sorted(ids(srv)) == sorted(sent)
+    with pytest.raises(callpost.ClosedError) as e:
+        c.track("u", "late")
+    assert e.value.code == "closed"
+
+
+def test_a_message_over_32kb_raises_and_nothing_else_changes(serve: Any) -> None:
+    srv = serve(ok)
+    with callpost.Client("wk", endpoint=srv.url) as c:
+        keep = c.track("u", "small")
+        with pytest.raises(callpost.MessageTooLargeError) as e:
+            c.track("u", "big", {"pad": "x" * 40_000})
+        assert e.value.code == "message_too_large"
+        assert isinstance(e.value, ValueError)
+    assert ids(srv) == [keep]
+
+
+def test_invalid_calls_raise_typed_errors(serve: Any) -> None:
+    with callpost.Client("wk", endpoint="http://127.0.0.1:9") as c:
+        with pytest.raises(callpost.InvalidCallError) as e:
+            c.track(event="no user")
+        assert e.value.code == "missing_identity"
+        with pytest.raises(callpost.InvalidCallError) as e:
+            c.track("u")
+        assert e.value.code == "missing_event"
+        with pytest.raises(callpost.NotJSONError) as e2:
+            c.track("u", "e", {"tags": {"a", "b"}})
+        assert e2.value.code == "not_json" and "$.properties.tags" in str(e2.value)
+
+
+def test_500_three_times_then_200_loses_nothing(serve: Any) -> None:
+    srv = serve(lambda n, h, b: (500, {}, b"") if n < 3 else (200, {}, b""))
+    errors: List[Any] = []
+    c = callpost.Client("wk", endpoint=srv.url, flush_at=10, backoff_base=0.05, backoff_cap=0.2,
+                        on_error=lambda err, msgs: errors.append((err, msgs)))
+    sent = [c.track("u", "e", {"i": i}) for i in range(10)]
+    assert c.flush(timeout=10)
+    c.close()
+    assert len(srv.received) == 4
+    assert ids(srv)[-10:] == sent
+    assert errors == []
+
+
+def test_4xx_hands_the_messages_to_on_error(serve: Any) -> None:
+    srv = serve(lambda n, h, b: (400, {}, b"bad"))
+    errors: List[Tuple[Any, List[Dict[str, Any]]]] = []
+    c = callpost.Client("wk", endpoint=srv.url, flush_at=3, on_error=lambda err, msgs: errors.append((err, msgs)))
+    sent = [c.track("u", "e", {"i": i}) for i in range(3)]
+    c.close()
+    assert len(srv.received) == 1, "a 4xx is not retried"
+    assert len(errors) == 1
+    err, msgs = errors[0]
+    assert isinstance(err, callpost.DeliveryError) and err.code == "rejected"
+    assert [m["messageId"] for m in msgs] == sent
+
+
+def test_close_with_the_server_down_reports_every_message(serve: Any) -> None:
+    errors: List[Any] = []
+    c = callpost.Client("wk", endpoint="http://127.0.0.1:9", flush_at=5, backoff_base=0.05,
+                        on_error=lambda err, msgs: errors.extend(m["messageId"] for m in msgs))
+    sent = [c.track("u", "e", {"i": i}) for i in range(12)]
+    c.close(timeout=0.5)
+    assert sorted(errors) == sorted(sent)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_can_send(serve: Any) -> None:
+    srv = serve(ok)
+    c = callpost.Client("wk", endpoint=srv.url, flush_after=0.1)
+    c.track("parent", "before fork")
+    assert c.flush(timeout=5)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            c.track("child", "from the child")
+            code = 0 if c.flush(timeout=5) else 3
+            c.close()
+        except BaseException:
+            code = 4
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    c.track("parent", "after fork")
+    c.close()
+    users = [m["userId"] for b in batches(srv) for m in b["batch"]]
+    assert sorted(users) == ["child", "parent", "parent"]
+
+
+def test_messages_queued_at_exit_are_sent(serve: Any, tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    srv = serve(ok)
+    script = tmp_path / "app.py"
+    script.write_text(
+        "import callpost\n"
+        f"c = callpost.Client('wk', endpoint={srv.url!r}, flush_at=100, flush_after=3600)\n"
+        "for i in range(30):\n"
+        "    c.track('u', 'at exit', {'i': i})\n"
+        "# no close(): the atexit hook must send them\n"
+    )
+    subprocess.run([sys.executable, str(script)], check=True, timeout=30)
+    assert len(ids(srv)) == 30
+
+
+def test_async_client(serve: Any) -> None:
+    srv = serve(ok)
+
+    async def main() -> List[str]:
+        async with callpost.AsyncClient("wk", endpoint=srv.url, flush_at=4, flush_after=60) as c:
+            return [c.track("u", "e", {"i": i}) for i in range(10)]
+
+    sent = asyncio.run(main())
+    assert ids(srv) == sent
+    assert [len(b["batch"]) for b in batches(srv)] == [4, 4, 2]
+
+
+def test_debug_env_turns_on_logging(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+    out = subprocess.run(
+        [sys.executable, "-c", "import logging, callpost; print(logging.getLogger('callpost').level)"],
+        env={**os.environ, "DEBUG": "analytics"}, capture_output=True, text=True, check=True,
+    )
+    assert out.stdout.strip() == str(10)

@@ -1,0 +1,168 @@
+"""Webhook delivery over real HTTP(S) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+import callpost
+from conftest import ok
+
+CALL: Dict[str, Any] = {"type": "track", "userId": "u1", "event": "Tested", "messageId": "m-1", "properties": {"n": 1}}
+FAST = dict(backoff_base=0.05, backoff_cap=0.2)
+
+
+def test_500_then_200_is_retried_and_delivered_once(serve: Any) -> None:
+    srv = serve(lambda n, h, b: (500, {}, b"no") if n == 0 else (200, {}, b"ok"))
+    hooks = callpost.Webhooks([srv.url + "/hook"], "s3cret", **FAST)
+    result = hooks.deliver(CALL)
+    assert result.delivered and result.endpoint == 0 and result.attempts == 2
+    reqs = srv.received.requests
+    assert len(reqs) == 2
+    # Both attempts carry the same signed bytes and the idempotency key.
+    assert reqs[0][2] == reqs[1][2]
+    for path, headers, body in reqs:
+        assert path == "/hook"
+        assert headers["x-signature"] == callpost.sign("s3cret", body)
+        assert headers["idempotency-key"] == "m-1"
+        assert headers["user-agent"] == "callpost/1.0"
+        assert headers["content-type"] == "application/json"
+        assert callpost.verify_request(body, headers, "s3cret")
+
+
+def test_a_receiver_slower_than_the_timeout_is_retried(serve: Any) -> None:
+    srv = serve(lambda n, h, b: (2.0, {}, b"") if n == 0 else (200, {}, b"ok"))
+    hooks = callpost.Webhooks([srv.url], timeout=0.3, **FAST)
+    start = time.monotonic()
+    result = hooks.deliver(CALL)
+    assert result.delivered and result.attempts == 2
+    assert result.log[0]["outcome"]["kind"] == "timeout"
+    assert time.monotonic() - start < 1.9, "the caller did not wait for the slow answer"
+
+
+@pytest.mark.parametrize("status", [400, 401, 404, 410, 302])
+def test_4xx_and_3xx_are_not_retried(serve: Any, status: int) -> None:
+    srv = serve(lambda n, h, b: (status, {"Location": "http://127.0.0.1:9/elsewhere"}, b""))
+    hooks = callpost.Webhooks([srv.url], **FAST)
+    with pytest.raises(callpost.DeliveryError) as e:
+        hooks.deliver(CALL)
+    assert e.value.code == "all_endpoints_rejected"
+    assert len(srv.received) == 1
+
+
+def test_408_and_429_are_retried_and_retry_after_is_honoured(serve: Any) -> None:
+    srv = serve(lambda n, h, b: (429, {"Retry-After": "1"}, b"") if n == 0 else (408, {}, b"") if n == 1 else (200, {}, b""))
+    hooks = callpost.Webhooks([srv.url], **FAST)
+    start = time.monotonic()
+    result = hooks.deliver(CALL)
+    assert result.attempts == 3
+    assert time.monotonic() - start >= 0.95
+
+
+def test_failover_to_the_second_url(serve: Any) -> None:
+    down = serve(lambda n, h, b: (503, {}, b""))
+    up = serve(ok)
+    third = serve(ok)
+    hooks = callpost.Webhooks([down.url, {"url": up.url, "headers": {"Authorization": "Bearer t"}}, third.url], "k", **FAST)
+    result = hooks.deliver(CALL)
+    assert result.endpoint == 1 and result.attempts == 2
+    assert len(down.received) == 1 and len(up.received) == 1 and len(third.received) == 0
+    assert up.received.requests[0][1]["authorization"] == "Bearer t"
+
+
+def test_connection_refused_fails_over(serve: Any) -> None:
+    up = serve(ok)
+    hooks = callpost.Webhooks(["http://127.0.0.1:9/", up.url], **FAST)
+    result = hooks.deliver(CALL)
+    assert result.endpoint == 1
+    assert result.log[0]["outcome"]["kind"] == "connection"
+
+
+def test_a_connection_closed_mid_response_is_retried(serve: Any) -> None:
+    srv = serve(lambda n, h, b: (-1, {}, b"") if n == 0 else (200, {}, b""))
+    result = callpost.Webhooks([srv.url], **FAST).deliver(CALL)
+    assert result.attempts == 2 and result.log[0]["outcome"]["kind"] == "connection"
+
+
+def test_self_signed_https_is_rejected_before_any_request(serve: Any, self_signed: Any) -> None:
+    srv = serve(ok, tls=self_signed)
+    hooks = callpost.Webhooks([srv.url + "/hook"], "k", **FAST)
+    with pytest.raises(callpost.DeliveryError) as e:
+        hooks.deliver(CALL)
+    assert e.value.code == "all_endpoints_rejected"
+    assert e.value.log[0]["outcome"]["kind"] == "tls"
+    assert "certificate" in e.value.log[0]["outcome"]["message"].lower()
+    assert len(srv.received) == 0, "the server saw no HTTP request"
+
+
+def test_self_signed_endpoint_fails_over_to_a_good_one(serve: Any, self_signed: Any) -> None:
+    bad = serve(ok, tls=self_signed)
+    good = serve(ok)
+    result = callpost.Webhooks([bad.url, good.url], **FAST).deliver(CALL)
+    assert result.endpoint == 1 and len(bad.received) == 0
+
+
+def test_disabled_by_integrations_sends_nothing(serve: Any) -> None:
+    srv = serve(ok)
+    result = callpost.Webhooks([srv.url]).deliver({**CALL, "integrations": {"Webhooks": False}})
+    assert not result.delivered and len(srv.received) == 0
+
+
+def test_deliver_async(serve: Any) -> None:
+    srv = serve(lambda n, h, b: (503, {}, b"") if n < 2 else (200, {}, b""))
+    hooks = callpost.Webhooks([srv.url], "k", **FAST)
+
+    async def main() -> Tuple[callpost.DeliveryResult, int]:
+        ticks = 0
+        task = asyncio.ensure_future(hooks.deliver_async(CALL))
+        while not task.done():  # the loop keeps running while it waits
+            ticks += 1
+            await asyncio.sleep(0.005)
+        return task.result(), ticks
+
+    result, ticks = asyncio.run(main())
+    assert result.attempts == 3 and ticks > 3
+
+
+def test_four_hour_window_on_a_fake_clock() -> None:
+    hooks = callpost.Webhooks(["https://dead.example/"])
+    t0 = 1_795_341_845_123
+    d = hooks.delivery(CALL, t0, seed=5)
+    now = t0
+    sent: List[int] = []
+    while True:
+        a = d.poll_request(now, hooks._native)
+        if a is not None:
+            sent.append(now)
+            d.handle_response(now, 503)
+            continue
+        t = d.poll_timeout()
+        if t is None:
+            break
+        now = t
+        d.handle_timeout(now)
+    out = d.poll_outcome()
+    assert out is not None and out["kind"] == "gave_up" and out["reason"] == "window_exhausted"
+    assert all(s - t0 <= 4 * 3600_000 for s in sent)
+    assert sent[-1] - t0 > 3.4 * 3600_000
+    assert 12 <= len(sent) <= 22
+
+
+def test_delivery_state_survives_a_restart() -> None:
+    hooks = callpost.Webhooks(["https://a.example/", "https://b.example/"], "k")
+    d = hooks.delivery(CALL, 1000, seed=9)
+    a = d.poll_request(1000, hooks._native)
+    assert a is not None
+    d.handle_response(1010, error="connection", message="reset")
+    saved = d.to_json()
+    restored = callpost.Delivery.from_json(saved)
+    assert restored.to_json() == saved
+    a2 = restored.poll_request(1010, hooks._native)
+    assert a2 is not None and a2.endpoint == 1 and a2.attempt == 2
+    assert a2.request.body == a.request.body
+    with pytest.raises(callpost.CallpostError) as e:
+        callpost.Delivery.from_json("{not json")
+    assert e.value.code == "invalid_state"

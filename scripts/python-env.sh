@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds the callpost wheel once and installs it, with the test tools, into a
+# virtualenv at target/venv (CPython 3.11). Idempotent: rebuilds the wheel
+# every run (maturin's own build cache keeps that fast), reuses the venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${CALLPOST_PYTHON:-python3}
+VENV=target/venv
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --upgrade pip
+fi
+"$VENV/bin/pip" install -q "maturin>=1.16,<2" "pytest>=8" "mypy>=1.10" "httpx>=0.27,<1"
+rm -rf target/wheels
+PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/pip" wheel -q --no-deps --no-build-isolation -w target/wheels ./python
+"$VENV/bin/pip" install -q --force-reinstall --no-deps target/wheels/callpost-*.whl
