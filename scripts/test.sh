@@ -42,6 +42,25 @@ for v in 3.9 3.13; do
   (cd python && "../$venv/bin/python" -m pytest tests/test_vectors.py tests/test_api.py -q -p no:cacheprovider)
 done
 
+step "js: tools (wasm-bindgen-cli 0.2.130, Debian chromium, npm packages)"
+if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen 0.2.130"; then
+  # Without --locked: a locked webpki-roots is missing from the registry (TOOLCHAIN.md).
+  cargo install wasm-bindgen-cli --version 0.2.130
+fi
+if ! command -v chromium >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+(cd wasm && npm ci --no-audit --no-fund --loglevel=error)
+
+step "js: build the npm package (cargo → wasm-bindgen → npm's wasm-opt), pack it, install the tarball"
+(cd wasm && npm run build)
+rm -f target/callpost-*.tgz
+(cd wasm/pkg && npm pack --silent --pack-destination ../../target >/dev/null)
+(cd wasm && npm install --no-save --no-audit --no-fund --loglevel=error ../target/callpost-0.1.0.tgz)
+
+step "js tests over the installed package (vectors, JSON.stringify corpus, real HTTP/HTTPS, client, headless Chromium) and tsc"
+(cd wasm && npm test && npm run typecheck)
+
 step "demos run"
 cargo run --locked -q -p callpost-core --example demo >/dev/null
 "$PY" -m callpost demo >/dev/null

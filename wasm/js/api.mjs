@@ -1,0 +1,335 @@
+// The JavaScript API over the wasm core. Values cross into wasm as JSON text
+// (JSON.stringify runs natively), and the I/O loops here are short: poll the
+// core, fetch, report the outcome, sleep until pollTimeout(). Retry, batching
+// and failover rules live in the Rust core, shared with the Python package.
+//
+// This file must stay free of imports: the build derives a CommonJS copy
+// from it by replacing the single `export`.
+
+export function makeApi(wasm, platform) {
+  // node:crypto hashes large bodies faster than wasm's software SHA-1
+  // (SHA-NI); the crossover measured here is about 4 KB (TOOLCHAIN.md).
+  const NATIVE_HMAC_FROM = 4096;
+  const encoder = new TextEncoder();
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+
+  function error(name, code, message) {
+    const err = name === 'NotJSONError' ? new TypeError(message) : new Error(message);
+    err.name = name;
+    err.code = code;
+    return err;
+  }
+
+  // JSON text for a JS value, refusing what JSON.stringify would silently
+  // change: NaN/Infinity (→ null), BigInt, functions and symbols (dropped or
+  // thrown), undefined in arrays (→ null). An undefined object property is
+  // left out, as JSON.stringify does: it is JavaScript's "absent".
+  function toJson(value) {
+    if (value === undefined) throw error('NotJSONError', 'not_json', 'value at $ is not JSON: undefined');
+    const paths = new Map();
+    let root = true;
+    function replacer(key, v) {
+      const base = root ? '$' : paths.get(this) ?? '$';
+      const path = root ? '$' : Array.isArray(this) ? `${base}[${key}]` : `${base}.${key}`;
+      root = false;
+      switch (typeof v) {
+        case 'number':
+          if (!Number.isFinite(v)) throw error('JSONValueError', 'non_finite_number', `number at ${path} is NaN or infinite, which JSON cannot represent`);
+          return v;
+        case 'bigint':
+        case 'function':
+        case 'symbol':
+          throw error('NotJSONError', 'not_json', `value at ${path} is not JSON: ${typeof v}`);
+        case 'undefined':
+          if (Array.isArray(this)) throw error('NotJSONError', 'not_json', `value at ${path} is not JSON: undefined`);
+          return v;
+        case 'object':
+          if (v !== null) paths.set(v, path);
+          return v;
+        default:
+          return v;
+      }
+    }
+    try {
+      return JSON.stringify(value, replacer);
+    } catch (e) {
+      if (e && e.code) throw e;
+      if (e instanceof RangeError) throw error('JSONValueError', 'too_deep', 'value nests deeper than 64 levels');
+      if (e instanceof TypeError && /circular|cyclic/i.test(e.message)) throw error('NotJSONError', 'cyclic_value', 'value contains itself');
+      throw e;
+    }
+  }
+
+  function textOf(v, what) {
+    if (typeof v === 'string') return v;
+    if (v instanceof Uint8Array) {
+      try {
+        return decoder.decode(v);
+      } catch {
+        throw error('TypeError', 'invalid_argument', `${what} bytes are not UTF-8`);
+      }
+    }
+    throw error('TypeError', 'invalid_argument', `${what} must be a string or Uint8Array`);
+  }
+
+  function callJson(call) {
+    return typeof call === 'string' || call instanceof Uint8Array ? textOf(call, 'call') : toJson(call);
+  }
+
+  function randomBytes(n) {
+    return globalThis.crypto.getRandomValues(new Uint8Array(n));
+  }
+
+  function seed() {
+    const b = randomBytes(8);
+    return new DataView(b.buffer).getUint32(0) * 2 ** 21 + (new DataView(b.buffer).getUint32(4) >>> 11);
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+
+  function stringify(value) {
+    return wasm.canonicalize(toJson(value));
+  }
+
+  function sign(secret, body) {
+    // Empty secrets go to the core, which refuses them with empty_secret.
+    if (platform.hmacSha1 && body.length >= NATIVE_HMAC_FROM && secret.length > 0) {
+      return platform.hmacSha1(secret, body);
+    }
+    return wasm.sign(secret, body);
+  }
+
+  function verify(body, signature, secrets) {
+    return wasm.verify(body, signature, secrets);
+  }
+
+  function verifyParsed(value, signature, secrets) {
+    return wasm.verifyJson(toJson(value), signature, secrets);
+  }
+
+  function verifyRequest(body, headers, secrets) {
+    let signature = null;
+    if (headers && typeof headers.get === 'function') signature = headers.get('x-signature');
+    else for (const [k, v] of Object.entries(headers || {})) if (k.toLowerCase() === 'x-signature') signature = v;
+    if (signature == null) return false;
+    return wasm.verify(body, Array.isArray(signature) ? signature[0] : signature, secrets);
+  }
+
+  // Maps a fetch failure to the core's outcome kinds.
+  function failureKind(e) {
+    if (e && (e.name === 'TimeoutError' || e.name === 'AbortError')) return ['timeout', e.name];
+    const cause = e && e.cause;
+    const code = (cause && (cause.code || (cause.cause && cause.cause.code))) || '';
+    if (/CERT|SSL|TLS|SELF_SIGNED|ALTNAME|UNABLE_TO_VERIFY/i.test(code)) return ['tls', `${code}: ${cause.message || ''}`];
+    return ['connection', `${code || (e && e.name)}: ${(cause && cause.message) || (e && e.message) || ''}`];
+  }
+
+  async function send(fetchFn, request, deadlineMs, extra) {
+    try {
+      const r = await fetchFn(request.url, {
+        method: request.method,
+        headers: request.headers,
+        body: request.body,
+        // Redirects are a rejection (see the README); never follow one.
+        redirect: 'manual',
+        signal: AbortSignal.timeout(Math.max(1, deadlineMs - Date.now())),
+        ...extra,
+      });
+      await r.arrayBuffer().catch(() => undefined);
+      // A browser's manual redirect is an opaque response with status 0.
+      const status = r.type === 'opaqueredirect' ? 302 : r.status;
+      return [status, r.headers.get('retry-after') ?? undefined, undefined, undefined];
+    } catch (e) {
+      const [kind, message] = failureKind(e);
+      return [undefined, undefined, kind, message];
+    }
+  }
+
+  function finish(d, outcome) {
+    const log = d.log;
+    if (outcome.kind === 'delivered') return { delivered: true, endpoint: outcome.endpoint, attempts: outcome.attempt, log };
+    if (outcome.kind === 'disabled') return { delivered: false, endpoint: null, attempts: 0, log };
+    const err = error('DeliveryError', outcome.reason, `delivery gave up after ${outcome.attempts} attempts (${outcome.reason})`);
+    err.outcome = outcome;
+    err.log = log;
+    throw err;
+  }
+
+  class Webhooks {
+    constructor({ endpoints, sharedSecret, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
+      const secret = sharedSecret == null ? null : textOf(sharedSecret, 'sharedSecret');
+      this._core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret }));
+      this._timing = { timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs };
+    }
+
+    get urls() {
+      return this._core.urls;
+    }
+
+    request(call, endpoint = 0, nowMs = Date.now()) {
+      return this._core.request(callJson(call), endpoint, nowMs);
+    }
+
+    isEnabledFor(call) {
+      return this._core.isEnabledFor(callJson(call));
+    }
+
+    delivery(call, { nowMs = Date.now(), seed: s = seed() } = {}) {
+      return new wasm.DeliveryCore(this._core, callJson(call), nowMs, { ...this._timing, seed: s });
+    }
+
+    async deliver(call, { fetch: fetchFn = globalThis.fetch } = {}) {
+      const d = this.delivery(call);
+      try {
+        for (;;) {
+          const a = d.pollRequest(Date.now(), this._core);
+          if (a) {
+            const [status, retryAfter, kind, message] = await send(fetchFn, a.request, a.deadlineMs);
+            d.handleResponse(Date.now(), status, retryAfter, kind, message);
+            continue;
+          }
+          const outcome = d.pollOutcome();
+          if (outcome) return finish(d, outcome);
+          await sleep(d.pollTimeout() - Date.now());
+          d.handleTimeout(Date.now());
+        }
+      } finally {
+        d.free();
+      }
+    }
+  }
+
+  const KEEPALIVE_LIMIT = 64 * 1024; // fetch keepalive's in-flight body budget
+
+  class Client {
+    constructor({ writeKey, endpoint, flushAt, flushAfter, maxQueue, maxAttempts, maxRetryMs, timeoutMs,
+                  backoffBaseMs, backoffCapMs, onError, fetch: fetchFn } = {}) {
+      this._core = new wasm.BatcherCore({ writeKey, endpoint, flushAt, flushAfterMs: flushAfter, maxQueue, maxAttempts,
+        maxRetryMs, requestTimeoutMs: timeoutMs, backoffBaseMs, backoffCapMs, seed: seed() }, Date.now());
+      this.onError = onError;
+      this._fetch = fetchFn || ((...args) => globalThis.fetch(...args));
+      this._pumping = false;
+      this._timer = null;
+      this._waiters = [];
+      this._closed = false;
+      if (platform.onExit) platform.onExit(this);
+      if (typeof globalThis.addEventListener === 'function' && typeof document !== 'undefined') {
+        globalThis.addEventListener('pagehide', () => this._pagehide());
+      }
+    }
+
+    identify(fields) { return this._enqueue('identify', fields); }
+    track(fields) { return this._enqueue('track', fields); }
+    page(fields) { return this._enqueue('page', fields); }
+    screen(fields) { return this._enqueue('screen', fields); }
+    group(fields) { return this._enqueue('group', fields); }
+    alias(fields) { return this._enqueue('alias', fields); }
+
+    _enqueue(type, fields) {
+      const id = this._core.handleCall(Date.now(), toJson({ type, ...fields }), randomBytes(16));
+      this._kick();
+      return id;
+    }
+
+    _report(ev) {
+      if (ev.kind !== 'failed') return;
+      const err = error('DeliveryError', ev.code, ev.reason);
+      const messages = ev.messages.map((m) => JSON.parse(m.json));
+      if (this.onError) {
+        try {
+          this.onError(err, messages);
+        } catch (e) {
+          console.error('callpost: onError threw', e);
+        }
+      } else {
+        console.error(`callpost: ${messages.length} messages failed: ${ev.reason}`);
+      }
+    }
+
+    _drainEvents() {
+      for (let ev = this._core.pollEvent(); ev; ev = this._core.pollEvent()) this._report(ev);
+    }
+
+    _kick() {
+      if (this._pumping) return;
+      if (this._timer) clearTimeout(this._timer);
+      this._timer = null;
+      this._pumping = true;
+      queueMicrotask(() => this._pump());
+    }
+
+    async _pump() {
+      try {
+        for (;;) {
+          const now = Date.now();
+          this._core.handleTimeout(now);
+          this._drainEvents();
+          const b = this._core.pollRequest(now);
+          if (!b) break;
+          const [status, retryAfter, kind, message] = await send(this._fetch, b.request, b.deadlineMs);
+          this._core.handleResponse(Date.now(), b.batchId, status, retryAfter, kind, message);
+        }
+      } finally {
+        this._pumping = false;
+      }
+      this._drainEvents();
+      if (this._core.idle) {
+        for (const w of this._waiters.splice(0)) w();
+      }
+      const t = this._core.pollTimeout();
+      if (t !== undefined && !this._closed) {
+        this._timer = setTimeout(() => this._kick(), Math.max(0, t - Date.now()));
+        // A pending flush timer must not keep Node alive; exit hooks flush.
+        if (this._timer && typeof this._timer.unref === 'function') this._timer.unref();
+      }
+    }
+
+    /** Sends everything queued now; settles when all of it is delivered or reported. */
+    flush() {
+      this._core.flush(Date.now());
+      const done = new Promise((resolve) => {
+        if (this._core.idle) resolve();
+        else this._waiters.push(resolve);
+      });
+      this._kick();
+      return done;
+    }
+
+    /** Flushes (up to timeoutMs), then reports whatever is left to onError. */
+    async close({ timeoutMs = 10_000 } = {}) {
+      if (this._closed) return;
+      let timer;
+      await Promise.race([this.flush(), new Promise((r) => { timer = setTimeout(r, timeoutMs); })]);
+      clearTimeout(timer);
+      this._closed = true;
+      if (this._timer) clearTimeout(this._timer);
+      this._core.shutdown();
+      this._drainEvents();
+    }
+
+    // The page is going away: send what is queued with keepalive fetches,
+    // which outlive the page (sendBeacon cannot carry Authorization).
+    _pagehide() {
+      const now = Date.now();
+      this._core.flush(now);
+      for (let b = this._core.pollRequest(now); b; b = this._core.pollRequest(now)) {
+        const keepalive = b.request.body.length <= KEEPALIVE_LIMIT;
+        send(this._fetch, b.request, b.deadlineMs, { keepalive }).then(([status, retryAfter, kind, message]) => {
+          this._core.handleResponse(Date.now(), b.batchId, status, retryAfter, kind, message);
+          this._drainEvents();
+        });
+      }
+    }
+  }
+
+  async function init() {
+    return api;
+  }
+
+  const api = {
+    stringify, sign, verify, verifyParsed, verifyRequest, traitName: wasm.traitName, parseTimestamp: wasm.parseTimestamp,
+    Webhooks, Client, Signer: wasm.Signer, Delivery: wasm.DeliveryCore, Batcher: wasm.BatcherCore,
+    USER_AGENT: 'callpost/1.0', MAX_MESSAGE_BYTES: wasm.maxMessageBytes(), init,
+  };
+  return api;
+}

@@ -1,0 +1,8 @@
+// Node (import): the same module as require('callpost').
+import api from './index.cjs';
+
+export const {
+  stringify, sign, verify, verifyParsed, verifyRequest, traitName, parseTimestamp,
+  Webhooks, Client, Signer, Delivery, Batcher, USER_AGENT, MAX_MESSAGE_BYTES, init,
+} = api;
+export default api;

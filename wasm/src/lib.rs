@@ -1,0 +1,511 @@
+//! wasm-bindgen bindings over `callpost-core`. Values cross as JSON text (one
+//! string copy; `JSON.stringify` runs natively in the JS engine) or as plain
+//! numbers; times are `number`s of milliseconds, never `bigint`. Each export
+//! converts, calls the core once and converts back. The I/O loops (fetch,
+//! timers) are in `js/api.js`.
+
+use callpost_core as core;
+use js_sys::{Array, Object, Reflect, Uint8Array};
+use serde::Deserialize;
+use wasm_bindgen::prelude::*;
+
+/// Error class names by concern, mirroring the Python exception classes.
+fn class_of(e: &core::Error) -> &'static str {
+    use core::{CallError, EnqueueError, Error, JsonError};
+    match e {
+        Error::Json(JsonError::NotJson { .. } | JsonError::Cycle(_) | JsonError::NonStringKey(_)) => "NotJSONError",
+        Error::Json(_) | Error::Call(CallError::Json(_)) => "JSONValueError",
+        Error::Call(_) | Error::Audience(_) => "InvalidCallError",
+        Error::Settings(_) | Error::Endpoint(_) => "SettingsError",
+        Error::Signature(_) => "SignatureError",
+        Error::Config(_) => "ConfigError",
+        Error::Enqueue(EnqueueError::MessageTooLarge(_)) => "MessageTooLargeError",
+        Error::Enqueue(EnqueueError::QueueFull(_)) => "QueueFullError",
+        Error::Enqueue(EnqueueError::Closed) => "ClosedError",
+        Error::Enqueue(EnqueueError::Call(CallError::Json(_))) => "JSONValueError",
+        Error::Enqueue(_) => "InvalidCallError",
+        _ => "CallpostError",
+    }
+}
+
+/// A JS `Error` with `.name` by concern and `.code` from the core.
+fn js_err<E: Into<core::Error>>(e: E) -> JsValue {
+    let e: core::Error = e.into();
+    let err = js_sys::Error::new(&e.to_string());
+    err.set_name(class_of(&e));
+    // Setting a data property on a fresh Error cannot fail.
+    let _ = Reflect::set(&err, &"code".into(), &e.code().into());
+    err.into()
+}
+
+fn usage_err(code: &str, message: &str) -> JsValue {
+    let err = js_sys::TypeError::new(message);
+    let _ = Reflect::set(&err, &"code".into(), &code.into());
+    err.into()
+}
+
+/// Bytes from a `string` (UTF-8) or a `Uint8Array`.
+fn bytes_of(v: &JsValue, what: &str) -> Result<Vec<u8>, JsValue> {
+    if let Some(s) = v.as_string() {
+        return Ok(s.into_bytes());
+    }
+    if let Some(a) = v.dyn_ref::<Uint8Array>() {
+        return Ok(a.to_vec());
+    }
+    Err(usage_err("invalid_argument", &format!("{what} must be a string or Uint8Array")))
+}
+
+fn set(o: &Object, k: &str, v: impl Into<JsValue>) {
+    let _ = Reflect::set(o, &k.into(), &v.into());
+}
+
+fn request_object(r: core::Request) -> JsValue {
+    let o = Object::new();
+    set(&o, "method", r.method);
+    set(&o, "url", r.url);
+    let headers = Array::new();
+    for (k, v) in r.headers {
+        headers.push(&Array::of2(&k.into(), &v.into()));
+    }
+    set(&o, "headers", headers);
+    // Bodies are UTF-8 JSON written by the core, so this cannot fail; a
+    // string body is what fetch encodes back to the same bytes.
+    set(&o, "body", String::from_utf8(r.body).unwrap_or_default());
+    o.into()
+}
+
+fn to_js<T: serde::Serialize>(v: &T) -> Result<JsValue, JsValue> {
+    let s = serde_wasm_bindgen::Serializer::json_compatible();
+    v.serialize(&s).map_err(|e| usage_err("internal", &e.to_string()))
+}
+
+fn millis(now: f64) -> i64 {
+    now as i64
+}
+
+/// Re-writes JSON text as `JSON.stringify` would, applying the core's rules
+/// (integers JS would change, depth, lone surrogates).
+#[wasm_bindgen]
+pub fn canonicalize(text: &str) -> Result<String, JsValue> {
+    core::Value::from_json_str(text).and_then(|v| v.to_json_string()).map_err(js_err)
+}
+
+/// Lowercase hex HMAC-SHA1.
+#[wasm_bindgen]
+pub fn sign(secret: &JsValue, body: &JsValue) -> Result<String, JsValue> {
+    core::sign(bytes_of(secret, "secret")?, bytes_of(body, "body")?).map_err(js_err)
+}
+
+/// A prekeyed secret: the fastest way to sign many bodies with one key.
+#[wasm_bindgen]
+pub struct Signer {
+    secret: core::Secret,
+}
+
+#[wasm_bindgen]
+impl Signer {
+    /// Keys the HMAC once.
+    #[wasm_bindgen(constructor)]
+    pub fn new(secret: &JsValue) -> Result<Signer, JsValue> {
+        Ok(Signer { secret: core::Secret::new(bytes_of(secret, "secret")?).map_err(js_err)? })
+    }
+
+    /// Signs a string body (its UTF-8 bytes).
+    #[wasm_bindgen(js_name = signString)]
+    pub fn sign_string(&self, body: &str) -> String {
+        self.secret.sign(body.as_bytes())
+    }
+
+    /// Signs a byte body.
+    #[wasm_bindgen(js_name = signBytes)]
+    pub fn sign_bytes(&self, body: &[u8]) -> String {
+        self.secret.sign(body)
+    }
+}
+
+fn secrets_of(secrets: &JsValue) -> Result<Vec<core::Secret>, JsValue> {
+    let raw: Vec<Vec<u8>> = if Array::is_array(secrets) {
+        Array::from(secrets).iter().map(|s| bytes_of(&s, "secret")).collect::<Result<_, _>>()?
+    } else {
+        vec![bytes_of(secrets, "secret")?]
+    };
+    raw.into_iter().map(|k| core::Secret::new(k).map_err(js_err)).collect()
+}
+
+/// Constant-time verification over the raw body, with rotation.
+#[wasm_bindgen]
+pub fn verify(body: &JsValue, signature: &str, secrets: &JsValue) -> Result<bool, JsValue> {
+    core::verify(&bytes_of(body, "body")?, signature, &secrets_of(secrets)?).map_err(js_err)
+}
+
+/// Verifies a parsed body given as its JSON text (re-stringified canonically).
+#[wasm_bindgen(js_name = verifyJson)]
+pub fn verify_json(text: &str, signature: &str, secrets: &JsValue) -> Result<bool, JsValue> {
+    let value = core::Value::from_json_str(text).map_err(js_err)?;
+    core::verify_value(&value, signature, &secrets_of(secrets)?).map_err(js_err)
+}
+
+/// The snake_case trait name for an audience.
+#[wasm_bindgen(js_name = traitName)]
+pub fn trait_name(audience: &str) -> Result<String, JsValue> {
+    core::audience::trait_name(audience).map_err(js_err)
+}
+
+/// ISO 8601 (with an offset) to milliseconds since the epoch.
+#[wasm_bindgen(js_name = parseTimestamp)]
+pub fn parse_timestamp(text: &str) -> Result<f64, JsValue> {
+    Ok(core::Timestamp::parse(text).map_err(js_err)?.as_millis() as f64)
+}
+
+/// Webhooks destination settings.
+#[wasm_bindgen(js_name = WebhooksCore)]
+pub struct Webhooks {
+    inner: core::Webhooks,
+}
+
+#[wasm_bindgen(js_class = WebhooksCore)]
+impl Webhooks {
+    /// From `{"endpoints": [...], "sharedSecret": "..."}` as JSON text.
+    #[wasm_bindgen(constructor)]
+    pub fn new(settings_json: &str) -> Result<Webhooks, JsValue> {
+        let v = core::Value::from_json_str(settings_json).map_err(js_err)?;
+        Ok(Webhooks { inner: core::Webhooks::from_value(&v).map_err(js_err)? })
+    }
+
+    /// The signed request for a call (JSON text) to endpoint `endpoint`.
+    pub fn request(&self, call_json: &str, endpoint: usize, now_ms: f64) -> Result<JsValue, JsValue> {
+        let call = core::Call::from_json_str(call_json).map_err(js_err)?;
+        let now = core::Timestamp::from_millis(millis(now_ms)).map_err(js_err)?;
+        Ok(request_object(self.inner.request(&call, endpoint, now).map_err(js_err)?))
+    }
+
+    /// Whether the call's integrations let it reach Webhooks.
+    #[wasm_bindgen(js_name = isEnabledFor)]
+    pub fn is_enabled_for(&self, call_json: &str) -> Result<bool, JsValue> {
+        Ok(self.inner.is_enabled_for(&core::Call::from_json_str(call_json).map_err(js_err)?))
+    }
+
+    /// Normalised endpoint URLs.
+    #[wasm_bindgen(getter)]
+    pub fn urls(&self) -> Vec<String> {
+        self.inner.endpoints().iter().map(|e| e.url().to_owned()).collect()
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct DeliveryOptions {
+    timeout_ms: Option<f64>,
+    retry_window_ms: Option<f64>,
+    backoff_base_ms: Option<f64>,
+    backoff_cap_ms: Option<f64>,
+    seed: Option<f64>,
+}
+
+fn options<T: for<'de> Deserialize<'de> + Default>(v: &JsValue) -> Result<T, JsValue> {
+    if v.is_undefined() || v.is_null() {
+        return Ok(T::default());
+    }
+    serde_wasm_bindgen::from_value(v.clone()).map_err(|e| usage_err("invalid_argument", &e.to_string()))
+}
+
+fn outcome_of(status: Option<u16>, retry_after: Option<String>, error: Option<String>, message: String) -> Result<core::Outcome, JsValue> {
+    Ok(match (status, error.as_deref()) {
+        (Some(status), None) => core::Outcome::Response { status, retry_after },
+        (None, Some("timeout")) => core::Outcome::Timeout,
+        (None, Some("connection")) => core::Outcome::connection(message),
+        (None, Some("tls")) => core::Outcome::tls(message),
+        _ => return Err(usage_err("invalid_argument", "give a status, or error 'timeout' | 'connection' | 'tls'")),
+    })
+}
+
+/// One call's delivery (see the core's `Delivery`).
+#[wasm_bindgen(js_name = DeliveryCore)]
+pub struct Delivery {
+    inner: core::Delivery,
+}
+
+#[wasm_bindgen(js_class = DeliveryCore)]
+impl Delivery {
+    /// Starts a delivery of a call (JSON text), first attempt due at `now_ms`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(webhooks: &Webhooks, call_json: &str, now_ms: f64, options_obj: &JsValue) -> Result<Delivery, JsValue> {
+        let o: DeliveryOptions = options(options_obj)?;
+        let d = core::DeliveryConfig::default();
+        let config = core::DeliveryConfig {
+            timeout_ms: o.timeout_ms.map_or(d.timeout_ms, |v| v as u64),
+            retry_window_ms: o.retry_window_ms.map_or(d.retry_window_ms, |v| v as u64),
+            backoff: core::retry::Backoff {
+                base_ms: o.backoff_base_ms.map_or(d.backoff.base_ms, |v| v as u64),
+                cap_ms: o.backoff_cap_ms.map_or(d.backoff.cap_ms, |v| v as u64),
+            },
+            jitter_seed: o.seed.map_or(0, |v| v as u64),
+        };
+        let call = core::Call::from_json_str(call_json).map_err(js_err)?;
+        Ok(Delivery { inner: core::Delivery::new(&webhooks.inner, &call, millis(now_ms), config).map_err(js_err)? })
+    }
+
+    /// `{endpoint, attempt, request, deadlineMs}` to send now, or undefined.
+    #[wasm_bindgen(js_name = pollRequest)]
+    pub fn poll_request(&mut self, now_ms: f64, webhooks: &Webhooks) -> JsValue {
+        let Some(a) = self.inner.poll_request(millis(now_ms), &webhooks.inner) else { return JsValue::UNDEFINED };
+        let o = Object::new();
+        set(&o, "endpoint", a.endpoint as f64);
+        set(&o, "attempt", a.attempt);
+        set(&o, "request", request_object(a.request));
+        set(&o, "deadlineMs", a.deadline as f64);
+        o.into()
+    }
+
+    /// Reports a status (with the raw Retry-After) or an error kind.
+    #[wasm_bindgen(js_name = handleResponse)]
+    pub fn handle_response(
+        &mut self,
+        now_ms: f64,
+        status: Option<u16>,
+        retry_after: Option<String>,
+        error: Option<String>,
+        message: Option<String>,
+    ) -> Result<(), JsValue> {
+        self.inner.handle_response(millis(now_ms), outcome_of(status, retry_after, error, message.unwrap_or_default())?);
+        Ok(())
+    }
+
+    /// Call when `now` reaches `pollTimeout()`.
+    #[wasm_bindgen(js_name = handleTimeout)]
+    pub fn handle_timeout(&mut self, now_ms: f64) {
+        self.inner.handle_timeout(millis(now_ms));
+    }
+
+    /// When to wake next (ms), or undefined when done.
+    #[wasm_bindgen(js_name = pollTimeout)]
+    pub fn poll_timeout(&self) -> Option<f64> {
+        self.inner.poll_timeout().map(|t| t as f64)
+    }
+
+    /// The final outcome, once.
+    #[wasm_bindgen(js_name = pollOutcome)]
+    pub fn poll_outcome(&mut self) -> Result<JsValue, JsValue> {
+        match self.inner.poll_outcome() {
+            Some(o) => to_js(&o),
+            None => Ok(JsValue::UNDEFINED),
+        }
+    }
+
+    /// The attempts so far.
+    #[wasm_bindgen(getter)]
+    pub fn log(&self) -> Result<JsValue, JsValue> {
+        to_js(&self.inner.log())
+    }
+
+    /// The body every attempt sends.
+    #[wasm_bindgen(getter)]
+    pub fn body(&self) -> String {
+        String::from_utf8_lossy(self.inner.body()).into_owned()
+    }
+
+    /// The whole state as JSON, to store and resume.
+    #[wasm_bindgen(js_name = toJSON)]
+    pub fn to_json(&self) -> Result<String, JsValue> {
+        serde_json_string(&self.inner)
+    }
+
+    /// Restores a state saved with `toJSON`.
+    #[wasm_bindgen(js_name = fromJSON)]
+    pub fn from_json(text: &str) -> Result<Delivery, JsValue> {
+        let inner: core::Delivery = core::json::Value::from_json_str(text)
+            .ok()
+            .and_then(|_| serde_json_from(text))
+            .ok_or_else(|| {
+                let err = js_sys::Error::new("not a saved delivery state");
+                err.set_name("InvalidCallError");
+                let _ = Reflect::set(&err, &"code".into(), &"invalid_state".into());
+                JsValue::from(err)
+            })?;
+        Ok(Delivery { inner })
+    }
+}
+
+fn serde_json_string<T: serde::Serialize>(v: &T) -> Result<String, JsValue> {
+    serde_json::to_string(v).map_err(|e| usage_err("internal", &e.to_string()))
+}
+
+fn serde_json_from<T: for<'de> Deserialize<'de>>(text: &str) -> Option<T> {
+    serde_json::from_str(text).ok()
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct BatcherOptions {
+    write_key: String,
+    endpoint: Option<String>,
+    flush_at: Option<usize>,
+    flush_after_ms: Option<f64>,
+    max_queue: Option<usize>,
+    max_attempts: Option<u32>,
+    max_retry_ms: Option<f64>,
+    request_timeout_ms: Option<f64>,
+    max_in_flight: Option<usize>,
+    backoff_base_ms: Option<f64>,
+    backoff_cap_ms: Option<f64>,
+    library_name: Option<String>,
+    library_version: Option<String>,
+    seed: Option<f64>,
+}
+
+/// The batching client's state machine (see the core's `Batcher`).
+#[wasm_bindgen(js_name = BatcherCore)]
+pub struct Batcher {
+    inner: core::Batcher,
+}
+
+#[wasm_bindgen(js_class = BatcherCore)]
+impl Batcher {
+    /// From an options object (`writeKey`, `endpoint`, `flushAt`, ...).
+    #[wasm_bindgen(constructor)]
+    pub fn new(options_obj: JsValue, now_ms: f64) -> Result<Batcher, JsValue> {
+        let o: BatcherOptions =
+            serde_wasm_bindgen::from_value(options_obj).map_err(|e| usage_err("invalid_argument", &e.to_string()))?;
+        let d = core::BatcherConfig::new(o.write_key);
+        let config = core::BatcherConfig {
+            endpoint: o.endpoint.unwrap_or(d.endpoint.clone()),
+            flush_at: o.flush_at.unwrap_or(d.flush_at),
+            flush_after_ms: o.flush_after_ms.map_or(d.flush_after_ms, |v| v as u64),
+            max_queue: o.max_queue.unwrap_or(d.max_queue),
+            max_attempts: o.max_attempts.unwrap_or(d.max_attempts),
+            max_retry_ms: o.max_retry_ms.map_or(d.max_retry_ms, |v| v as u64),
+            request_timeout_ms: o.request_timeout_ms.map_or(d.request_timeout_ms, |v| v as u64),
+            max_in_flight: o.max_in_flight.unwrap_or(d.max_in_flight),
+            backoff: core::retry::Backoff {
+                base_ms: o.backoff_base_ms.map_or(d.backoff.base_ms, |v| v as u64),
+                cap_ms: o.backoff_cap_ms.map_or(d.backoff.cap_ms, |v| v as u64),
+            },
+            library_name: o.library_name.unwrap_or(d.library_name.clone()),
+            library_version: o.library_version.unwrap_or(d.library_version.clone()),
+            jitter_seed: o.seed.map_or(0, |v| v as u64),
+            ..d
+        };
+        Ok(Batcher { inner: core::Batcher::new(config, millis(now_ms)).map_err(js_err)? })
+    }
+
+    /// Queues a call (JSON text); `random` is 16 bytes for its messageId.
+    #[wasm_bindgen(js_name = handleCall)]
+    pub fn handle_call(&mut self, now_ms: f64, call_json: &str, random: &[u8]) -> Result<String, JsValue> {
+        let random: [u8; 16] =
+            random.try_into().map_err(|_| usage_err("invalid_argument", "random must be exactly 16 bytes"))?;
+        let call = core::Call::from_json_str(call_json).map_err(js_err)?;
+        self.inner.handle_call(millis(now_ms), call, random).map_err(js_err)
+    }
+
+    /// Makes everything due now.
+    pub fn flush(&mut self, now_ms: f64) {
+        self.inner.flush(millis(now_ms));
+    }
+
+    /// Reports whatever is left as failed; refuses later calls.
+    pub fn shutdown(&mut self) {
+        self.inner.shutdown();
+    }
+
+    /// `{batchId, attempt, messageCount, request, deadlineMs}`, or undefined.
+    #[wasm_bindgen(js_name = pollRequest)]
+    pub fn poll_request(&mut self, now_ms: f64) -> JsValue {
+        let Some(b) = self.inner.poll_request(millis(now_ms)) else { return JsValue::UNDEFINED };
+        let o = Object::new();
+        set(&o, "batchId", b.batch_id as f64);
+        set(&o, "attempt", b.attempt);
+        set(&o, "messageCount", b.message_count as f64);
+        set(&o, "request", request_object(b.request));
+        set(&o, "deadlineMs", b.deadline as f64);
+        o.into()
+    }
+
+    /// Reports an upload's status (with the raw Retry-After) or error kind.
+    #[wasm_bindgen(js_name = handleResponse)]
+    pub fn handle_response(
+        &mut self,
+        now_ms: f64,
+        batch_id: f64,
+        status: Option<u16>,
+        retry_after: Option<String>,
+        error: Option<String>,
+        message: Option<String>,
+    ) -> Result<(), JsValue> {
+        let outcome = outcome_of(status, retry_after, error, message.unwrap_or_default())?;
+        self.inner.handle_response(millis(now_ms), batch_id as u64, outcome);
+        Ok(())
+    }
+
+    /// Call when `now` reaches `pollTimeout()`.
+    #[wasm_bindgen(js_name = handleTimeout)]
+    pub fn handle_timeout(&mut self, now_ms: f64) {
+        self.inner.handle_timeout(millis(now_ms));
+    }
+
+    /// When to wake next (ms), or undefined.
+    #[wasm_bindgen(js_name = pollTimeout)]
+    pub fn poll_timeout(&self) -> Option<f64> {
+        self.inner.poll_timeout().map(|t| t as f64)
+    }
+
+    /// The next event: `{kind: "delivered" | "retrying" | "failed", ...}`.
+    #[wasm_bindgen(js_name = pollEvent)]
+    pub fn poll_event(&mut self) -> JsValue {
+        let Some(ev) = self.inner.poll_event() else { return JsValue::UNDEFINED };
+        let o = Object::new();
+        match ev {
+            core::BatcherEvent::Delivered { batch_id, message_ids } => {
+                set(&o, "kind", "delivered");
+                set(&o, "batchId", batch_id as f64);
+                set(&o, "messageIds", message_ids.into_iter().map(JsValue::from).collect::<Array>());
+            }
+            core::BatcherEvent::Retrying { batch_id, attempt, retry_at, outcome } => {
+                set(&o, "kind", "retrying");
+                set(&o, "batchId", batch_id as f64);
+                set(&o, "attempt", attempt);
+                set(&o, "retryAtMs", retry_at as f64);
+                set(&o, "reason", outcome.to_string());
+            }
+            core::BatcherEvent::Failed { batch_id, messages, reason } => {
+                set(&o, "kind", "failed");
+                set(&o, "batchId", batch_id.map_or(JsValue::NULL, |b| (b as f64).into()));
+                set(&o, "code", reason.code());
+                set(&o, "reason", reason.to_string());
+                let list = Array::new();
+                for m in messages {
+                    let item = Object::new();
+                    set(&item, "messageId", m.message_id);
+                    set(&item, "json", m.json);
+                    list.push(&item);
+                }
+                set(&o, "messages", list);
+            }
+            _ => set(&o, "kind", "unknown"),
+        }
+        o.into()
+    }
+
+    /// Messages queued and not yet in a batch.
+    #[wasm_bindgen(getter)]
+    pub fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+
+    /// Messages in batches uploading or waiting to retry.
+    #[wasm_bindgen(getter, js_name = inBatches)]
+    pub fn in_batches(&self) -> usize {
+        self.inner.in_batches()
+    }
+
+    /// True when nothing is queued, uploading or waiting.
+    #[wasm_bindgen(getter)]
+    pub fn idle(&self) -> bool {
+        self.inner.is_idle()
+    }
+}
+
+/// Limits, for the JS layer's docs and checks.
+#[wasm_bindgen(js_name = maxMessageBytes)]
+pub fn max_message_bytes() -> usize {
+    core::batcher::MAX_MESSAGE_BYTES
+}

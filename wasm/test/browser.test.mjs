@@ -1,0 +1,81 @@
+// The package in headless Chromium (Debian's, driven by playwright-core): a
+// page served from 127.0.0.1 loads the web build, signs and verifies, and its
+// Client sends a batch to this server, which checks what arrived.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join, normalize } from 'node:path';
+import { chromium } from 'playwright-core';
+import { sign } from 'callpost';
+
+const require = createRequire(import.meta.url);
+const pkgDir = join(require.resolve('callpost/package.json'), '..');
+
+const PAGE = `<!doctype html><html><head><link rel="icon" href="data:,"></head><body><script type="module">
+  import { init } from '/pkg/web.mjs';
+  const cp = await init();
+  const body = cp.stringify({ b: 1, 10: 'ten', a: [1.0, 1e21, 1.5e-7] });
+  const signature = cp.sign('browser-secret', body);
+  const verified = cp.verify(body, signature, ['old', 'browser-secret']);
+  let code = null;
+  try { cp.stringify({ n: NaN }); } catch (e) { code = e.code; }
+  const client = new cp.Client({ writeKey: 'wk_browser', endpoint: location.origin, flushAt: 3, flushAfter: 60000 });
+  const ids = [client.track({ userId: 'u', event: 'A' }), client.page({ userId: 'u', name: 'Home' }), client.identify({ userId: 'u', traits: { plan: 'pro' } })];
+  await client.flush();
+  window.__result = { body, signature, verified, code, ids };
+</script></body></html>`;
+
+test('the web build works in headless Chromium', async () => {
+  const batches = [];
+  const server = createServer((req, res) => {
+    if (req.method === 'POST' && req.url === '/v1/batch') {
+      const chunks = [];
+      req.on('data', (c) => chunks.push(c));
+      req.on('end', () => {
+        batches.push({ auth: req.headers.authorization, body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+      return;
+    }
+    if (req.url === '/' || req.url === '/index.html') return res.writeHead(200, { 'content-type': 'text/html' }).end(PAGE);
+    if (req.url.startsWith('/pkg/')) {
+      const file = normalize(join(pkgDir, req.url.slice(5)));
+      if (!file.startsWith(pkgDir)) return res.writeHead(403).end();
+      const type = file.endsWith('.wasm') ? 'application/wasm' : file.endsWith('.js') || file.endsWith('.mjs') ? 'text/javascript' : 'application/octet-stream';
+      try { return res.writeHead(200, { 'content-type': type }).end(readFileSync(file)); } catch { return res.writeHead(404).end(); }
+    }
+    res.writeHead(404).end();
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const origin = `http://127.0.0.1:${server.address().port}`;
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      // launch() gives every run a fresh temporary profile (the
+      // --user-data-dir that TOOLCHAIN.md asks for).
+      '--disable-component-update', '--disable-sync'],
+  }).catch((e) => { server.close(); throw e; });
+  try {
+    const page = await browser.newPage();
+    const errors = [];
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    page.on('pageerror', (e) => errors.push(String(e)));
+    await page.goto(origin + '/');
+    await page.waitForFunction(() => window.__result, null, { timeout: 20_000 });
+    const r = await page.evaluate(() => window.__result);
+    assert.deepEqual(errors, []);
+    assert.equal(r.body, '{"10":"ten","b":1,"a":[1,1e+21,1.5e-7]}');
+    assert.equal(r.signature, sign('browser-secret', r.body), 'the browser signs the same as Node');
+    assert.equal(r.verified, true);
+    assert.equal(r.code, 'non_finite_number');
+    assert.equal(batches.length, 1);
+    assert.equal(batches[0].auth, 'Basic ' + Buffer.from('wk_browser:').toString('base64'));
+    assert.deepEqual(batches[0].body.batch.map((m) => m.messageId), r.ids);
+    assert.deepEqual(batches[0].body.batch.map((m) => m.type), ['track', 'page', 'identify']);
+  } finally {
+    await browser.close();
+    server.close();
+  }
+});

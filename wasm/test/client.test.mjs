@@ -1,0 +1,92 @@
+// The batching client against a real ingest server, and the CommonJS entry.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { execFileSync } from 'node:child_process';
+import { Client } from 'callpost';
+import { serve, ok } from './helpers.mjs';
+
+const batches = (srv) => srv.received.map((r) => JSON.parse(r.body));
+const ids = (srv) => batches(srv).flatMap((b) => b.batch.map((m) => m.messageId));
+
+test('batches of flushAt with Basic auth; close() delivers everything', async () => {
+  const srv = await serve(ok);
+  try {
+    const c = new Client({ writeKey: 'wk_123', endpoint: srv.url, flushAt: 5, flushAfter: 60_000 });
+    const sent = [];
+    for (let i = 0; i < 12; i++) sent.push(c.track({ userId: 'u1', event: 'E', properties: { i } }));
+    sent.push(c.identify({ userId: 'u1', traits: { plan: 'pro' } }), c.page({ userId: 'u1', name: 'Home' }),
+      c.screen({ anonymousId: 'a', name: 'Cart' }), c.group({ userId: 'u1', groupId: 'g' }), c.alias({ previousId: 'anon', userId: 'u1' }));
+    await c.close();
+    assert.deepEqual(batches(srv).map((b) => b.batch.length), [5, 5, 5, 2]);
+    for (const r of srv.received) {
+      assert.equal(r.path, '/v1/batch');
+      assert.equal(r.headers.authorization, 'Basic ' + Buffer.from('wk_123:').toString('base64'));
+      assert.ok(r.body.length <= 500_000);
+    }
+    assert.deepEqual(ids(srv), sent);
+    assert.throws(() => c.track({ userId: 'u', event: 'late' }), (e) => e.code === 'closed');
+  } finally { srv.close(); }
+});
+
+test('flushAfter sends a partial batch', async () => {
+  const srv = await serve(ok);
+  try {
+    const c = new Client({ writeKey: 'wk', endpoint: srv.url, flushAfter: 200 });
+    c.track({ userId: 'u', event: 'e' });
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(srv.received.length, 0);
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(srv.received.length, 1);
+    await c.close();
+  } finally { srv.close(); }
+});
+
+test('500 three times then 200 loses nothing; 4xx goes to onError', async () => {
+  const srv = await serve((n) => (n < 3 ? [500] : [200]));
+  const bad = await serve(() => [400]);
+  try {
+    const errors = [];
+    const c = new Client({ writeKey: 'wk', endpoint: srv.url, flushAt: 10, backoffBaseMs: 20, backoffCapMs: 100, onError: (e) => errors.push(e) });
+    const sent = Array.from({ length: 10 }, (_, i) => c.track({ userId: 'u', event: 'e', properties: { i } }));
+    await c.flush();
+    await c.close();
+    assert.equal(srv.received.length, 4);
+    assert.deepEqual(ids(srv).slice(-10), sent);
+    assert.equal(errors.length, 0);
+
+    const failed = [];
+    const c2 = new Client({ writeKey: 'wk', endpoint: bad.url, flushAt: 3, onError: (e, msgs) => failed.push([e.code, msgs.map((m) => m.messageId)]) });
+    const sent2 = [0, 1, 2].map((i) => c2.track({ userId: 'u', event: 'e', properties: { i } }));
+    await c2.close();
+    assert.deepEqual(failed, [['rejected', sent2]]);
+    assert.equal(bad.received.length, 1);
+  } finally { srv.close(); bad.close(); }
+});
+
+test('bad calls throw typed errors and nothing is queued', async () => {
+  const c = new Client({ writeKey: 'wk', endpoint: 'http://127.0.0.1:9' });
+  assert.throws(() => c.track({ event: 'no user' }), (e) => e.code === 'missing_identity' && e.name === 'InvalidCallError');
+  assert.throws(() => c.track({ userId: 'u', event: 'big', properties: { pad: 'x'.repeat(40_000) } }), (e) => e.code === 'message_too_large');
+  assert.throws(() => c.track({ userId: 'u', event: 'e', properties: { n: 10n } }), (e) => e.code === 'not_json');
+  assert.throws(() => new Client({ writeKey: '' }), (e) => e.code === 'empty_write_key');
+  await c.close({ timeoutMs: 10 });
+});
+
+test('require() works with no init step, and a script that never closes still sends', async () => {
+  const require = createRequire(import.meta.url);
+  const cjs = require('callpost');
+  assert.equal(cjs.sign('k', 'b'), (await import('callpost')).sign('k', 'b'));
+  assert.equal(typeof cjs.init, 'function');
+  const srv = await serve(ok);
+  try {
+    const script = `const { Client } = require('callpost'); const c = new Client({ writeKey: 'wk', endpoint: ${JSON.stringify(srv.url)}, flushAt: 100, flushAfter: 3600000 });
+      for (let i = 0; i < 30; i++) c.track({ userId: 'u', event: 'at exit', properties: { i } });`;
+    // Runs in a child so 'beforeExit' fires; the server must see all 30.
+    await new Promise((resolve, reject) => {
+      import('node:child_process').then(({ execFile }) =>
+        execFile(process.execPath, ['-e', script], { cwd: new URL('..', import.meta.url).pathname }, (err) => (err ? reject(err) : resolve())));
+    });
+    assert.equal(ids(srv).length, 30);
+  } finally { srv.close(); }
+});

@@ -1,0 +1,24 @@
+// A typed usage example; `npm run typecheck` runs tsc --noEmit over it.
+import callpost, { Client, Webhooks, verify, stringify, type DeliveryResult, type CallpostError, type HttpRequest } from 'callpost';
+
+const hooks = new Webhooks({ endpoints: ['https://a.example/', { url: 'https://b.example/', headers: { 'X-Team': '1' } }], sharedSecret: 's' });
+const req: HttpRequest = hooks.request({ type: 'track', userId: 'u', event: 'E', properties: { n: 1 } });
+const ok: boolean = verify(req.body, req.headers[0][1], ['s', new Uint8Array([1])]);
+const text: string = stringify({ a: [1, 'x', null] });
+
+async function main(): Promise<void> {
+  try {
+    const r: DeliveryResult = await hooks.deliver({ type: 'identify', userId: 'u', traits: { plan: 'pro' } });
+    console.log(r.endpoint, r.log.length);
+  } catch (e) {
+    console.log((e as CallpostError).code);
+  }
+  const c = new Client({ writeKey: 'wk', flushAt: 10, onError: (err, messages) => console.log(err.code, messages.length) });
+  const id: string = c.track({ userId: 'u', event: 'Signed Up', timestamp: new Date() });
+  await c.close({ timeoutMs: 1000 });
+  const api = await callpost.init();
+  const d = api.Webhooks === Webhooks ? hooks.delivery('{"type":"track","userId":"u","event":"e"}', { nowMs: 0, seed: 1 }) : undefined;
+  const t: number | undefined = d?.pollTimeout();
+  console.log(ok, text, id, t);
+}
+void main();

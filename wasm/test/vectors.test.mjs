@@ -1,0 +1,118 @@
+// The shared vectors in testdata/: the same bytes as Rust and Python.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as callpost from 'callpost';
+import { vectors } from './helpers.mjs';
+
+const hooksFor = (s) => new callpost.Webhooks({ endpoints: s.endpoints, sharedSecret: s.sharedSecret });
+
+test('webhook requests', () => {
+  for (const c of vectors('webhook_requests.json')) {
+    const req = hooksFor(c.settings).request(c.call_json ?? c.call, c.endpoint, c.now);
+    assert.equal(req.body, c.expect.body, c.name);
+    assert.equal(req.method, c.expect.method);
+    assert.equal(req.url, c.expect.url);
+    assert.deepEqual(req.headers, c.expect.headers, c.name);
+    assert.equal(JSON.stringify(JSON.parse(req.body)), req.body, 'survives re-stringify');
+  }
+});
+
+test('stringify', () => {
+  for (const c of vectors('stringify.json')) assert.equal(callpost.stringify(JSON.parse(c.input)), c.expected, c.input);
+});
+
+test('signatures', () => {
+  const s = vectors('signatures.json');
+  for (const c of s.rfc2202) assert.equal(callpost.sign(Buffer.from(c.key_hex, 'hex'), Buffer.from(c.data_hex, 'hex')), c.digest);
+  for (const c of s.sign) {
+    assert.equal(callpost.sign(c.secret, c.body), c.signature);
+    assert.equal(new callpost.Signer(c.secret).signString(c.body), c.signature);
+  }
+  for (const c of s.verify) {
+    if (c.error) assert.throws(() => callpost.verify(c.body, c.signature, c.secrets), (e) => e.code === c.error, c.name);
+    else assert.equal(callpost.verify(c.body, c.signature, c.secrets), c.expect, c.name);
+  }
+});
+
+const nested = (n) => '{"type":"track","userId":"u","event":"e","properties":' + '{"a":'.repeat(n) + '1' + '}'.repeat(n) + '}';
+
+test('error table', () => {
+  const e = vectors('errors.json');
+  const hooks = new callpost.Webhooks({ endpoints: ['https://example.com/'] });
+  for (const c of e.calls) {
+    const text = c.call_json ?? nested(c.call_json_nest);
+    if (c.code === null) hooks.request(text, 0, 0);
+    else assert.throws(() => hooks.request(text, 0, 0), (err) => err.code === c.code, c.name);
+  }
+  for (const c of e.settings) {
+    if (c.code === null) hooksFor(c.settings);
+    else assert.throws(() => hooksFor(c.settings), (err) => err.code === c.code && err.name === (c.code === 'invalid_settings' ? 'SettingsError' : 'SettingsError'), c.name);
+  }
+  for (const c of e.stringify) assert.throws(() => callpost.stringify({ n: Number(c.number) }), (err) => err.code === c.code);
+});
+
+test('audiences', () => {
+  const a = vectors('audiences.json');
+  for (const [name, want] of a.trait_names) assert.equal(callpost.traitName(name), want);
+  for (const name of a.invalid_names) assert.throws(() => callpost.traitName(name), (e) => e.code === 'invalid_audience_name');
+});
+
+test('batches', () => {
+  for (const c of vectors('batches.json')) {
+    const k = c.config;
+    const b = new callpost.Batcher({ writeKey: k.writeKey, endpoint: k.endpoint, flushAt: k.flushAt, libraryName: k.libraryName, libraryVersion: k.libraryVersion }, 0);
+    for (const item of c.calls) b.handleCall(item.now, JSON.stringify(item.call), Buffer.from(item.random, 'hex'));
+    b.flush(c.flushAt);
+    const bodies = [];
+    for (let r = b.pollRequest(c.flushAt); r; r = b.pollRequest(c.flushAt)) {
+      assert.equal(r.request.url, c.expect.url);
+      assert.deepEqual(r.request.headers, c.expect.headers);
+      bodies.push(r.request.body);
+      b.handleResponse(c.flushAt, r.batchId, 200);
+    }
+    assert.deepEqual(bodies, c.expect.bodies, c.name);
+    b.free();
+  }
+});
+
+test('retry decisions and delivery scenarios', () => {
+  const r = vectors('retry.json');
+  const start = 1_795_341_845_123;
+  for (const c of r.deliveries) {
+    const hooks = new callpost.Webhooks({ endpoints: Array.from({ length: c.endpoints }, (_, i) => `https://r${i}.example/`), sharedSecret: 'k' });
+    const call = { type: 'track', userId: 'u', event: 'e', ...(c.integrations ? { integrations: c.integrations } : {}) };
+    const d = hooks.delivery(call, { nowMs: start, seed: c.seed });
+    const used = new Array(c.endpoints).fill(0);
+    let now = start;
+    for (let i = 0; i < 1000; i++) {
+      const a = d.pollRequest(now, hooks._core);
+      if (a) {
+        const list = c.replies[a.endpoint];
+        const reply = list[Math.min(used[a.endpoint]++, list.length - 1)];
+        if (reply.kind === 'timeout') { now = a.deadlineMs; d.handleTimeout(now); }
+        else if (reply.kind) d.handleResponse(now, undefined, undefined, reply.kind, 'vector');
+        else d.handleResponse(now, reply.status, reply.retry_after);
+        continue;
+      }
+      const t = d.pollTimeout();
+      if (t === undefined) break;
+      now = t;
+      d.handleTimeout(now);
+    }
+    const code = (o) => (o.kind === 'response' ? `http_${o.status}` : o.kind === 'connection' ? 'connection_error' : o.kind === 'tls' ? 'tls_error' : o.kind);
+    assert.deepEqual(d.log.map((x) => [x.sent_at - start, x.endpoint, code(x.outcome)]), c.expect.attempts, c.name);
+    const out = d.pollOutcome();
+    assert.equal(out.kind, c.expect.outcome, c.name);
+    if (out.kind === 'delivered') assert.equal(out.endpoint, c.expect.endpoint);
+    if (out.kind === 'gave_up') assert.equal(out.reason, c.expect.reason);
+  }
+  // The status table, through one-endpoint deliveries.
+  const hooks = new callpost.Webhooks({ endpoints: ['https://r.example/'] });
+  for (const [status, verdict] of r.statuses) {
+    const d = hooks.delivery({ type: 'track', userId: 'u', event: 'e' }, { nowMs: 0, seed: 1 });
+    d.pollRequest(0, hooks._core);
+    d.handleResponse(0, status);
+    const out = d.pollOutcome();
+    assert.equal(out ? (out.kind === 'delivered' ? 'success' : 'reject') : 'retry', verdict, String(status));
+  }
+});
