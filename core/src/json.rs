@@ -455,6 +455,13 @@ pub fn write_number(n: f64, out: &mut Vec<u8>) -> Result<(), JsonError> {
         out.push(b'0');
         return Ok(());
     }
+    // Integral values below 1e15 print as plain digits in ECMAScript, exactly
+    // as an i64 does; itoa is several times faster than the general path,
+    // and most numbers in analytics payloads are such counts and ids.
+    if n.fract() == 0.0 && n.abs() < 1e15 {
+        out.extend_from_slice(itoa::Buffer::new().format(n as i64).as_bytes());
+        return Ok(());
+    }
     let mut buf = ryu_js::Buffer::new();
     out.extend_from_slice(buf.format_finite(n).as_bytes());
     Ok(())

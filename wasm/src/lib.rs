@@ -13,7 +13,9 @@ use wasm_bindgen::prelude::*;
 fn class_of(e: &core::Error) -> &'static str {
     use core::{CallError, EnqueueError, Error, JsonError};
     match e {
-        Error::Json(JsonError::NotJson { .. } | JsonError::Cycle(_) | JsonError::NonStringKey(_)) => "NotJSONError",
+        Error::Json(
+            JsonError::NotJson { .. } | JsonError::Cycle(_) | JsonError::NonStringKey(_),
+        ) => "NotJSONError",
         Error::Json(_) | Error::Call(CallError::Json(_)) => "JSONValueError",
         Error::Call(_) | Error::Audience(_) => "InvalidCallError",
         Error::Settings(_) | Error::Endpoint(_) => "SettingsError",
@@ -52,7 +54,10 @@ fn bytes_of(v: &JsValue, what: &str) -> Result<Vec<u8>, JsValue> {
     if let Some(a) = v.dyn_ref::<Uint8Array>() {
         return Ok(a.to_vec());
     }
-    Err(usage_err("invalid_argument", &format!("{what} must be a string or Uint8Array")))
+    Err(usage_err(
+        "invalid_argument",
+        &format!("{what} must be a string or Uint8Array"),
+    ))
 }
 
 fn set(o: &Object, k: &str, v: impl Into<JsValue>) {
@@ -76,7 +81,8 @@ fn request_object(r: core::Request) -> JsValue {
 
 fn to_js<T: serde::Serialize>(v: &T) -> Result<JsValue, JsValue> {
     let s = serde_wasm_bindgen::Serializer::json_compatible();
-    v.serialize(&s).map_err(|e| usage_err("internal", &e.to_string()))
+    v.serialize(&s)
+        .map_err(|e| usage_err("internal", &e.to_string()))
 }
 
 fn millis(now: f64) -> i64 {
@@ -87,7 +93,9 @@ fn millis(now: f64) -> i64 {
 /// (integers JS would change, depth, lone surrogates).
 #[wasm_bindgen]
 pub fn canonicalize(text: &str) -> Result<String, JsValue> {
-    core::Value::from_json_str(text).and_then(|v| v.to_json_string()).map_err(js_err)
+    core::Value::from_json_str(text)
+        .and_then(|v| v.to_json_string())
+        .map_err(js_err)
 }
 
 /// Lowercase hex HMAC-SHA1.
@@ -107,7 +115,9 @@ impl Signer {
     /// Keys the HMAC once.
     #[wasm_bindgen(constructor)]
     pub fn new(secret: &JsValue) -> Result<Signer, JsValue> {
-        Ok(Signer { secret: core::Secret::new(bytes_of(secret, "secret")?).map_err(js_err)? })
+        Ok(Signer {
+            secret: core::Secret::new(bytes_of(secret, "secret")?).map_err(js_err)?,
+        })
     }
 
     /// Signs a string body (its UTF-8 bytes).
@@ -125,11 +135,16 @@ impl Signer {
 
 fn secrets_of(secrets: &JsValue) -> Result<Vec<core::Secret>, JsValue> {
     let raw: Vec<Vec<u8>> = if Array::is_array(secrets) {
-        Array::from(secrets).iter().map(|s| bytes_of(&s, "secret")).collect::<Result<_, _>>()?
+        Array::from(secrets)
+            .iter()
+            .map(|s| bytes_of(&s, "secret"))
+            .collect::<Result<_, _>>()?
     } else {
         vec![bytes_of(secrets, "secret")?]
     };
-    raw.into_iter().map(|k| core::Secret::new(k).map_err(js_err)).collect()
+    raw.into_iter()
+        .map(|k| core::Secret::new(k).map_err(js_err))
+        .collect()
 }
 
 /// Constant-time verification over the raw body, with rotation.
@@ -169,26 +184,41 @@ impl Webhooks {
     #[wasm_bindgen(constructor)]
     pub fn new(settings_json: &str) -> Result<Webhooks, JsValue> {
         let v = core::Value::from_json_str(settings_json).map_err(js_err)?;
-        Ok(Webhooks { inner: core::Webhooks::from_value(&v).map_err(js_err)? })
+        Ok(Webhooks {
+            inner: core::Webhooks::from_value(&v).map_err(js_err)?,
+        })
     }
 
     /// The signed request for a call (JSON text) to endpoint `endpoint`.
-    pub fn request(&self, call_json: &str, endpoint: usize, now_ms: f64) -> Result<JsValue, JsValue> {
+    pub fn request(
+        &self,
+        call_json: &str,
+        endpoint: usize,
+        now_ms: f64,
+    ) -> Result<JsValue, JsValue> {
         let call = core::Call::from_json_str(call_json).map_err(js_err)?;
         let now = core::Timestamp::from_millis(millis(now_ms)).map_err(js_err)?;
-        Ok(request_object(self.inner.request(&call, endpoint, now).map_err(js_err)?))
+        Ok(request_object(
+            self.inner.request(&call, endpoint, now).map_err(js_err)?,
+        ))
     }
 
     /// Whether the call's integrations let it reach Webhooks.
     #[wasm_bindgen(js_name = isEnabledFor)]
     pub fn is_enabled_for(&self, call_json: &str) -> Result<bool, JsValue> {
-        Ok(self.inner.is_enabled_for(&core::Call::from_json_str(call_json).map_err(js_err)?))
+        Ok(self
+            .inner
+            .is_enabled_for(&core::Call::from_json_str(call_json).map_err(js_err)?))
     }
 
     /// Normalised endpoint URLs.
     #[wasm_bindgen(getter)]
     pub fn urls(&self) -> Vec<String> {
-        self.inner.endpoints().iter().map(|e| e.url().to_owned()).collect()
+        self.inner
+            .endpoints()
+            .iter()
+            .map(|e| e.url().to_owned())
+            .collect()
     }
 }
 
@@ -206,16 +236,30 @@ fn options<T: for<'de> Deserialize<'de> + Default>(v: &JsValue) -> Result<T, JsV
     if v.is_undefined() || v.is_null() {
         return Ok(T::default());
     }
-    serde_wasm_bindgen::from_value(v.clone()).map_err(|e| usage_err("invalid_argument", &e.to_string()))
+    serde_wasm_bindgen::from_value(v.clone())
+        .map_err(|e| usage_err("invalid_argument", &e.to_string()))
 }
 
-fn outcome_of(status: Option<u16>, retry_after: Option<String>, error: Option<String>, message: String) -> Result<core::Outcome, JsValue> {
+fn outcome_of(
+    status: Option<u16>,
+    retry_after: Option<String>,
+    error: Option<String>,
+    message: String,
+) -> Result<core::Outcome, JsValue> {
     Ok(match (status, error.as_deref()) {
-        (Some(status), None) => core::Outcome::Response { status, retry_after },
+        (Some(status), None) => core::Outcome::Response {
+            status,
+            retry_after,
+        },
         (None, Some("timeout")) => core::Outcome::Timeout,
         (None, Some("connection")) => core::Outcome::connection(message),
         (None, Some("tls")) => core::Outcome::tls(message),
-        _ => return Err(usage_err("invalid_argument", "give a status, or error 'timeout' | 'connection' | 'tls'")),
+        _ => {
+            return Err(usage_err(
+                "invalid_argument",
+                "give a status, or error 'timeout' | 'connection' | 'tls'",
+            ))
+        }
     })
 }
 
@@ -229,7 +273,12 @@ pub struct Delivery {
 impl Delivery {
     /// Starts a delivery of a call (JSON text), first attempt due at `now_ms`.
     #[wasm_bindgen(constructor)]
-    pub fn new(webhooks: &Webhooks, call_json: &str, now_ms: f64, options_obj: &JsValue) -> Result<Delivery, JsValue> {
+    pub fn new(
+        webhooks: &Webhooks,
+        call_json: &str,
+        now_ms: f64,
+        options_obj: &JsValue,
+    ) -> Result<Delivery, JsValue> {
         let o: DeliveryOptions = options(options_obj)?;
         let d = core::DeliveryConfig::default();
         let config = core::DeliveryConfig {
@@ -242,13 +291,18 @@ impl Delivery {
             jitter_seed: o.seed.map_or(0, |v| v as u64),
         };
         let call = core::Call::from_json_str(call_json).map_err(js_err)?;
-        Ok(Delivery { inner: core::Delivery::new(&webhooks.inner, &call, millis(now_ms), config).map_err(js_err)? })
+        Ok(Delivery {
+            inner: core::Delivery::new(&webhooks.inner, &call, millis(now_ms), config)
+                .map_err(js_err)?,
+        })
     }
 
     /// `{endpoint, attempt, request, deadlineMs}` to send now, or undefined.
     #[wasm_bindgen(js_name = pollRequest)]
     pub fn poll_request(&mut self, now_ms: f64, webhooks: &Webhooks) -> JsValue {
-        let Some(a) = self.inner.poll_request(millis(now_ms), &webhooks.inner) else { return JsValue::UNDEFINED };
+        let Some(a) = self.inner.poll_request(millis(now_ms), &webhooks.inner) else {
+            return JsValue::UNDEFINED;
+        };
         let o = Object::new();
         set(&o, "endpoint", a.endpoint as f64);
         set(&o, "attempt", a.attempt);
@@ -267,7 +321,10 @@ impl Delivery {
         error: Option<String>,
         message: Option<String>,
     ) -> Result<(), JsValue> {
-        self.inner.handle_response(millis(now_ms), outcome_of(status, retry_after, error, message.unwrap_or_default())?);
+        self.inner.handle_response(
+            millis(now_ms),
+            outcome_of(status, retry_after, error, message.unwrap_or_default())?,
+        );
         Ok(())
     }
 
@@ -364,8 +421,8 @@ impl Batcher {
     /// From an options object (`writeKey`, `endpoint`, `flushAt`, ...).
     #[wasm_bindgen(constructor)]
     pub fn new(options_obj: JsValue, now_ms: f64) -> Result<Batcher, JsValue> {
-        let o: BatcherOptions =
-            serde_wasm_bindgen::from_value(options_obj).map_err(|e| usage_err("invalid_argument", &e.to_string()))?;
+        let o: BatcherOptions = serde_wasm_bindgen::from_value(options_obj)
+            .map_err(|e| usage_err("invalid_argument", &e.to_string()))?;
         let d = core::BatcherConfig::new(o.write_key);
         let config = core::BatcherConfig {
             endpoint: o.endpoint.unwrap_or(d.endpoint.clone()),
@@ -374,7 +431,9 @@ impl Batcher {
             max_queue: o.max_queue.unwrap_or(d.max_queue),
             max_attempts: o.max_attempts.unwrap_or(d.max_attempts),
             max_retry_ms: o.max_retry_ms.map_or(d.max_retry_ms, |v| v as u64),
-            request_timeout_ms: o.request_timeout_ms.map_or(d.request_timeout_ms, |v| v as u64),
+            request_timeout_ms: o
+                .request_timeout_ms
+                .map_or(d.request_timeout_ms, |v| v as u64),
             max_in_flight: o.max_in_flight.unwrap_or(d.max_in_flight),
             backoff: core::retry::Backoff {
                 base_ms: o.backoff_base_ms.map_or(d.backoff.base_ms, |v| v as u64),
@@ -385,16 +444,26 @@ impl Batcher {
             jitter_seed: o.seed.map_or(0, |v| v as u64),
             ..d
         };
-        Ok(Batcher { inner: core::Batcher::new(config, millis(now_ms)).map_err(js_err)? })
+        Ok(Batcher {
+            inner: core::Batcher::new(config, millis(now_ms)).map_err(js_err)?,
+        })
     }
 
     /// Queues a call (JSON text); `random` is 16 bytes for its messageId.
     #[wasm_bindgen(js_name = handleCall)]
-    pub fn handle_call(&mut self, now_ms: f64, call_json: &str, random: &[u8]) -> Result<String, JsValue> {
-        let random: [u8; 16] =
-            random.try_into().map_err(|_| usage_err("invalid_argument", "random must be exactly 16 bytes"))?;
+    pub fn handle_call(
+        &mut self,
+        now_ms: f64,
+        call_json: &str,
+        random: &[u8],
+    ) -> Result<String, JsValue> {
+        let random: [u8; 16] = random
+            .try_into()
+            .map_err(|_| usage_err("invalid_argument", "random must be exactly 16 bytes"))?;
         let call = core::Call::from_json_str(call_json).map_err(js_err)?;
-        self.inner.handle_call(millis(now_ms), call, random).map_err(js_err)
+        self.inner
+            .handle_call(millis(now_ms), call, random)
+            .map_err(js_err)
     }
 
     /// Makes everything due now.
@@ -410,7 +479,9 @@ impl Batcher {
     /// `{batchId, attempt, messageCount, request, deadlineMs}`, or undefined.
     #[wasm_bindgen(js_name = pollRequest)]
     pub fn poll_request(&mut self, now_ms: f64) -> JsValue {
-        let Some(b) = self.inner.poll_request(millis(now_ms)) else { return JsValue::UNDEFINED };
+        let Some(b) = self.inner.poll_request(millis(now_ms)) else {
+            return JsValue::UNDEFINED;
+        };
         let o = Object::new();
         set(&o, "batchId", b.batch_id as f64);
         set(&o, "attempt", b.attempt);
@@ -432,7 +503,8 @@ impl Batcher {
         message: Option<String>,
     ) -> Result<(), JsValue> {
         let outcome = outcome_of(status, retry_after, error, message.unwrap_or_default())?;
-        self.inner.handle_response(millis(now_ms), batch_id as u64, outcome);
+        self.inner
+            .handle_response(millis(now_ms), batch_id as u64, outcome);
         Ok(())
     }
 
@@ -451,24 +523,49 @@ impl Batcher {
     /// The next event: `{kind: "delivered" | "retrying" | "failed", ...}`.
     #[wasm_bindgen(js_name = pollEvent)]
     pub fn poll_event(&mut self) -> JsValue {
-        let Some(ev) = self.inner.poll_event() else { return JsValue::UNDEFINED };
+        let Some(ev) = self.inner.poll_event() else {
+            return JsValue::UNDEFINED;
+        };
         let o = Object::new();
         match ev {
-            core::BatcherEvent::Delivered { batch_id, message_ids } => {
+            core::BatcherEvent::Delivered {
+                batch_id,
+                message_ids,
+            } => {
                 set(&o, "kind", "delivered");
                 set(&o, "batchId", batch_id as f64);
-                set(&o, "messageIds", message_ids.into_iter().map(JsValue::from).collect::<Array>());
+                set(
+                    &o,
+                    "messageIds",
+                    message_ids
+                        .into_iter()
+                        .map(JsValue::from)
+                        .collect::<Array>(),
+                );
             }
-            core::BatcherEvent::Retrying { batch_id, attempt, retry_at, outcome } => {
+            core::BatcherEvent::Retrying {
+                batch_id,
+                attempt,
+                retry_at,
+                outcome,
+            } => {
                 set(&o, "kind", "retrying");
                 set(&o, "batchId", batch_id as f64);
                 set(&o, "attempt", attempt);
                 set(&o, "retryAtMs", retry_at as f64);
                 set(&o, "reason", outcome.to_string());
             }
-            core::BatcherEvent::Failed { batch_id, messages, reason } => {
+            core::BatcherEvent::Failed {
+                batch_id,
+                messages,
+                reason,
+            } => {
                 set(&o, "kind", "failed");
-                set(&o, "batchId", batch_id.map_or(JsValue::NULL, |b| (b as f64).into()));
+                set(
+                    &o,
+                    "batchId",
+                    batch_id.map_or(JsValue::NULL, |b| (b as f64).into()),
+                );
                 set(&o, "code", reason.code());
                 set(&o, "reason", reason.to_string());
                 let list = Array::new();
