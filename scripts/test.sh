@@ -61,6 +61,9 @@ rm -f target/callpost-*.tgz
 step "js tests over the installed package (vectors, JSON.stringify corpus, real HTTP/HTTPS, client, headless Chromium) and tsc"
 (cd wasm && npm test && npm run typecheck)
 
+step "benches: compile the criterion benches and smoke-run the peer comparisons (no timed assertions)"
+bash benches/run.sh --smoke >/dev/null
+
 step "demos run"
 cargo run --locked -q -p callpost-core --example demo >/dev/null
 "$PY" -m callpost demo >/dev/null

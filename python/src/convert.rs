@@ -255,7 +255,7 @@ pub fn to_call(obj: &Bound<'_, PyAny>) -> PyResult<callpost_core::Call> {
 
 /// Milliseconds from an optional `int` (ms) or aware `datetime`; `None`
 /// reads the host clock, which is the binding's job, not the core's.
-pub fn now_ms(py: Python<'_>, now: Option<&Bound<'_, PyAny>>) -> PyResult<i64> {
+pub fn now_ms(_py: Python<'_>, now: Option<&Bound<'_, PyAny>>) -> PyResult<i64> {
     match now {
         Some(v) if !v.is_none() => {
             if let Ok(ms) = v.extract::<i64>() {
@@ -263,9 +263,10 @@ pub fn now_ms(py: Python<'_>, now: Option<&Bound<'_, PyAny>>) -> PyResult<i64> {
             }
             datetime_millis(v)
         }
-        _ => {
-            let t: f64 = py.import("time")?.call_method0("time")?.extract()?;
-            Ok((t * 1000.0) as i64)
-        }
+        // The host clock is the binding's to read (the core has none).
+        _ => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string())),
     }
 }

@@ -1,0 +1,68 @@
+// callpost against node:crypto and hash-wasm, interleaved in one process.
+// Each round runs every candidate for n calls in turn; the median round is
+// reported, so machine drift hits every candidate alike.
+//   node benches/compare_node.mjs [--smoke]   (from target/bench-node)
+import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const callpost = require('callpost');
+const { createHMAC, createSHA1 } = require('hash-wasm');
+
+const SMOKE = process.argv.includes('--smoke');
+const FIXTURE = JSON.parse(readFileSync(new URL('./fixtures/track.json', import.meta.url), 'utf8'));
+const SECRET = 'whsec-bench';
+
+function bench(candidates, n, rounds) {
+  const times = Object.fromEntries(Object.keys(candidates).map((k) => [k, []]));
+  let sink = 0;
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, fn] of Object.entries(candidates)) {
+      const t = process.hrtime.bigint();
+      for (let i = 0; i < n; i++) sink += fn().length;
+      times[name].push(Number(process.hrtime.bigint() - t) / n);
+    }
+  }
+  if (sink === -1) console.log(sink);
+  const median = (a) => a.sort((x, y) => x - y)[Math.floor(a.length / 2)];
+  return Object.fromEntries(Object.entries(times).map(([k, v]) => [k, median(v)]));
+}
+
+function report(title, result, ours) {
+  console.log(`\n${title}`);
+  for (const [name, ns] of Object.entries(result)) {
+    const r = result[ours];
+    const ratio = name === ours ? '' : ns >= r ? `  callpost is ${(ns / r).toFixed(2)}x faster` : `  callpost is ${(r / ns).toFixed(2)}x slower`;
+    console.log(`  ${name.padEnd(46)} ${(ns / 1000).toFixed(3).padStart(9)} us/call${ratio}`);
+  }
+}
+
+const hooks = new callpost.Webhooks({ endpoints: ['https://hooks.example.com/segment'], sharedSecret: SECRET });
+const body423 = hooks.request(FIXTURE).body;
+const signer = new callpost.Signer(SECRET);
+const hw = await createHMAC(createSHA1(), SECRET);
+const hashWasm = (body) => { hw.init(); hw.update(body); return hw.digest('hex'); };
+const rounds = SMOKE ? 3 : 15;
+
+console.log(`node ${process.version}, ${Buffer.byteLength(body423)}-byte body`);
+report('sign(string), 423 B', bench({
+  'callpost sign(secret, body)': () => callpost.sign(SECRET, body423),
+  'callpost Signer.signString (prekeyed)': () => signer.signString(body423),
+  'node:crypto createHmac': () => createHmac('sha1', SECRET).update(body423).digest('hex'),
+  'hash-wasm HMAC (instance reused)': () => hashWasm(body423),
+}, SMOKE ? 500 : 50_000, rounds), 'callpost sign(secret, body)');
+
+report('build + sign from an object, 423 B', bench({
+  'callpost Webhooks.request(call)': () => hooks.request(FIXTURE).body,
+  'JSON.stringify + createHmac': () => { const b = JSON.stringify(FIXTURE); return createHmac('sha1', SECRET).update(b).digest('hex') + b; },
+}, SMOKE ? 500 : 20_000, rounds), 'callpost Webhooks.request(call)');
+
+for (const size of [423, 4096, 32 * 1024, 500_000]) {
+  const body = 'a'.repeat(size);
+  const n = SMOKE ? 50 : Math.max(200, Math.floor(20_000_000 / size / 4));
+  report(`sign at ${size} B`, bench({
+    'callpost sign': () => callpost.sign(SECRET, body),
+    'node:crypto createHmac': () => createHmac('sha1', SECRET).update(body).digest('hex'),
+  }, n, rounds), 'callpost sign');
+}

@@ -1,0 +1,164 @@
+"""callpost against its Python peers, interleaved in one process.
+
+Peers: stdlib json + hmac, orjson + hmac, segment-analytics-python. Each
+round runs every candidate once for `n` calls, in turn; the reported time is
+the median round, so drift on the machine hits every candidate alike.
+
+    python benches/compare_python.py [--smoke]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import pathlib
+import statistics
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Dict, List, Tuple
+
+import orjson
+
+import callpost
+
+SMOKE = "--smoke" in sys.argv
+FIXTURE = json.loads((pathlib.Path(__file__).parent / "fixtures" / "track.json").read_text())
+SECRET = b"whsec-bench"
+
+
+def bench(candidates: Dict[str, Callable[[], Any]], n: int, rounds: int) -> Dict[str, float]:
+    """Median seconds per call for each candidate, interleaved."""
+    times: Dict[str, List[float]] = {k: [] for k in candidates}
+    for _ in range(rounds):
+        for name, fn in candidates.items():
+            t = time.perf_counter()
+            for _ in range(n):
+                fn()
+            times[name].append((time.perf_counter() - t) / n)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def report(title: str, result: Dict[str, float], ours: str) -> None:
+    print(f"\n{title}")
+    for name, t in result.items():
+        ratio = "" if name == ours else f"  callpost is {t / result[ours]:.2f}x faster" if t >= result[ours] else f"  callpost is {result[ours] / t:.2f}x slower"
+        print(f"  {name:<44} {t * 1e6:9.2f} us/call{ratio}")
+
+
+def padded(size: int) -> Dict[str, Any]:
+    call = json.loads(json.dumps(FIXTURE))
+    call["properties"]["notes"] = "x" * max(size - 440, 0)
+    return call
+
+
+def request_benches() -> None:
+    hooks = callpost.Webhooks(["https://hooks.example.com/segment"], SECRET)
+    for size in (423, 32 * 1024):
+        call = FIXTURE if size == 423 else padded(size)
+        body_len = len(hooks.request(call).body)
+        n = 200 if SMOKE else (20_000 if size == 423 else 1_000)
+        result = bench(
+            {
+                "callpost Webhooks.request (build+serialize+sign)": lambda: hooks.request(call),
+                "json.dumps + hmac.new().hexdigest()": lambda: hmac.new(
+                    SECRET, json.dumps(call, separators=(",", ":"), ensure_ascii=False).encode(), hashlib.sha1
+                ).hexdigest(),
+                "orjson.dumps + hmac.new().hexdigest()": lambda: hmac.new(SECRET, orjson.dumps(call), hashlib.sha1).hexdigest(),
+            },
+            n,
+            3 if SMOKE else 15,
+        )
+        report(f"webhook request, {body_len}-byte body", result, "callpost Webhooks.request (build+serialize+sign)")
+
+
+def track_cpu() -> None:
+    from segment.analytics import Client as SegmentClient
+
+    n = 300 if SMOKE else 20_000
+    ours = callpost.Client("wk", endpoint="http://127.0.0.1:9", flush_at=10**6, flush_after=3600, max_queue=10**7,
+                           on_error=lambda e, m: None)
+    theirs = SegmentClient("wk", host="http://127.0.0.1:9", send=False, max_queue_size=10**7)
+    props = FIXTURE["properties"]
+
+    def cpu(fn: Callable[[], Any]) -> float:
+        t = time.process_time()
+        for _ in range(n):
+            fn()
+        return (time.process_time() - t) / n
+
+    rounds: Dict[str, List[float]] = {"callpost Client.track()": [], "segment-analytics-python track()": []}
+    for _ in range(2 if SMOKE else 5):
+        rounds["callpost Client.track()"].append(cpu(lambda: ours.track("user-8f3a2c91", "Order Completed", props)))
+        rounds["segment-analytics-python track()"].append(cpu(lambda: theirs.track("user-8f3a2c91", "Order Completed", props)))
+    report("Client.track(): CPU time per call (enqueue; process_time, all threads)",
+           {k: statistics.median(v) for k, v in rounds.items()}, "callpost Client.track()")
+    ours.close(timeout=0)
+
+
+class Ingest:
+    """A local ingest server counting the messages it receives."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lock = threading.Lock()
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                with outer.lock:
+                    outer.count += len(json.loads(body)["batch"])
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *a: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+
+def end_to_end() -> None:
+    from segment.analytics import Client as SegmentClient
+
+    n = 500 if SMOKE else 20_000
+    props = FIXTURE["properties"]
+    results: Dict[str, float] = {}
+    for name in ("callpost Client", "segment-analytics-python Client"):
+        srv = Ingest()
+        t = time.perf_counter()
+        if name.startswith("callpost"):
+            c = callpost.Client("wk", endpoint=srv.url, flush_at=100, flush_after=0.05, max_queue=10**6)
+            for _ in range(n):
+                c.track("user-8f3a2c91", "Order Completed", props)
+            c.flush()
+            c.close()
+        else:
+            s = SegmentClient("wk", host=srv.url, upload_size=100, upload_interval=0.05, max_queue_size=10**6)
+            for _ in range(n):
+                s.track("user-8f3a2c91", "Order Completed", props)
+            s.flush()
+            s.shutdown()
+        elapsed = time.perf_counter() - t
+        assert srv.count == n, (name, srv.count, n)
+        results[name] = elapsed / n
+        srv.httpd.shutdown()
+    print(f"\nend to end: {n} track calls delivered to a local ingest server (batches of 100)")
+    for k, v in results.items():
+        print(f"  {k:<44} {1 / v:9.0f} messages/s")
+    print(f"  callpost delivers {results['segment-analytics-python Client'] / results['callpost Client']:.2f}x the messages per second")
+
+
+if __name__ == "__main__":
+    print(f"python {sys.version.split()[0]}, callpost {callpost.__version__}, orjson {orjson.__version__}")
+    request_benches()
+    track_cpu()
+    end_to_end()

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Runs every benchmark: criterion (Rust), OpenSSL's SHA-1/HMAC speed on this
+# machine (the hardware limit), and the Python and Node peer comparisons.
+#   bash benches/run.sh          full run (about 6 minutes on 2 cores)
+#   bash benches/run.sh --smoke  compile the benches and run each script briefly (CI)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+smoke=${1:-}
+
+bash benches/python-env.sh >/dev/null
+bash benches/node-env.sh >/dev/null
+
+if [ "$smoke" = "--smoke" ]; then
+  cargo bench --locked -p callpost-benches --no-run
+  cargo bench --locked -p callpost-benches --bench hot_path -- --warm-up-time 0.05 --measurement-time 0.1 "sign/hmac_sha1_prekeyed/423" >/dev/null
+  target/bench-venv/bin/python benches/compare_python.py --smoke
+  node target/bench-node/compare_node.mjs --smoke
+  exit 0
+fi
+
+echo "== $(nproc) cores: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "== openssl speed (the hardware limit for SHA-1 / HMAC-SHA1)"
+openssl speed -seconds 2 -bytes 4096 -evp sha1 2>/dev/null | tail -2
+openssl speed -seconds 2 -bytes 4096 -hmac sha1 2>/dev/null | tail -2
+echo "== criterion"
+cargo bench --locked -p callpost-benches --bench hot_path -- --warm-up-time 1 --measurement-time 3 2>&1 | grep -E "^[a-z_]+/|time:|thrpt:"
+echo "== python"
+target/bench-venv/bin/python benches/compare_python.py
+echo "== node"
+node target/bench-node/compare_node.mjs
