@@ -61,6 +61,9 @@ rm -f target/callpost-*.tgz
 step "js tests over the installed package (vectors, JSON.stringify corpus, real HTTP/HTTPS, client, headless Chromium) and tsc"
 (cd wasm && npm test && npm run typecheck)
 
+step "fuzz: every cargo-fuzz target for 10 s, corpora seeded from testdata/ (installs cargo-fuzz if missing)"
+bash core/fuzz/run.sh 10
+
 step "benches: compile the criterion benches and smoke-run the peer comparisons (no timed assertions)"
 bash benches/run.sh --smoke >/dev/null
 

@@ -402,3 +402,39 @@ fn batch_vectors() {
         assert_eq!(bodies, want_bodies, "{name}");
     }
 }
+
+#[test]
+fn byte_and_enqueue_error_vectors() {
+    use callpost_core::{Batcher, BatcherConfig};
+    let all = load(include_str!("../../testdata/errors.json"));
+    for case in arr(&all, "call_bytes") {
+        let bytes = hex::decode(s(case, "hex")).unwrap();
+        let got = Value::from_json_slice(&bytes)
+            .map_err(callpost_core::CallError::from)
+            .and_then(|v| Call::from_value(&v));
+        match get(case, "code") {
+            Value::String(code) => assert_eq!(got.unwrap_err().code(), code, "{}", s(case, "name")),
+            _ => assert!(got.is_ok(), "{}", s(case, "name")),
+        }
+    }
+    for case in arr(&all, "enqueue") {
+        let mut b = Batcher::new(BatcherConfig::new("wk"), 0).unwrap();
+        // Built natively: the batcher itself must apply the rules.
+        let mut call = Call::new(callpost_core::CallKind::Track);
+        call.event = Some("e".into());
+        if get(case, "drop_user") != &Value::Bool(true) {
+            call.user_id = Some("u".into());
+        }
+        let mut props = Map::new();
+        props.insert(
+            "pad".into(),
+            Value::String("x".repeat(num(case, "pad") as usize)),
+        );
+        call.properties = Some(props);
+        let got = b.handle_call(0, call, [0; 16]);
+        match get(case, "code") {
+            Value::String(code) => assert_eq!(got.unwrap_err().code(), code, "{}", s(case, "name")),
+            _ => assert!(got.is_ok(), "{}", s(case, "name")),
+        }
+    }
+}

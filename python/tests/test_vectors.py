@@ -189,3 +189,29 @@ def test_deliveries(case: Dict[str, Any]) -> None:
         assert out["endpoint"] == want["endpoint"]
     if want["outcome"] == "gave_up":
         assert out["reason"] == want["reason"]
+
+
+@pytest.mark.parametrize("case", ERRORS["call_bytes"], ids=lambda c: c["name"])
+def test_call_bytes(case: Dict[str, Any]) -> None:
+    hooks = callpost.Webhooks(["https://example.com/"])
+    raw = bytes.fromhex(case["hex"])
+    if case["code"] is None:
+        hooks.request(raw, 0, 0)
+        return
+    with pytest.raises(callpost.CallpostError) as e:
+        hooks.request(raw, 0, 0)
+    assert e.value.code == case["code"]
+
+
+@pytest.mark.parametrize("case", ERRORS["enqueue"], ids=lambda c: c["name"])
+def test_enqueue_errors(case: Dict[str, Any]) -> None:
+    b = callpost.Batcher("wk", now=0)
+    call: Dict[str, Any] = {"type": "track", "event": "e", "properties": {"pad": "x" * case["pad"]}}
+    if not case.get("drop_user"):
+        call["userId"] = "u"
+    if case["code"] is None:
+        b.handle_call(0, call, bytes(16))
+        return
+    with pytest.raises(callpost.CallpostError) as e:
+        b.handle_call(0, call, bytes(16))
+    assert e.value.code == case["code"]

@@ -66,7 +66,8 @@ export function makeApi(wasm, platform) {
       try {
         return decoder.decode(v);
       } catch {
-        throw error('TypeError', 'invalid_argument', `${what} bytes are not UTF-8`);
+        // The core's code for the same input (it reads bytes as UTF-8 too).
+        throw error('JSONValueError', 'invalid_unicode', `${what} bytes are not valid UTF-8`);
       }
     }
     throw error('TypeError', 'invalid_argument', `${what} must be a string or Uint8Array`);

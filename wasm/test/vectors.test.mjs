@@ -116,3 +116,20 @@ test('retry decisions and delivery scenarios', () => {
     assert.equal(out ? (out.kind === 'delivered' ? 'success' : 'reject') : 'retry', verdict, String(status));
   }
 });
+
+test('call bytes and enqueue errors', () => {
+  const e = vectors('errors.json');
+  const hooks = new callpost.Webhooks({ endpoints: ['https://example.com/'] });
+  for (const c of e.call_bytes) {
+    const raw = new Uint8Array(Buffer.from(c.hex, 'hex'));
+    if (c.code === null) hooks.request(raw, 0, 0);
+    else assert.throws(() => hooks.request(raw, 0, 0), (err) => err.code === c.code, c.name);
+  }
+  for (const c of e.enqueue) {
+    const b = new callpost.Batcher({ writeKey: 'wk' }, 0);
+    const call = { type: 'track', event: 'e', properties: { pad: 'x'.repeat(c.pad) }, ...(c.drop_user ? {} : { userId: 'u' }) };
+    if (c.code === null) b.handleCall(0, JSON.stringify(call), new Uint8Array(16));
+    else assert.throws(() => b.handleCall(0, JSON.stringify(call), new Uint8Array(16)), (err) => err.code === c.code, c.name);
+    b.free();
+  }
+});

@@ -1,0 +1,26 @@
+//! Call parsing and validation: any bytes either parse into a valid call, or
+//! fail with a typed error; a valid call always yields a webhook body and a
+//! Segment message that are JSON and fixed points of re-stringification.
+#![no_main]
+
+use callpost_core::{Call, Timestamp, Value};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    match Call::from_json_str(text) {
+        Err(e) => assert!(!e.code().is_empty()),
+        Ok(call) => {
+            call.validate().expect("a parsed call is valid");
+            let mut body = Vec::new();
+            if callpost_core::write_body(&call, Timestamp::from_millis(0).unwrap(), &mut body).is_ok() {
+                let again = Value::from_json_slice(&body).expect("body parses").to_json_string().unwrap();
+                assert_eq!(again.as_bytes(), &body[..]);
+            }
+            let mut msg = Vec::new();
+            if call.write_message(&mut msg).is_ok() {
+                serde_json::from_slice::<serde_json::Value>(&msg).expect("message is JSON");
+            }
+        }
+    }
+});
