@@ -49,6 +49,28 @@ impl Outcome {
         }
     }
 
+    /// Builds an outcome from what a host's HTTP client reports: a `status`
+    /// (with the raw `Retry-After` header), or an `error` kind, `"timeout"`,
+    /// `"connection"` or `"tls"`, with a message for logs. `None` when the
+    /// combination is not one of these; bindings raise a usage error.
+    pub fn from_report(
+        status: Option<u16>,
+        retry_after: Option<String>,
+        error: Option<&str>,
+        message: &str,
+    ) -> Option<Outcome> {
+        Some(match (status, error) {
+            (Some(status), None) => Outcome::Response {
+                status,
+                retry_after,
+            },
+            (None, Some("timeout")) => Outcome::Timeout,
+            (None, Some("connection")) => Outcome::connection(message),
+            (None, Some("tls")) => Outcome::tls(message),
+            _ => return None,
+        })
+    }
+
     /// A response with no `Retry-After`.
     pub fn status(status: u16) -> Self {
         Outcome::Response {
@@ -253,6 +275,35 @@ mod tests {
         ] {
             assert_eq!(classify_status(s), v, "{s}");
         }
+    }
+
+    #[test]
+    fn outcomes_from_host_reports() {
+        assert_eq!(
+            Outcome::from_report(Some(503), Some("5".into()), None, ""),
+            Some(Outcome::Response {
+                status: 503,
+                retry_after: Some("5".into())
+            })
+        );
+        assert_eq!(
+            Outcome::from_report(None, None, Some("timeout"), ""),
+            Some(Outcome::Timeout)
+        );
+        assert_eq!(
+            Outcome::from_report(None, None, Some("tls"), "self-signed").map(|o| o.verdict()),
+            Some(Verdict::Reject)
+        );
+        assert_eq!(
+            Outcome::from_report(None, None, Some("connection"), "reset").map(|o| o.code()),
+            Some("connection_error".into())
+        );
+        assert_eq!(
+            Outcome::from_report(Some(200), None, Some("timeout"), ""),
+            None
+        );
+        assert_eq!(Outcome::from_report(None, None, Some("dns"), ""), None);
+        assert_eq!(Outcome::from_report(None, None, None, ""), None);
     }
 
     #[test]

@@ -124,13 +124,22 @@ pub struct EndpointConfig {
 }
 
 /// Static header values are often credentials, so `Debug` shows names only.
+fn debug_endpoint(
+    f: &mut fmt::Formatter<'_>,
+    name: &str,
+    url: &str,
+    headers: &[(String, String)],
+) -> fmt::Result {
+    let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+    f.debug_struct(name)
+        .field("url", &url)
+        .field("header_names", &names)
+        .finish()
+}
+
 impl fmt::Debug for EndpointConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
-        f.debug_struct("EndpointConfig")
-            .field("url", &self.url)
-            .field("header_names", &names)
-            .finish()
+        debug_endpoint(f, "EndpointConfig", &self.url, &self.headers)
     }
 }
 
@@ -182,11 +191,7 @@ pub struct Endpoint {
 
 impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
-        f.debug_struct("Endpoint")
-            .field("url", &self.url)
-            .field("header_names", &names)
-            .finish()
+        debug_endpoint(f, "Endpoint", &self.url, &self.headers)
     }
 }
 

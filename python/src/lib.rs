@@ -186,26 +186,14 @@ impl Webhooks {
     }
 }
 
-/// Builds a core outcome from the host's observation.
 fn outcome_of(
     status: Option<u16>,
     retry_after: Option<String>,
     error: Option<&str>,
     message: &str,
 ) -> PyResult<core::Outcome> {
-    Ok(match (status, error) {
-        (Some(status), None) => core::Outcome::Response {
-            status,
-            retry_after,
-        },
-        (None, Some("timeout")) => core::Outcome::Timeout,
-        (None, Some("connection")) => core::Outcome::connection(message.to_owned()),
-        (None, Some("tls")) => core::Outcome::tls(message.to_owned()),
-        _ => {
-            return Err(PyValueError::new_err(
-                "give either status, or error='timeout' | 'connection' | 'tls'",
-            ))
-        }
+    core::Outcome::from_report(status, retry_after, error, message).ok_or_else(|| {
+        PyValueError::new_err("give either status, or error='timeout' | 'connection' | 'tls'")
     })
 }
 

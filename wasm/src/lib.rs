@@ -246,20 +246,11 @@ fn outcome_of(
     error: Option<String>,
     message: String,
 ) -> Result<core::Outcome, JsValue> {
-    Ok(match (status, error.as_deref()) {
-        (Some(status), None) => core::Outcome::Response {
-            status,
-            retry_after,
-        },
-        (None, Some("timeout")) => core::Outcome::Timeout,
-        (None, Some("connection")) => core::Outcome::connection(message),
-        (None, Some("tls")) => core::Outcome::tls(message),
-        _ => {
-            return Err(usage_err(
-                "invalid_argument",
-                "give a status, or error 'timeout' | 'connection' | 'tls'",
-            ))
-        }
+    core::Outcome::from_report(status, retry_after, error.as_deref(), &message).ok_or_else(|| {
+        usage_err(
+            "invalid_argument",
+            "give a status, or error 'timeout' | 'connection' | 'tls'",
+        )
     })
 }
 
