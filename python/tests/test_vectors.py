@@ -215,3 +215,24 @@ def test_enqueue_errors(case: Dict[str, Any]) -> None:
     with pytest.raises(callpost.CallpostError) as e:
         b.handle_call(0, call, bytes(16))
     assert e.value.code == case["code"]
+
+
+@pytest.mark.parametrize("case", RETRY["retry_after"], ids=lambda c: repr(c["value"]))
+def test_retry_after_through_a_delivery(case: Dict[str, Any]) -> None:
+    # After a 503 with this header, the next round waits max(backoff, header);
+    # the first round's backoff is 5-10 s, so longer delays show exactly.
+    hooks = callpost.Webhooks(["https://r.example/"])
+    now = case["now"]
+    d = callpost.Delivery(hooks._native, {"type": "track", "userId": "u", "event": "e"}, now, seed=3)
+    assert d.poll_request(now, hooks._native) is not None
+    d.handle_response(now, 503, case["value"])
+    ms = case["ms"]
+    if ms is not None and ms > 4 * 3600_000:
+        out = d.poll_outcome()
+        assert out is not None and out["reason"] == "window_exhausted"
+        return
+    wait = d.poll_timeout() - now
+    if ms is not None and ms >= 10_000:
+        assert wait == ms
+    else:
+        assert 5_000 <= wait <= 10_000, "ignored or short: the normal backoff applies"

@@ -133,3 +133,20 @@ test('call bytes and enqueue errors', () => {
     b.free();
   }
 });
+
+test('Retry-After vectors through a delivery', () => {
+  const hooks = new callpost.Webhooks({ endpoints: ['https://r.example/'] });
+  for (const c of vectors('retry.json').retry_after) {
+    const d = hooks.delivery({ type: 'track', userId: 'u', event: 'e' }, { nowMs: c.now, seed: 3 });
+    assert.ok(d.pollRequest(c.now, hooks._core));
+    d.handleResponse(c.now, 503, c.value);
+    if (c.ms !== null && c.ms > 4 * 3600_000) {
+      assert.equal(d.pollOutcome().reason, 'window_exhausted', c.value);
+      continue;
+    }
+    const wait = d.pollTimeout() - c.now;
+    if (c.ms !== null && c.ms >= 10_000) assert.equal(wait, c.ms, c.value);
+    else assert.ok(wait >= 5_000 && wait <= 10_000, `${JSON.stringify(c.value)}: ${wait}`);
+    d.free();
+  }
+});
