@@ -186,15 +186,22 @@ impl Call {
 
     /// Parses and validates a call from JSON text.
     pub fn from_json_str(text: &str) -> Result<Call, CallError> {
-        Call::from_value(&Value::from_json_str(text)?)
+        Call::from_owned(Value::from_json_str(text)?)
     }
 
     /// Parses and validates a call from a JSON value with Segment's keys.
     /// Keys this model does not know are ignored.
     pub fn from_value(value: &Value) -> Result<Call, CallError> {
-        let map = value
-            .as_object()
-            .ok_or(CallError::NotAnObject(value.type_name()))?;
+        Call::from_owned(value.clone())
+    }
+
+    /// [`Call::from_value`] taking ownership, so the free-form objects move
+    /// into the call instead of being copied (the bindings' hot path).
+    pub fn from_owned(value: Value) -> Result<Call, CallError> {
+        let mut map = match value {
+            Value::Object(m) => m,
+            other => return Err(CallError::NotAnObject(other.type_name())),
+        };
         let kind = match map.get("type") {
             None | Some(Value::Null) => return Err(CallError::MissingType),
             Some(Value::String(s)) => {
@@ -210,17 +217,17 @@ impl Call {
         };
         let call = Call {
             kind,
-            user_id: id_field(map, "userId")?,
-            anonymous_id: id_field(map, "anonymousId")?,
-            event: str_field(map, "event")?,
-            name: str_field(map, "name")?,
-            category: str_field(map, "category")?,
-            properties: obj_field(map, "properties")?,
-            traits: obj_field(map, "traits")?,
-            context: obj_field(map, "context")?,
-            integrations: obj_field(map, "integrations")?,
-            group_id: id_field(map, "groupId")?,
-            previous_id: id_field(map, "previousId")?,
+            user_id: id_field(&mut map, "userId")?,
+            anonymous_id: id_field(&mut map, "anonymousId")?,
+            event: str_field(&mut map, "event")?,
+            name: str_field(&mut map, "name")?,
+            category: str_field(&mut map, "category")?,
+            properties: obj_field(&mut map, "properties")?,
+            traits: obj_field(&mut map, "traits")?,
+            context: obj_field(&mut map, "context")?,
+            integrations: obj_field(&mut map, "integrations")?,
+            group_id: id_field(&mut map, "groupId")?,
+            previous_id: id_field(&mut map, "previousId")?,
             timestamp: match map.get("timestamp") {
                 None | Some(Value::Null) => None,
                 Some(Value::String(s)) => Some(Timestamp::parse(s)?),
@@ -232,7 +239,7 @@ impl Call {
                     })
                 }
             },
-            message_id: str_field(map, "messageId")?,
+            message_id: str_field(&mut map, "messageId")?,
         };
         call.validate()?;
         Ok(call)
@@ -322,10 +329,12 @@ impl Call {
     }
 }
 
-fn str_field(map: &Map, field: &'static str) -> Result<Option<String>, CallError> {
-    match map.get(field) {
+// The field helpers take the value out of the map (swap_remove: the order
+// of the keys left behind does not matter, they are ignored).
+fn str_field(map: &mut Map, field: &'static str) -> Result<Option<String>, CallError> {
+    match map.swap_remove(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::String(s)) => Ok(Some(s)),
         Some(other) => Err(CallError::InvalidField {
             field,
             expected: "a string",
@@ -336,16 +345,17 @@ fn str_field(map: &Map, field: &'static str) -> Result<Option<String>, CallError
 
 /// Identifiers may also be numbers, which become their JavaScript string form
 /// (`42` → `"42"`), as Segment's Python and Node libraries do.
-fn id_field(map: &Map, field: &'static str) -> Result<Option<String>, CallError> {
-    match map.get(field) {
+fn id_field(map: &mut Map, field: &'static str) -> Result<Option<String>, CallError> {
+    match map.swap_remove(field) {
         Some(Value::Number(n)) => {
             let mut out = Vec::new();
-            crate::json::write_number(*n, &mut out)?;
+            crate::json::write_number(n, &mut out)?;
             Ok(Some(
                 String::from_utf8(out).map_err(|_| JsonError::InvalidUnicode)?,
             ))
         }
-        Some(Value::String(_)) | None | Some(Value::Null) => str_field(map, field),
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
         Some(other) => Err(CallError::InvalidField {
             field,
             expected: "a string or number",
@@ -354,10 +364,10 @@ fn id_field(map: &Map, field: &'static str) -> Result<Option<String>, CallError>
     }
 }
 
-fn obj_field(map: &Map, field: &'static str) -> Result<Option<Map>, CallError> {
-    match map.get(field) {
+fn obj_field(map: &mut Map, field: &'static str) -> Result<Option<Map>, CallError> {
+    match map.swap_remove(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(m)) => Ok(Some(m.clone())),
+        Some(Value::Object(m)) => Ok(Some(m)),
         Some(other) => Err(CallError::InvalidField {
             field,
             expected: "an object",

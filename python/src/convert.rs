@@ -60,22 +60,39 @@ pub fn err<E: Into<callpost_core::Error>>(e: E) -> PyErr {
 /// None; aware datetimes and dates become ISO strings. Anything else is
 /// `not_json`, naming the path to the bad value.
 pub fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
-    let mut path = Vec::new();
     let mut stack = Vec::new();
-    walk(obj, &mut path, &mut stack).map_err(|e| match e {
-        Walk::Json(j) => json_err(&j),
+    walk(obj, &mut stack).map_err(|e| match e {
+        Walk::Json(j, mut segs) => {
+            segs.reverse();
+            json_err(&with_path(j, path_string(&segs)))
+        }
         Walk::Py(p) => p,
     })
 }
 
+/// A walk error. The path is collected only on the way out of a failed
+/// walk (innermost segment first), so the success path allocates nothing
+/// for it.
 enum Walk {
-    Json(JsonError),
+    Json(JsonError, Vec<Seg>),
     Py(PyErr),
+}
+
+impl Walk {
+    fn at(self, seg: Seg) -> Walk {
+        match self {
+            Walk::Json(e, mut segs) => {
+                segs.push(seg);
+                Walk::Json(e, segs)
+            }
+            py => py,
+        }
+    }
 }
 
 impl From<JsonError> for Walk {
     fn from(e: JsonError) -> Self {
-        Walk::Json(e)
+        Walk::Json(e, Vec::new())
     }
 }
 impl From<PyErr> for Walk {
@@ -103,11 +120,16 @@ fn path_string(path: &[Seg]) -> String {
     s
 }
 
-fn walk(
-    obj: &Bound<'_, PyAny>,
-    path: &mut Vec<Seg>,
-    stack: &mut Vec<usize>,
-) -> Result<Value, Walk> {
+fn with_path(e: JsonError, path: String) -> JsonError {
+    match e {
+        JsonError::NotJson { type_name, .. } => JsonError::NotJson { path, type_name },
+        JsonError::Cycle(_) => JsonError::Cycle(path),
+        JsonError::NonStringKey(_) => JsonError::NonStringKey(path),
+        other => other,
+    }
+}
+
+fn walk(obj: &Bound<'_, PyAny>, stack: &mut Vec<usize>) -> Result<Value, Walk> {
     // Exact type checks first: they are the common case and the cheapest.
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(Value::String(
@@ -135,18 +157,17 @@ fn walk(
     if let Ok(f) = obj.cast::<PyFloat>() {
         return Ok(Value::Number(f.value()));
     }
-    let is_dict = obj.cast::<PyDict>().is_ok();
-    let is_seq = obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok();
-    if is_dict || is_seq {
+    let dict = obj.cast::<PyDict>().ok();
+    if dict.is_some() || obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
         let id = obj.as_ptr() as usize;
         if stack.contains(&id) {
-            return Err(JsonError::Cycle(path_string(path)).into());
+            return Err(JsonError::Cycle(String::new()).into());
         }
         if stack.len() >= MAX_DEPTH {
             return Err(JsonError::TooDeep.into());
         }
         stack.push(id);
-        let out = if let Ok(d) = obj.cast::<PyDict>() {
+        let out = if let Some(d) = dict {
             let mut map = Map::with_capacity(d.len());
             for (k, v) in d.iter() {
                 let key = match k.cast::<PyString>() {
@@ -154,20 +175,20 @@ fn walk(
                         .to_cow()
                         .map_err(|_| JsonError::InvalidUnicode)?
                         .into_owned(),
-                    Err(_) => return Err(JsonError::NonStringKey(path_string(path)).into()),
+                    Err(_) => return Err(JsonError::NonStringKey(String::new()).into()),
                 };
-                path.push(Seg::Key(key.clone()));
-                let value = walk(&v, path, stack)?;
-                path.pop();
-                map.insert(key, value);
+                match walk(&v, stack) {
+                    Ok(value) => {
+                        map.insert(key, value);
+                    }
+                    Err(e) => return Err(e.at(Seg::Key(key))),
+                }
             }
             Value::Object(map)
         } else {
             let mut items = Vec::new();
             for (i, item) in obj.try_iter()?.enumerate() {
-                path.push(Seg::Index(i));
-                items.push(walk(&item?, path, stack)?);
-                path.pop();
+                items.push(walk(&item?, stack).map_err(|e| e.at(Seg::Index(i)))?);
             }
             Value::Array(items)
         };
@@ -187,7 +208,7 @@ fn walk(
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "?".into());
     Err(JsonError::NotJson {
-        path: path_string(path),
+        path: String::new(),
         type_name,
     }
     .into())
@@ -247,10 +268,9 @@ pub fn to_call(obj: &Bound<'_, PyAny>) -> PyResult<callpost_core::Call> {
     }
     if let Ok(b) = obj.cast::<PyBytes>() {
         let value = Value::from_json_slice(b.as_bytes()).map_err(err)?;
-        return callpost_core::Call::from_value(&value).map_err(err);
+        return callpost_core::Call::from_owned(value).map_err(err);
     }
-    let value = to_value(obj)?;
-    callpost_core::Call::from_value(&value).map_err(err)
+    callpost_core::Call::from_owned(to_value(obj)?).map_err(err)
 }
 
 /// Milliseconds from an optional `int` (ms) or aware `datetime`; `None`
