@@ -361,25 +361,18 @@ impl Delivery {
     /// Restores a state saved with `toJSON`.
     #[wasm_bindgen(js_name = fromJSON)]
     pub fn from_json(text: &str) -> Result<Delivery, JsValue> {
-        let inner: core::Delivery = core::json::Value::from_json_str(text)
-            .ok()
-            .and_then(|_| serde_json_from(text))
-            .ok_or_else(|| {
-                let err = js_sys::Error::new("not a saved delivery state");
-                err.set_name("InvalidCallError");
-                let _ = Reflect::set(&err, &"code".into(), &"invalid_state".into());
-                JsValue::from(err)
-            })?;
+        let inner: core::Delivery = serde_json::from_str(text).map_err(|_| {
+            let err = js_sys::Error::new("not a saved delivery state");
+            err.set_name("InvalidCallError");
+            let _ = Reflect::set(&err, &"code".into(), &"invalid_state".into());
+            JsValue::from(err)
+        })?;
         Ok(Delivery { inner })
     }
 }
 
 fn serde_json_string<T: serde::Serialize>(v: &T) -> Result<String, JsValue> {
     serde_json::to_string(v).map_err(|e| usage_err("internal", &e.to_string()))
-}
-
-fn serde_json_from<T: for<'de> Deserialize<'de>>(text: &str) -> Option<T> {
-    serde_json::from_str(text).ok()
 }
 
 #[derive(Deserialize)]
