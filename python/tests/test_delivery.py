@@ -134,7 +134,7 @@ def test_four_hour_window_on_a_fake_clock() -> None:
     now = t0
     sent: List[int] = []
     while True:
-        a = d.poll_request(now, hooks._native)
+        a = d.poll_request(now, hooks.settings)
         if a is not None:
             sent.append(now)
             d.handle_response(now, 503)
@@ -154,13 +154,13 @@ def test_four_hour_window_on_a_fake_clock() -> None:
 def test_delivery_state_survives_a_restart() -> None:
     hooks = callpost.Webhooks(["https://a.example/", "https://b.example/"], "k")
     d = hooks.delivery(CALL, 1000, seed=9)
-    a = d.poll_request(1000, hooks._native)
+    a = d.poll_request(1000, hooks.settings)
     assert a is not None
     d.handle_response(1010, error="connection", message="reset")
     saved = d.to_json()
     restored = callpost.Delivery.from_json(saved)
     assert restored.to_json() == saved
-    a2 = restored.poll_request(1010, hooks._native)
+    a2 = restored.poll_request(1010, hooks.settings)
     assert a2 is not None and a2.endpoint == 1 and a2.attempt == 2
     assert a2.request.body == a.request.body
     with pytest.raises(callpost.CallpostError) as e:

@@ -139,8 +139,8 @@ def test_retry_statuses_through_a_delivery() -> None:
     # one reply, then see whether the delivery retries, rejects or succeeds.
     hooks = callpost.Webhooks(["https://r.example/"])
     for status, verdict in RETRY["statuses"]:
-        d = callpost.Delivery(hooks._native, {"type": "track", "userId": "u", "event": "e"}, 0, seed=1)
-        d.poll_request(0, hooks._native)
+        d = callpost.Delivery(hooks.settings, {"type": "track", "userId": "u", "event": "e"}, 0, seed=1)
+        d.poll_request(0, hooks.settings)
         d.handle_response(0, status)
         out = d.poll_outcome()
         got = "success" if out and out["kind"] == "delivered" else "reject" if out else "retry"
@@ -154,11 +154,11 @@ def test_deliveries(case: Dict[str, Any]) -> None:
     call: Dict[str, Any] = {"type": "track", "userId": "u", "event": "e"}
     if "integrations" in case:
         call["integrations"] = case["integrations"]
-    d = callpost.Delivery(hooks._native, call, start, seed=case["seed"])
+    d = callpost.Delivery(hooks.settings, call, start, seed=case["seed"])
     used = [0] * case["endpoints"]
     now = start
     for _ in range(1000):
-        a = d.poll_request(now, hooks._native)
+        a = d.poll_request(now, hooks.settings)
         if a is not None:
             replies = case["replies"][a.endpoint]
             reply = replies[min(used[a.endpoint], len(replies) - 1)]
@@ -223,8 +223,8 @@ def test_retry_after_through_a_delivery(case: Dict[str, Any]) -> None:
     # the first round's backoff is 5-10 s, so longer delays show exactly.
     hooks = callpost.Webhooks(["https://r.example/"])
     now = case["now"]
-    d = callpost.Delivery(hooks._native, {"type": "track", "userId": "u", "event": "e"}, now, seed=3)
-    assert d.poll_request(now, hooks._native) is not None
+    d = callpost.Delivery(hooks.settings, {"type": "track", "userId": "u", "event": "e"}, now, seed=3)
+    assert d.poll_request(now, hooks.settings) is not None
     d.handle_response(now, 503, case["value"])
     ms = case["ms"]
     if ms is not None and ms > 4 * 3600_000:

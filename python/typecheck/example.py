@@ -26,7 +26,7 @@ def forward(call: Dict[str, Any]) -> Optional[int]:
 
 def own_queue(hooks: callpost.Webhooks) -> str:
     d: callpost.Delivery = hooks.delivery({"type": "track", "userId": "u", "event": "e"}, now=0, seed=1)
-    attempt: Optional[callpost.Attempt] = d.poll_request(0, hooks._native)
+    attempt: Optional[callpost.Attempt] = d.poll_request(0, hooks.settings)
     if attempt is not None:
         d.handle_response(10, status=503, retry_after="5")
     wake: Optional[int] = d.poll_timeout()

@@ -167,6 +167,11 @@ export function makeApi(wasm, platform) {
       return this._core.urls;
     }
 
+    /** The validated settings, for `delivery.pollRequest(nowMs, hooks.settings)`. */
+    get settings() {
+      return this._core;
+    }
+
     request(call, endpoint = 0, nowMs = Date.now()) {
       return this._core.request(callJson(call), endpoint, nowMs);
     }

@@ -106,9 +106,16 @@ export interface WebhooksOptions {
   backoffCapMs?: number;
 }
 
+/** Validated destination settings, as the sans-IO Delivery needs them. */
+export interface WebhooksSettings {
+  readonly urls: string[];
+}
+
 export class Webhooks {
   constructor(options: WebhooksOptions);
   readonly urls: string[];
+  /** Pass to `Delivery.pollRequest` when you drive a delivery yourself. */
+  readonly settings: WebhooksSettings;
   request(call: Call, endpoint?: number, nowMs?: number): HttpRequest;
   isEnabledFor(call: Call): boolean;
   /** The sans-IO delivery, to drive and persist yourself. */
@@ -118,7 +125,7 @@ export class Webhooks {
 }
 
 export class Delivery {
-  pollRequest(nowMs: number, webhooks: unknown): { endpoint: number; attempt: number; request: HttpRequest; deadlineMs: number } | undefined;
+  pollRequest(nowMs: number, webhooks: WebhooksSettings): { endpoint: number; attempt: number; request: HttpRequest; deadlineMs: number } | undefined;
   handleResponse(nowMs: number, status?: number, retryAfter?: string, error?: 'timeout' | 'connection' | 'tls', message?: string): void;
   handleTimeout(nowMs: number): void;
   pollTimeout(): number | undefined;

@@ -84,12 +84,12 @@ test('a self-signed HTTPS receiver is rejected and sees no request', async () =>
 test('delivery state survives a restart', () => {
   const hooks = new Webhooks({ endpoints: ['https://a.example/', 'https://b.example/'], sharedSecret: 'k' });
   const d = hooks.delivery(CALL, { nowMs: 1000, seed: 9 });
-  const a = d.pollRequest(1000, hooks._core);
+  const a = d.pollRequest(1000, hooks.settings);
   d.handleResponse(1010, undefined, undefined, 'connection', 'reset');
   const saved = d.toJSON();
   const restored = Delivery.fromJSON(saved);
   assert.equal(restored.toJSON(), saved);
-  const a2 = restored.pollRequest(1010, hooks._core);
+  const a2 = restored.pollRequest(1010, hooks.settings);
   assert.deepEqual([a2.endpoint, a2.attempt, a2.request.body], [1, 2, a.request.body]);
   assert.throws(() => Delivery.fromJSON('{nope'), (e) => e.code === 'invalid_state');
 });

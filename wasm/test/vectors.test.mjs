@@ -85,7 +85,7 @@ test('retry decisions and delivery scenarios', () => {
     const used = new Array(c.endpoints).fill(0);
     let now = start;
     for (let i = 0; i < 1000; i++) {
-      const a = d.pollRequest(now, hooks._core);
+      const a = d.pollRequest(now, hooks.settings);
       if (a) {
         const list = c.replies[a.endpoint];
         const reply = list[Math.min(used[a.endpoint]++, list.length - 1)];
@@ -110,7 +110,7 @@ test('retry decisions and delivery scenarios', () => {
   const hooks = new callpost.Webhooks({ endpoints: ['https://r.example/'] });
   for (const [status, verdict] of r.statuses) {
     const d = hooks.delivery({ type: 'track', userId: 'u', event: 'e' }, { nowMs: 0, seed: 1 });
-    d.pollRequest(0, hooks._core);
+    d.pollRequest(0, hooks.settings);
     d.handleResponse(0, status);
     const out = d.pollOutcome();
     assert.equal(out ? (out.kind === 'delivered' ? 'success' : 'reject') : 'retry', verdict, String(status));
@@ -138,7 +138,7 @@ test('Retry-After vectors through a delivery', () => {
   const hooks = new callpost.Webhooks({ endpoints: ['https://r.example/'] });
   for (const c of vectors('retry.json').retry_after) {
     const d = hooks.delivery({ type: 'track', userId: 'u', event: 'e' }, { nowMs: c.now, seed: 3 });
-    assert.ok(d.pollRequest(c.now, hooks._core));
+    assert.ok(d.pollRequest(c.now, hooks.settings));
     d.handleResponse(c.now, 503, c.value);
     if (c.ms !== null && c.ms > 4 * 3600_000) {
       assert.equal(d.pollOutcome().reason, 'window_exhausted', c.value);

@@ -116,12 +116,19 @@ class Webhooks:
     def urls(self) -> List[str]:
         return self._native.urls
 
+    @property
+    def settings(self) -> "_callpost.Webhooks":
+        """The validated settings, to pass to ``Delivery.poll_request`` when
+        you drive a delivery yourself (see :meth:`delivery`)."""
+        return self._native
+
     def request(self, call: Call, endpoint: int = 0, now: Union[int, Any, None] = None) -> "_callpost.Request":
         """The signed request for ``call`` to endpoint ``endpoint``."""
         return self._native.request(call, endpoint, now)
 
     def delivery(self, call: Call, now: Optional[int] = None, *, seed: Optional[int] = None) -> "_callpost.Delivery":
-        """A sans-IO delivery to drive yourself (for queues and outboxes)."""
+        """A sans-IO delivery to drive yourself (for queues and outboxes):
+        ``d.poll_request(now_ms, hooks.settings)``, send, ``d.handle_response``."""
         return _callpost.Delivery(
             self._native, call, _now_ms() if now is None else now, seed=_seed() if seed is None else seed, **self._timing
         )

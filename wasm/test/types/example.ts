@@ -18,7 +18,8 @@ async function main(): Promise<void> {
   await c.close({ timeoutMs: 1000 });
   const api = await callpost.init();
   const d = api.Webhooks === Webhooks ? hooks.delivery('{"type":"track","userId":"u","event":"e"}', { nowMs: 0, seed: 1 }) : undefined;
-  const t: number | undefined = d?.pollTimeout();
+  const attempt = d?.pollRequest(0, hooks.settings);
+  const t: number | undefined = attempt ? attempt.deadlineMs : d?.pollTimeout();
   console.log(ok, text, id, t);
 }
 void main();
