@@ -128,7 +128,9 @@ def test_a_receiver_that_never_answers_blocks_nothing(serve: Any) -> None:
         return ticks, time.monotonic() - t
 
     ticks, elapsed = asyncio.run(main())
-    assert ticks > 50, "the event loop kept running"
+    # A blocked loop would tick at most once; the threshold leaves room for
+    # a slow, loaded machine instead of measuring its scheduler.
+    assert ticks > 10, "the event loop kept running"
     assert elapsed < 5, "the timeout held"
     # The batching client's calls return at once while the server hangs.
     c = callpost.Client("wk", endpoint=srv.url, flush_at=1, timeout=0.2, max_attempts=2, backoff_base=0.01)

@@ -76,6 +76,7 @@ test('a receiver that never answers blocks nothing', async () => {
     await assert.rejects(hooks.deliver({ type: 'track', userId: 'u', event: 'e' }), (e) => e.code === 'window_exhausted' && e.log.every((a) => a.outcome.kind === 'timeout'));
     clearInterval(timer);
     assert.ok(Date.now() - t0 < 5000, 'the timeout held');
-    assert.ok(ticks > 50, 'the event loop kept running');
+    // A blocked loop would tick at most once; 10 leaves room for a loaded machine.
+    assert.ok(ticks > 10, 'the event loop kept running');
   } finally { srv.close(); }
 });
