@@ -30,7 +30,7 @@ fn serialize(c: &mut Criterion) {
     let mut g = c.benchmark_group("serialize");
     for size in [423usize, 32 * 1024] {
         let call = track_of_size(size);
-        let ours = Value::Object(call.properties.clone().unwrap());
+        let ours = Value::Object(call.properties.as_ref().unwrap().to_map().into_owned());
         let text = ours.to_json_string().unwrap();
         let theirs: serde_json::Value = serde_json::from_str(&text).unwrap();
         g.throughput(Throughput::Bytes(text.len() as u64));

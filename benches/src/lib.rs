@@ -1,7 +1,7 @@
 //! Shared fixtures for the benches: the 423-byte track call that every
 //! comparison in BENCHMARKS.md uses, and padded variants at larger sizes.
 
-use callpost_core::{Call, Map, Value};
+use callpost_core::{Call, Value};
 
 /// The fixture call as JSON text (`benches/fixtures/track.json`).
 pub const TRACK_JSON: &str = include_str!("../fixtures/track.json");
@@ -16,8 +16,12 @@ pub fn track() -> Call {
 pub fn track_of_size(bytes: usize) -> Call {
     let mut c = track();
     let pad = bytes.saturating_sub(440);
-    c.properties
-        .get_or_insert_with(Map::new)
-        .insert("notes".into(), Value::String("x".repeat(pad)));
+    let mut props = c
+        .properties
+        .take()
+        .map(|p| p.to_map().into_owned())
+        .unwrap_or_default();
+    props.insert("notes".into(), Value::String("x".repeat(pad)));
+    c.properties = Some(props.into());
     c
 }

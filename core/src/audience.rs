@@ -105,7 +105,7 @@ impl AudienceSync {
         traits.insert(self.trait_name.clone(), Value::Bool(member));
         let mut call = Call::new(CallKind::Identify);
         call.user_id = Some(user);
-        call.traits = Some(traits);
+        call.traits = Some(traits.into());
         call.timestamp = Some(now);
         Some(call)
     }
@@ -124,7 +124,7 @@ mod tests {
         let drain = |s: &mut AudienceSync| {
             std::iter::from_fn(|| s.poll_call())
                 .map(|c| {
-                    let v = c.traits.unwrap()["high_value_users"].clone();
+                    let v = c.traits.unwrap().to_map()["high_value_users"].clone();
                     (c.user_id.unwrap(), v)
                 })
                 .collect::<Vec<_>>()

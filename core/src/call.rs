@@ -1,7 +1,7 @@
 //! The Segment-spec call model: identify, track, page, screen, group, alias,
 //! and the destination's delete notification.
 
-use crate::json::{JsonError, Map, Value};
+use crate::json::{JsonError, JsonObject, Map, Value};
 use crate::timestamp::{Timestamp, TimestampError};
 use serde::{Deserialize, Serialize};
 
@@ -77,9 +77,9 @@ pub struct Call {
     /// `category` (page).
     pub category: Option<String>,
     /// `properties` (track, page, screen).
-    pub properties: Option<Map>,
+    pub properties: Option<Object>,
     /// `traits` (identify, group).
-    pub traits: Option<Map>,
+    pub traits: Option<Object>,
     /// `context`.
     pub context: Option<Map>,
     /// `integrations`: destination switches.
@@ -198,51 +198,21 @@ impl Call {
     /// [`Call::from_value`] taking ownership, so the free-form objects move
     /// into the call instead of being copied (the bindings' hot path).
     pub fn from_owned(value: Value) -> Result<Call, CallError> {
-        let mut map = match value {
+        let map = match value {
             Value::Object(m) => m,
             other => return Err(CallError::NotAnObject(other.type_name())),
         };
-        let kind = match map.get("type") {
-            None | Some(Value::Null) => return Err(CallError::MissingType),
-            Some(Value::String(s)) => {
-                CallKind::parse(s).ok_or_else(|| CallError::UnknownType(s.clone()))?
-            }
-            Some(other) => {
-                return Err(CallError::InvalidField {
-                    field: "type",
-                    expected: "a string",
-                    got: other.type_name(),
-                })
-            }
-        };
-        let call = Call {
-            kind,
-            user_id: id_field(&mut map, "userId")?,
-            anonymous_id: id_field(&mut map, "anonymousId")?,
-            event: str_field(&mut map, "event")?,
-            name: str_field(&mut map, "name")?,
-            category: str_field(&mut map, "category")?,
-            properties: obj_field(&mut map, "properties")?,
-            traits: obj_field(&mut map, "traits")?,
-            context: obj_field(&mut map, "context")?,
-            integrations: obj_field(&mut map, "integrations")?,
-            group_id: id_field(&mut map, "groupId")?,
-            previous_id: id_field(&mut map, "previousId")?,
-            timestamp: match map.get("timestamp") {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => Some(Timestamp::parse(s)?),
-                Some(other) => {
-                    return Err(CallError::InvalidField {
-                        field: "timestamp",
-                        expected: "an ISO 8601 string",
-                        got: other.type_name(),
-                    })
+        let mut b = CallBuilder::new();
+        for (key, value) in map {
+            match (CallBuilder::field_kind(&key), value) {
+                (FieldKind::Ignored, _) => {}
+                (FieldKind::Object | FieldKind::Map, Value::Object(m)) => {
+                    b.object(&key, Object::Map(m));
                 }
-            },
-            message_id: str_field(&mut map, "messageId")?,
-        };
-        call.validate()?;
-        Ok(call)
+                (_, value) => b.scalar(&key, Scalar::of(&value)),
+            }
+        }
+        b.finish()
     }
 
     /// Applies the spec's rules for this kind (client-library.md, rule 1):
@@ -305,13 +275,18 @@ impl Call {
                 }
             }
         }
-        let maps = [
-            ("properties", &self.properties),
-            ("traits", &self.traits),
+        for (key, value) in [("properties", &self.properties), ("traits", &self.traits)] {
+            if let Some(o) = value {
+                out.push(b',');
+                write_string(key, out);
+                out.push(b':');
+                o.write(out)?;
+            }
+        }
+        for (key, value) in [
             ("context", &self.context),
             ("integrations", &self.integrations),
-        ];
-        for (key, value) in maps {
+        ] {
             if let Some(m) = value {
                 out.push(b',');
                 write_string(key, out);
@@ -329,51 +304,302 @@ impl Call {
     }
 }
 
-// The field helpers take the value out of the map (swap_remove: the order
-// of the keys left behind does not matter, they are ignored).
-fn str_field(map: &mut Map, field: &'static str) -> Result<Option<String>, CallError> {
-    match map.swap_remove(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(CallError::InvalidField {
-            field,
-            expected: "a string",
-            got: other.type_name(),
-        }),
-    }
+/// A free-form object of a call (`properties`, `traits`): a map, or the
+/// JSON text a binding wrote straight from its own values (the fast path:
+/// no tree is built, and the body copies the text). Two objects with the
+/// same content in different variants are not `==`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object {
+    /// A parsed or hand-built map.
+    Map(Map),
+    /// Text in `JSON.stringify` form.
+    Json(JsonObject),
 }
 
-/// Identifiers may also be numbers, which become their JavaScript string form
-/// (`42` → `"42"`), as Segment's Python and Node libraries do.
-fn id_field(map: &mut Map, field: &'static str) -> Result<Option<String>, CallError> {
-    match map.swap_remove(field) {
-        Some(Value::Number(n)) => {
-            let mut out = Vec::new();
-            crate::json::write_number(n, &mut out)?;
-            Ok(Some(
-                String::from_utf8(out).map_err(|_| JsonError::InvalidUnicode)?,
-            ))
+impl Object {
+    /// Writes `JSON.stringify(self)`.
+    pub fn write(&self, out: &mut Vec<u8>) -> Result<(), JsonError> {
+        match self {
+            Object::Map(m) => crate::json::write_map(m, out),
+            Object::Json(j) => {
+                out.extend_from_slice(j.as_str().as_bytes());
+                Ok(())
+            }
         }
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(CallError::InvalidField {
-            field,
-            expected: "a string or number",
-            got: other.type_name(),
-        }),
+    }
+
+    /// The object as a map (parsing the text form).
+    pub fn to_map(&self) -> std::borrow::Cow<'_, Map> {
+        match self {
+            Object::Map(m) => std::borrow::Cow::Borrowed(m),
+            Object::Json(j) => std::borrow::Cow::Owned(j.to_map()),
+        }
     }
 }
 
-fn obj_field(map: &mut Map, field: &'static str) -> Result<Option<Map>, CallError> {
-    match map.swap_remove(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(m)) => Ok(Some(m)),
-        Some(other) => Err(CallError::InvalidField {
-            field,
-            expected: "an object",
-            got: other.type_name(),
-        }),
+impl From<Map> for Object {
+    fn from(m: Map) -> Self {
+        Object::Map(m)
     }
+}
+
+impl From<JsonObject> for Object {
+    fn from(j: JsonObject) -> Self {
+        Object::Json(j)
+    }
+}
+
+impl Serialize for Object {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.to_map().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Object {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Map::deserialize(d).map(Object::Map)
+    }
+}
+
+/// What [`CallBuilder`] wants for a top-level key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldKind {
+    /// Not part of the model: skip the value without converting it.
+    Ignored,
+    /// A string, number or null: pass it to [`CallBuilder::scalar`].
+    Scalar,
+    /// `properties` or `traits`: an object, best as a [`JsonObject`]
+    /// written straight from host values, for [`CallBuilder::object`].
+    Object,
+    /// `context` or `integrations`: an object as a [`Map`] (the core reads
+    /// inside it), for [`CallBuilder::object`].
+    Map,
+}
+
+/// A top-level value as a binding sees it, for [`CallBuilder::scalar`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar<'a> {
+    /// `null`/`None`/`undefined`: the field is absent.
+    Null,
+    /// A string.
+    Str(&'a str),
+    /// A number (already checked by the binding to be one JS would keep).
+    Number(f64),
+    /// Anything else, by its JSON type name (`"boolean"`, `"array"`, …).
+    Other(&'static str),
+}
+
+impl<'a> Scalar<'a> {
+    /// The scalar view of a [`Value`].
+    pub fn of(v: &'a Value) -> Self {
+        match v {
+            Value::Null => Scalar::Null,
+            Value::String(s) => Scalar::Str(s),
+            Value::Number(n) => Scalar::Number(*n),
+            other => Scalar::Other(other.type_name()),
+        }
+    }
+
+    fn type_name(self) -> &'static str {
+        match self {
+            Scalar::Null => "null",
+            Scalar::Str(_) => "string",
+            Scalar::Number(_) => "number",
+            Scalar::Other(t) => t,
+        }
+    }
+}
+
+/// Builds a [`Call`] one top-level field at a time, applying the field rules
+/// (types, numeric ids, timestamps) in one place for every source: JSON
+/// values here, and the bindings' own dicts and objects, which can then
+/// write `properties` and `traits` straight to JSON text.
+///
+/// Errors wait for [`CallBuilder::finish`], which reports them in a fixed
+/// order (`type` first, then the fields in model order) whatever order the
+/// keys came in.
+#[derive(Debug)]
+pub struct CallBuilder {
+    kind: Result<Option<CallKind>, CallError>,
+    call: Call,
+    error: Option<(usize, CallError)>,
+}
+
+/// The model's keys in the order errors are reported; the index is the rank.
+const FIELDS: [&str; 13] = [
+    "userId",
+    "anonymousId",
+    "event",
+    "name",
+    "category",
+    "properties",
+    "traits",
+    "context",
+    "integrations",
+    "groupId",
+    "previousId",
+    "timestamp",
+    "messageId",
+];
+
+impl Default for CallBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CallBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self {
+            kind: Ok(None),
+            call: Call::new(CallKind::Track),
+            error: None,
+        }
+    }
+
+    /// How to pass the value of top-level key `key`.
+    pub fn field_kind(key: &str) -> FieldKind {
+        match key {
+            "properties" | "traits" => FieldKind::Object,
+            "context" | "integrations" => FieldKind::Map,
+            "type" => FieldKind::Scalar,
+            k if FIELDS.contains(&k) => FieldKind::Scalar,
+            _ => FieldKind::Ignored,
+        }
+    }
+
+    fn fail(&mut self, field: &'static str, e: CallError) {
+        let rank = FIELDS
+            .iter()
+            .position(|f| *f == field)
+            .unwrap_or(usize::MAX);
+        if self.error.as_ref().is_none_or(|(r, _)| rank < *r) {
+            self.error = Some((rank, e));
+        }
+    }
+
+    /// Sets top-level `key` from a scalar (or records why it cannot be).
+    pub fn scalar(&mut self, key: &str, v: Scalar<'_>) {
+        let Some(field) = FIELDS.iter().copied().find(|f| *f == key) else {
+            if key == "type" {
+                self.kind = match v {
+                    Scalar::Null => Ok(None),
+                    Scalar::Str(s) => CallKind::parse(s)
+                        .map(Some)
+                        .ok_or_else(|| CallError::UnknownType(s.to_owned())),
+                    other => Err(CallError::InvalidField {
+                        field: "type",
+                        expected: "a string",
+                        got: other.type_name(),
+                    }),
+                };
+            }
+            return;
+        };
+        let invalid = |expected| CallError::InvalidField {
+            field,
+            expected,
+            got: v.type_name(),
+        };
+        let c = &mut self.call;
+        let result = match field {
+            // Identifiers may also be numbers, which become their JavaScript
+            // string form (`42` → `"42"`), as Segment's Python and Node
+            // libraries do.
+            "userId" | "anonymousId" | "groupId" | "previousId" => {
+                let value = match v {
+                    Scalar::Null => Ok(None),
+                    Scalar::Str(s) => Ok(Some(s.to_owned())),
+                    Scalar::Number(n) => number_string(n).map(Some),
+                    Scalar::Other(_) => Err(invalid("a string or number")),
+                };
+                value.map(|value| match field {
+                    "userId" => c.user_id = value,
+                    "anonymousId" => c.anonymous_id = value,
+                    "groupId" => c.group_id = value,
+                    _ => c.previous_id = value,
+                })
+            }
+            "event" | "name" | "category" | "messageId" => {
+                let value = match v {
+                    Scalar::Null => Ok(None),
+                    Scalar::Str(s) => Ok(Some(s.to_owned())),
+                    _ => Err(invalid("a string")),
+                };
+                value.map(|value| match field {
+                    "event" => c.event = value,
+                    "name" => c.name = value,
+                    "category" => c.category = value,
+                    _ => c.message_id = value,
+                })
+            }
+            "timestamp" => match v {
+                Scalar::Null => {
+                    c.timestamp = None;
+                    Ok(())
+                }
+                Scalar::Str(s) => Timestamp::parse(s)
+                    .map(|t| c.timestamp = Some(t))
+                    .map_err(CallError::from),
+                _ => Err(invalid("an ISO 8601 string")),
+            },
+            // properties, traits, context, integrations
+            _ => match v {
+                Scalar::Null => {
+                    self.set_object(field, None);
+                    Ok(())
+                }
+                _ => Err(invalid("an object")),
+            },
+        };
+        if let Err(e) = result {
+            self.fail(field, e);
+        }
+    }
+
+    /// Sets `properties`, `traits`, `context` or `integrations`.
+    pub fn object(&mut self, key: &str, v: Object) {
+        if let Some(field) = FIELDS.iter().copied().find(|f| *f == key) {
+            self.set_object(field, Some(v));
+        }
+    }
+
+    /// Records an error the binding met while converting `key`'s value
+    /// (a value with no JSON form, say), in the same order as the rest.
+    pub fn error(&mut self, key: &str, e: CallError) {
+        let field = FIELDS.iter().copied().find(|f| *f == key).unwrap_or("type");
+        self.fail(field, e);
+    }
+
+    fn set_object(&mut self, field: &str, v: Option<Object>) {
+        let c = &mut self.call;
+        match field {
+            "properties" => c.properties = v,
+            "traits" => c.traits = v,
+            "context" => c.context = v.map(|o| o.to_map().into_owned()),
+            "integrations" => c.integrations = v.map(|o| o.to_map().into_owned()),
+            _ => {}
+        }
+    }
+
+    /// The call, or the first problem: a missing or unknown `type`, then
+    /// field errors in model order, then the per-kind rules.
+    pub fn finish(self) -> Result<Call, CallError> {
+        let kind = self.kind?.ok_or(CallError::MissingType)?;
+        if let Some((_, e)) = self.error {
+            return Err(e);
+        }
+        let call = Call { kind, ..self.call };
+        call.validate()?;
+        Ok(call)
+    }
+}
+
+fn number_string(n: f64) -> Result<String, CallError> {
+    let mut out = Vec::new();
+    crate::json::write_number(n, &mut out)?;
+    Ok(String::from_utf8(out).map_err(|_| JsonError::InvalidUnicode)?)
 }
 
 #[cfg(test)]
@@ -433,5 +659,43 @@ mod tests {
             Call::from_json_str(r#"{"type":"identify","userId":42,"anonymousId":1.5}"#).unwrap();
         assert_eq!(c.user_id.as_deref(), Some("42"));
         assert_eq!(c.anonymous_id.as_deref(), Some("1.5"));
+    }
+
+    #[test]
+    fn builder_reports_errors_in_model_order_whatever_the_key_order() {
+        let a = r#"{"timestamp":5,"userId":[],"type":"track","event":"e"}"#;
+        let b = r#"{"type":"track","event":"e","userId":[],"timestamp":5}"#;
+        let (ea, eb) = (
+            Call::from_json_str(a).unwrap_err(),
+            Call::from_json_str(b).unwrap_err(),
+        );
+        assert_eq!(ea, eb);
+        assert!(ea.to_string().contains("userId"), "{ea}");
+        // A bad type beats every field error.
+        assert_eq!(code(r#"{"userId":[],"type":7}"#), "invalid_field");
+        assert!(Call::from_json_str(r#"{"userId":[],"type":7}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("type"));
+        assert_eq!(code(r#"{"userId":[],"type":"nope"}"#), "unknown_type");
+    }
+
+    #[test]
+    fn depth_limit_is_the_same_for_the_streaming_writer() {
+        use crate::json::{Writer, MAX_DEPTH};
+        fn nest(w: &mut Writer<'_>, n: usize) -> Result<(), JsonError> {
+            if n == 0 {
+                w.null();
+                return Ok(());
+            }
+            w.array([()], |w, _, ()| nest(w, n - 1))
+        }
+        let mut out = Vec::new();
+        assert!(nest(&mut Writer::new(&mut out), MAX_DEPTH).is_ok());
+        out.clear();
+        assert_eq!(
+            nest(&mut Writer::new(&mut out), MAX_DEPTH + 1).unwrap_err(),
+            JsonError::TooDeep
+        );
     }
 }

@@ -397,37 +397,215 @@ pub fn write_map(map: &Map, out: &mut Vec<u8>) -> Result<(), JsonError> {
 }
 
 fn write_object(map: &Map, out: &mut Vec<u8>, depth: usize) -> Result<(), JsonError> {
+    let entries = map.iter().map(|(k, v)| (k.as_str(), v));
+    write_entries(entries, out, |out, _, v| write_at(v, out, depth + 1))
+}
+
+/// Writes `{"k":v,...}` in the order JavaScript enumerates the keys: array
+/// indices first, ascending, then the rest in the given order. One place for
+/// that rule, used by [`Value`]s and by [`Writer`] alike.
+fn write_entries<'k, V, E, I>(
+    entries: I,
+    out: &mut Vec<u8>,
+    mut value: impl FnMut(&mut Vec<u8>, &'k str, V) -> Result<(), E>,
+) -> Result<(), E>
+where
+    I: Iterator<Item = (&'k str, V)> + Clone,
+{
     out.push(b'{');
     let mut first = true;
-    let mut entry = |k: &str, v: &Value, out: &mut Vec<u8>| -> Result<(), JsonError> {
+    let mut entry = |k: &'k str, v: V, out: &mut Vec<u8>| -> Result<(), E> {
         if !first {
             out.push(b',');
         }
         first = false;
         write_string(k, out);
         out.push(b':');
-        write_at(v, out, depth + 1)
+        value(out, k, v)
     };
     // Almost no real object has index-like keys; check before allocating.
-    if !map.keys().any(|k| array_index(k).is_some()) {
-        for (k, v) in map {
+    if !entries.clone().any(|(k, _)| array_index(k).is_some()) {
+        for (k, v) in entries {
             entry(k, v, out)?;
         }
     } else {
-        let mut indexed: Vec<(u32, &str, &Value)> = map
-            .iter()
-            .filter_map(|(k, v)| array_index(k).map(|i| (i, k.as_str(), v)))
-            .collect();
-        indexed.sort_unstable_by_key(|(i, _, _)| *i);
+        let mut indexed = Vec::new();
+        let mut named = Vec::new();
+        for (k, v) in entries {
+            match array_index(k) {
+                Some(i) => indexed.push((i, k, v)),
+                None => named.push((k, v)),
+            }
+        }
+        indexed.sort_by_key(|(i, _, _)| *i);
         for (_, k, v) in indexed {
             entry(k, v, out)?;
         }
-        for (k, v) in map.iter().filter(|(k, _)| array_index(k).is_none()) {
+        for (k, v) in named {
             entry(k, v, out)?;
         }
     }
     out.push(b'}');
     Ok(())
+}
+
+/// Writes `JSON.stringify` output straight from a host's own values (a
+/// Python dict, say), with no [`Value`] tree in between. The host walks its
+/// value and calls one method per node; every rule about the output (number
+/// form, the integer and non-finite refusals, key order, escaping, depth)
+/// is applied here, so each binding only says what kind of value it holds.
+///
+/// On error the buffer may hold a partial value; callers discard it.
+pub struct Writer<'o> {
+    out: &'o mut Vec<u8>,
+    depth: usize,
+}
+
+impl<'o> Writer<'o> {
+    /// A writer appending to `out`.
+    pub fn new(out: &'o mut Vec<u8>) -> Self {
+        Self { out, depth: 0 }
+    }
+
+    /// `null`.
+    pub fn null(&mut self) {
+        self.out.extend_from_slice(b"null");
+    }
+
+    /// `true` or `false`.
+    pub fn bool(&mut self, b: bool) {
+        self.out
+            .extend_from_slice(if b { b"true" } else { b"false" });
+    }
+
+    /// A string, escaped as `JSON.stringify` escapes it.
+    pub fn string(&mut self, s: &str) {
+        write_string(s, self.out);
+    }
+
+    /// A double; NaN and ±Infinity are refused.
+    pub fn number(&mut self, n: f64) -> Result<(), JsonError> {
+        write_number(n, self.out)
+    }
+
+    /// An integer; refused when JavaScript would print other digits.
+    pub fn integer(&mut self, n: i128) -> Result<(), JsonError> {
+        // Up to 2^53 every integer prints as its own digits (and -0 cannot
+        // occur), so skip the trip through a double.
+        if n.unsigned_abs() <= 1 << 53 {
+            self.out
+                .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            return Ok(());
+        }
+        match Value::from_i128(n)? {
+            Value::Number(f) => write_number(f, self.out),
+            _ => Err(JsonError::IntegerOutOfRange(n.to_string())),
+        }
+    }
+
+    /// An array: `each` writes item `i`.
+    pub fn array<T, E: From<JsonError>>(
+        &mut self,
+        items: impl IntoIterator<Item = T>,
+        mut each: impl FnMut(&mut Writer<'_>, usize, T) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.enter()?;
+        self.out.push(b'[');
+        for (i, item) in items.into_iter().enumerate() {
+            if i > 0 {
+                self.out.push(b',');
+            }
+            each(self, i, item)?;
+        }
+        self.out.push(b']');
+        self.depth -= 1;
+        Ok(())
+    }
+
+    /// An object from `(key, value)` entries (which must be distinct keys,
+    /// as in any dict): `each` writes the value of key `k`. The entries are
+    /// walked twice when some key is an array index, hence `Clone`.
+    pub fn object<'k, V, E, I>(
+        &mut self,
+        entries: I,
+        mut each: impl FnMut(&mut Writer<'_>, &'k str, V) -> Result<(), E>,
+    ) -> Result<(), E>
+    where
+        E: From<JsonError>,
+        I: Iterator<Item = (&'k str, V)> + Clone,
+    {
+        self.enter()?;
+        let depth = self.depth;
+        write_entries(entries, self.out, |out, k, v| {
+            each(&mut Writer { out, depth }, k, v)
+        })?;
+        self.depth -= 1;
+        Ok(())
+    }
+
+    fn enter(&mut self) -> Result<(), JsonError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(JsonError::TooDeep);
+        }
+        self.depth += 1;
+        Ok(())
+    }
+}
+
+/// A JSON object's text in `JSON.stringify` form, made only by this crate's
+/// writers, so it can be copied into a body as it is. Calls carry their
+/// `properties` and `traits` this way when a binding wrote them straight
+/// from host values.
+#[derive(Clone, PartialEq, Eq)]
+pub struct JsonObject(String);
+
+impl JsonObject {
+    /// Writes an object through [`Writer::object`].
+    pub fn from_entries<'k, V, E, I>(
+        entries: I,
+        each: impl FnMut(&mut Writer<'_>, &'k str, V) -> Result<(), E>,
+    ) -> Result<Self, E>
+    where
+        E: From<JsonError>,
+        I: Iterator<Item = (&'k str, V)> + Clone,
+    {
+        let mut out = Vec::with_capacity(256);
+        Writer::new(&mut out).object(entries, each)?;
+        // Every byte comes from `&str`s and ASCII punctuation.
+        Ok(Self(
+            String::from_utf8(out).map_err(|_| JsonError::InvalidUnicode)?,
+        ))
+    }
+
+    /// A map's `JSON.stringify` text.
+    pub fn from_map(map: &Map) -> Result<Self, JsonError> {
+        let mut out = Vec::with_capacity(256);
+        write_map(map, &mut out)?;
+        Ok(Self(
+            String::from_utf8(out).map_err(|_| JsonError::InvalidUnicode)?,
+        ))
+    }
+
+    /// The JSON text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Parses the text back into a map (for reading fields; rare).
+    pub fn to_map(&self) -> Map {
+        match Value::from_json_str(&self.0) {
+            Ok(Value::Object(m)) => m,
+            // Written by this crate as an object, so always an object.
+            _ => Map::new(),
+        }
+    }
+}
+
+/// The length only: the text is customer data.
+impl fmt::Debug for JsonObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JsonObject({} bytes)", self.0.len())
+    }
 }
 
 /// The array index a key denotes, per ECMAScript's definition (a canonical

@@ -51,12 +51,12 @@ pub use batcher::{
     BatchRequest, Batcher, BatcherConfig, BatcherEvent, ConfigError, EnqueueError, FailReason,
     Message,
 };
-pub use call::{Call, CallError, CallKind};
+pub use call::{Call, CallBuilder, CallError, CallKind, FieldKind, Object, Scalar};
 pub use delivery::{
     Attempt, AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason,
 };
 pub use error::Error;
-pub use json::{stringify, JsonError, Map, Value};
+pub use json::{stringify, JsonError, JsonObject, Map, Value, Writer};
 pub use retry::{Outcome, Verdict};
 pub use signature::{sign, verify, verify_value, Secret, SignatureError};
 pub use timestamp::{Timestamp, TimestampError};

@@ -1,7 +1,7 @@
 //! The Webhooks destination: settings, body shapes and signed requests
 //! (webhooks-destination.md).
 
-use crate::call::{Call, CallError, CallKind};
+use crate::call::{Call, CallError, CallKind, Object};
 use crate::json::{write_string, write_value, Map, Value};
 use crate::routing::{is_enabled, WEBHOOKS};
 use crate::signature::{Secret, SignatureError};
@@ -455,11 +455,10 @@ pub fn write_body(call: &Call, now: Timestamp, out: &mut Vec<u8>) -> Result<(), 
     w.key("type");
     write_string(call.kind.as_str(), w.out);
     let ts = call.timestamp.unwrap_or(now);
-    let empty = Map::new();
     match call.kind {
         CallKind::Page => {
             w.opt_str("userId", call.user_id());
-            w.object("properties", call.properties.as_ref().unwrap_or(&empty))?;
+            w.object("properties", call.properties.as_ref())?;
             w.timestamp(ts);
         }
         CallKind::Screen => {
@@ -479,13 +478,13 @@ pub fn write_body(call: &Call, now: Timestamp, out: &mut Vec<u8>) -> Result<(), 
         }
         CallKind::Identify => {
             w.opt_str("userId", call.user_id());
-            w.object("traits", call.traits.as_ref().unwrap_or(&empty))?;
+            w.object("traits", call.traits.as_ref())?;
             w.timestamp(ts);
         }
         CallKind::Track => {
             w.opt_str("userId", call.user_id());
             w.opt_str("event", call.event.as_deref());
-            w.object("properties", call.properties.as_ref().unwrap_or(&empty))?;
+            w.object("properties", call.properties.as_ref())?;
             w.timestamp(ts);
         }
         CallKind::Alias => {
@@ -496,7 +495,7 @@ pub fn write_body(call: &Call, now: Timestamp, out: &mut Vec<u8>) -> Result<(), 
         CallKind::Group => {
             w.opt_str("groupId", call.group_id.as_deref());
             w.opt_str("userId", call.user_id());
-            w.object("traits", call.traits.as_ref().unwrap_or(&empty))?;
+            w.object("traits", call.traits.as_ref())?;
             w.timestamp(ts);
         }
         CallKind::Delete => {
@@ -528,10 +527,13 @@ impl BodyWriter<'_> {
             write_string(v, self.out);
         }
     }
-    fn object(&mut self, k: &str, m: &Map) -> Result<(), CallError> {
+    fn object(&mut self, k: &str, o: Option<&Object>) -> Result<(), CallError> {
         self.key(k);
-        // Re-wrapping would clone the map; write it through a borrowed view.
-        write_map(m, self.out)
+        match o {
+            Some(o) => o.write(self.out)?,
+            None => self.out.extend_from_slice(b"{}"),
+        }
+        Ok(())
     }
     fn timestamp(&mut self, ts: Timestamp) {
         self.key("timestamp");
@@ -539,10 +541,6 @@ impl BodyWriter<'_> {
         ts.write_iso(self.out);
         self.out.push(b'"');
     }
-}
-
-fn write_map(m: &Map, out: &mut Vec<u8>) -> Result<(), CallError> {
-    crate::json::write_map(m, out).map_err(CallError::from)
 }
 
 /// A source affected by a deletion request, with its destination switches.

@@ -25,7 +25,7 @@ fn track(i: usize, pad: usize) -> Call {
     let mut p = Map::new();
     p.insert("i".into(), Value::Number(i as f64));
     p.insert("pad".into(), Value::String("x".repeat(pad)));
-    c.properties = Some(p);
+    c.properties = Some(p.into());
     c
 }
 

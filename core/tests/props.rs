@@ -2,7 +2,8 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 use callpost_core::{
-    sign, verify, Call, CallKind, EndpointConfig, Map, Secret, Timestamp, Value, Webhooks,
+    sign, verify, Call, CallKind, EndpointConfig, JsonError, JsonObject, Map, Object, Secret,
+    Timestamp, Value, Webhooks, Writer,
 };
 use proptest::prelude::*;
 
@@ -47,12 +48,32 @@ prop_compose! {
         c.group_id = Some(format!("g{other}"));
         c.previous_id = Some(format!("p{other}"));
         c.message_id = Some(other);
-        c.properties = properties;
-        c.traits = traits;
+        c.properties = properties.map(Into::into);
+        c.traits = traits.map(Into::into);
         c.context = context;
         c.timestamp = ts.map(|t| Timestamp::from_millis(t).unwrap());
         c
     }
+}
+
+/// Writes `v` the way a binding drives the streaming writer from its own
+/// values: one call per node, no tree handed over.
+fn drive(w: &mut Writer<'_>, v: &Value) -> Result<(), JsonError> {
+    match v {
+        Value::Null => w.null(),
+        Value::Bool(b) => w.bool(*b),
+        // Small integral doubles take the integer path, as Python ints do.
+        Value::Number(n) if n.fract() == 0.0 && n.abs() <= 9_007_199_254_740_992.0 => {
+            w.integer(*n as i128)?
+        }
+        Value::Number(n) => w.number(*n)?,
+        Value::String(s) => w.string(s),
+        Value::Array(items) => w.array(items, |w, _, item| drive(w, item))?,
+        Value::Object(m) => w.object(m.iter().map(|(k, v)| (k.as_str(), v)), |w, _, v| {
+            drive(w, v)
+        })?,
+    }
+    Ok(())
 }
 
 fn hooks() -> Webhooks {
@@ -90,6 +111,39 @@ proptest! {
             (Value::Object(a), serde_json::Value::Object(b)) => prop_assert_eq!(a.len(), b.len()),
             _ => {}
         }
+    }
+
+    #[test]
+    fn streaming_writer_equals_stringify(v in json_value()) {
+        let mut out = Vec::new();
+        let streamed = drive(&mut Writer::new(&mut out), &v);
+        match v.to_json_string() {
+            Ok(text) => {
+                prop_assert!(streamed.is_ok());
+                prop_assert_eq!(String::from_utf8(out).unwrap(), text);
+            }
+            Err(e) => prop_assert_eq!(streamed.unwrap_err().code(), e.code()),
+        }
+    }
+
+    #[test]
+    fn text_objects_give_the_same_body_as_maps(call in call()) {
+        let now = Timestamp::from_millis(1_700_000_000_000).unwrap();
+        let as_text = |o: &Option<Object>| o.as_ref().map(|o| {
+            let m = o.to_map();
+            Object::Json(JsonObject::from_entries(m.iter().map(|(k, v)| (k.as_str(), v)), |w, _, v| drive(w, v)).unwrap())
+        });
+        let mut text = call.clone();
+        text.properties = as_text(&call.properties);
+        text.traits = as_text(&call.traits);
+        let (a, b) = (hooks().request(&call, 0, now), hooks().request(&text, 0, now));
+        match (a, b) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a.body, b.body),
+            (a, b) => prop_assert_eq!(a.is_err(), b.is_err()),
+        }
+        let (mut m1, mut m2) = (Vec::new(), Vec::new());
+        prop_assert_eq!(call.write_message(&mut m1).is_ok(), text.write_message(&mut m2).is_ok());
+        prop_assert_eq!(m1, m2);
     }
 
     #[test]

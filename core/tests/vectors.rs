@@ -199,7 +199,8 @@ fn audience_vectors() {
             let got: Vec<(String, bool)> = std::iter::from_fn(|| state.poll_call())
                 .map(|c| {
                     assert_eq!(c.timestamp, Some(now));
-                    let member = c.traits.as_ref().unwrap()[&trait_key] == Value::Bool(true);
+                    let member =
+                        c.traits.as_ref().unwrap().to_map()[&trait_key] == Value::Bool(true);
                     (c.user_id.unwrap(), member)
                 })
                 .collect();
@@ -430,7 +431,7 @@ fn byte_and_enqueue_error_vectors() {
             "pad".into(),
             Value::String("x".repeat(num(case, "pad") as usize)),
         );
-        call.properties = Some(props);
+        call.properties = Some(props.into());
         let got = b.handle_call(0, call, [0; 16]);
         match get(case, "code") {
             Value::String(code) => assert_eq!(got.unwrap_err().code(), code, "{}", s(case, "name")),

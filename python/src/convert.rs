@@ -2,7 +2,9 @@
 //! defined once in `callpost/_errors.py`.
 
 use callpost_core::json::{JsonError, MAX_DEPTH};
-use callpost_core::{Map, Timestamp, Value};
+use callpost_core::{
+    Call, CallBuilder, FieldKind, JsonObject, Map, Object, Scalar, Timestamp, Value, Writer,
+};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{
@@ -61,13 +63,25 @@ pub fn err<E: Into<callpost_core::Error>>(e: E) -> PyErr {
 /// `not_json`, naming the path to the bad value.
 pub fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
     let mut stack = Vec::new();
-    walk(obj, &mut stack).map_err(|e| match e {
+    walk(obj, &mut stack).map_err(raise)
+}
+
+fn raise(e: Walk) -> PyErr {
+    match e {
         Walk::Json(j, mut segs) => {
             segs.reverse();
             json_err(&with_path(j, path_string(&segs)))
         }
         Walk::Py(p) => p,
-    })
+    }
+}
+
+/// `JSON.stringify` of a Python value, written straight to bytes by the
+/// core's streaming writer (no intermediate tree).
+pub fn to_json(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    let mut out = Vec::with_capacity(256);
+    write_py(&mut Writer::new(&mut out), obj, &mut Vec::new()).map_err(raise)?;
+    Ok(out)
 }
 
 /// A walk error. The path is collected only on the way out of a failed
@@ -133,9 +147,9 @@ fn walk(obj: &Bound<'_, PyAny>, stack: &mut Vec<usize>) -> Result<Value, Walk> {
     // Exact type checks first: they are the common case and the cheapest.
     if let Ok(s) = obj.cast::<PyString>() {
         return Ok(Value::String(
-            s.to_cow()
+            s.to_str()
                 .map_err(|_| JsonError::InvalidUnicode)?
-                .into_owned(),
+                .to_owned(),
         ));
     }
     if obj.is_none() {
@@ -172,9 +186,9 @@ fn walk(obj: &Bound<'_, PyAny>, stack: &mut Vec<usize>) -> Result<Value, Walk> {
             for (k, v) in d.iter() {
                 let key = match k.cast::<PyString>() {
                     Ok(s) => s
-                        .to_cow()
+                        .to_str()
                         .map_err(|_| JsonError::InvalidUnicode)?
-                        .into_owned(),
+                        .to_owned(),
                     Err(_) => return Err(JsonError::NonStringKey(String::new()).into()),
                 };
                 match walk(&v, stack) {
@@ -212,6 +226,209 @@ fn walk(obj: &Bound<'_, PyAny>, stack: &mut Vec<usize>) -> Result<Value, Walk> {
         type_name,
     }
     .into())
+}
+
+/// The same conversion as [`walk`], driving the core's [`Writer`] instead of
+/// building a [`Value`]: the hot path for call bodies and `stringify`.
+/// Strings are borrowed from the `str` objects (abi3-py310 gives their
+/// UTF-8 without a temporary `bytes`).
+fn write_py(
+    w: &mut Writer<'_>,
+    obj: &Bound<'_, PyAny>,
+    stack: &mut Vec<usize>,
+) -> Result<(), Walk> {
+    // Exact built-in types by pointer first: on the stable ABI every
+    // `isinstance`-style check is a call into the interpreter, and these
+    // few types are nearly every value in a payload.
+    if let Ok(s) = obj.cast_exact::<PyString>() {
+        w.string(s.to_str().map_err(|_| JsonError::InvalidUnicode)?);
+        return Ok(());
+    }
+    if let Ok(f) = obj.cast_exact::<PyFloat>() {
+        return Ok(w.number(f.value())?);
+    }
+    if let Ok(i) = obj.cast_exact::<PyInt>() {
+        if let Ok(n) = i.extract::<i64>() {
+            return Ok(w.integer(i128::from(n))?);
+        }
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        w.string(s.to_str().map_err(|_| JsonError::InvalidUnicode)?);
+        return Ok(());
+    }
+    if obj.is_none() {
+        w.null();
+        return Ok(());
+    }
+    if let Ok(b) = obj.cast::<PyBool>() {
+        w.bool(b.is_true());
+        return Ok(());
+    }
+    if let Ok(i) = obj.cast::<PyInt>() {
+        if let Ok(n) = i.extract::<i64>() {
+            return Ok(w.integer(i128::from(n))?);
+        }
+        return match i.extract::<i128>() {
+            Ok(n) => Ok(w.integer(n)?),
+            Err(_) => Err(JsonError::IntegerOutOfRange(i.to_string()).into()),
+        };
+    }
+    if let Ok(f) = obj.cast::<PyFloat>() {
+        return Ok(w.number(f.value())?);
+    }
+    let dict = obj.cast::<PyDict>().ok();
+    let list = obj.cast::<PyList>().ok();
+    let tuple = obj.cast::<PyTuple>().ok();
+    if dict.is_some() || list.is_some() || tuple.is_some() {
+        let id = obj.as_ptr() as usize;
+        if stack.contains(&id) {
+            return Err(JsonError::Cycle(String::new()).into());
+        }
+        if stack.len() >= MAX_DEPTH {
+            return Err(JsonError::TooDeep.into());
+        }
+        stack.push(id);
+        if let Some(d) = dict {
+            write_dict(w, d, stack)?;
+        } else if let Some(l) = list {
+            w.array(l.iter(), |w, i, item| {
+                write_py(w, &item, stack).map_err(|e| e.at(Seg::Index(i)))
+            })?;
+        } else if let Some(t) = tuple {
+            w.array(t.iter(), |w, i, item| {
+                write_py(w, &item, stack).map_err(|e| e.at(Seg::Index(i)))
+            })?;
+        }
+        stack.pop();
+        return Ok(());
+    }
+    if let Ok(dt) = obj.cast::<PyDateTime>() {
+        w.string(&datetime_iso(dt)?);
+        return Ok(());
+    }
+    if let Ok(d) = obj.cast::<PyDate>() {
+        let s: String = d.call_method0("isoformat")?.extract()?;
+        w.string(&s);
+        return Ok(());
+    }
+    Err(not_json(obj))
+}
+
+fn not_json(obj: &Bound<'_, PyAny>) -> Walk {
+    let type_name = obj
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into());
+    JsonError::NotJson {
+        path: String::new(),
+        type_name,
+    }
+    .into()
+}
+
+fn write_dict(
+    w: &mut Writer<'_>,
+    d: &Bound<'_, PyDict>,
+    stack: &mut Vec<usize>,
+) -> Result<(), Walk> {
+    // Keys are borrowed as &str from the key objects, which `items` keeps
+    // alive for the duration of the write.
+    let items: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = d.iter().collect();
+    let mut entries = Vec::with_capacity(items.len());
+    for (k, v) in &items {
+        let key = k
+            .cast::<PyString>()
+            .map_err(|_| JsonError::NonStringKey(String::new()))?
+            .to_str()
+            .map_err(|_| JsonError::InvalidUnicode)?;
+        entries.push((key, v));
+    }
+    w.object(entries.iter().copied(), |w, key, v| {
+        write_py(w, v, stack).map_err(|e| e.at(Seg::Key(key.to_owned())))
+    })
+}
+
+/// A call from a dict with Segment's keys. The core's [`CallBuilder`] holds
+/// the field rules; this only says what each value is. `properties` and
+/// `traits` are written straight to JSON text, the hot path. Values under
+/// keys the model ignores are still checked, so a dict is refused for the
+/// same values in Python as its JSON would be in JS.
+fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
+    let mut b = CallBuilder::new();
+    let mut scratch = Vec::new();
+    for (k, v) in d.iter() {
+        let at = |e: Walk| raise(e.at(Seg::Key(k.to_string())));
+        let key = k
+            .cast::<PyString>()
+            .map_err(|_| json_err(&JsonError::NonStringKey("$".into())))?
+            .to_str()
+            .map_err(|_| json_err(&JsonError::InvalidUnicode))?;
+        let kind = CallBuilder::field_kind(key);
+        if let (FieldKind::Object | FieldKind::Map, Ok(inner)) = (kind, v.cast::<PyDict>()) {
+            let object = if kind == FieldKind::Object {
+                let mut stack = vec![v.as_ptr() as usize];
+                let items: Vec<_> = inner.iter().collect();
+                let mut entries = Vec::with_capacity(items.len());
+                for (ik, iv) in &items {
+                    let ikey = ik
+                        .cast::<PyString>()
+                        .map_err(|_| at(JsonError::NonStringKey(String::new()).into()))?
+                        .to_str()
+                        .map_err(|_| json_err(&JsonError::InvalidUnicode))?;
+                    entries.push((ikey, iv));
+                }
+                Object::Json(
+                    JsonObject::from_entries(entries.iter().copied(), |w, ik, iv| {
+                        write_py(w, iv, &mut stack).map_err(|e| e.at(Seg::Key(ik.to_owned())))
+                    })
+                    .map_err(at)?,
+                )
+            } else {
+                match walk(&v, &mut Vec::new()).map_err(at)? {
+                    Value::Object(m) => Object::Map(m),
+                    _ => Object::Map(Map::new()),
+                }
+            };
+            b.object(key, object);
+            continue;
+        }
+        // Everything else: check it has a JSON form, then hand its scalar view.
+        let iso;
+        let scalar = if let Ok(s) = v.cast::<PyString>() {
+            Scalar::Str(
+                s.to_str()
+                    .map_err(|_| json_err(&JsonError::InvalidUnicode))?,
+            )
+        } else if v.is_none() {
+            Scalar::Null
+        } else if v.cast::<PyBool>().is_ok() {
+            Scalar::Other("boolean")
+        } else if v.cast::<PyInt>().is_ok() || v.cast::<PyFloat>().is_ok() {
+            match walk(&v, &mut Vec::new()).map_err(at)? {
+                Value::Number(n) => Scalar::Number(n),
+                _ => Scalar::Other("number"),
+            }
+        } else if v.cast::<PyDateTime>().is_ok() || v.cast::<PyDate>().is_ok() {
+            iso = match walk(&v, &mut Vec::new()).map_err(at)? {
+                Value::String(s) => s,
+                _ => String::new(),
+            };
+            Scalar::Str(&iso)
+        } else {
+            scratch.clear();
+            write_py(&mut Writer::new(&mut scratch), &v, &mut Vec::new()).map_err(at)?;
+            match scratch.first() {
+                Some(b'{') => Scalar::Other("object"),
+                Some(b'[') => Scalar::Other("array"),
+                _ => Scalar::Other("value"),
+            }
+        };
+        if kind != FieldKind::Ignored {
+            b.scalar(key, scalar);
+        }
+    }
+    b.finish().map_err(err)
 }
 
 /// An aware datetime as `JSON.stringify` writes a JS `Date`: UTC with
@@ -269,6 +486,9 @@ pub fn to_call(obj: &Bound<'_, PyAny>) -> PyResult<callpost_core::Call> {
     if let Ok(b) = obj.cast::<PyBytes>() {
         let value = Value::from_json_slice(b.as_bytes()).map_err(err)?;
         return callpost_core::Call::from_owned(value).map_err(err);
+    }
+    if let Ok(d) = obj.cast::<PyDict>() {
+        return call_from_dict(d);
     }
     callpost_core::Call::from_owned(to_value(obj)?).map_err(err)
 }

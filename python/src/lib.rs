@@ -5,7 +5,7 @@
 mod convert;
 
 use callpost_core as core;
-use convert::{bytes_of, err, now_ms, to_call, to_value};
+use convert::{bytes_of, err, now_ms, now_ms as now_ms_of, to_call, to_json, to_value};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
@@ -13,7 +13,8 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 /// `JSON.stringify(value)`, exactly.
 #[pyfunction]
 fn stringify(value: &Bound<'_, PyAny>) -> PyResult<String> {
-    to_value(value)?.to_json_string().map_err(err)
+    // The writer emits only UTF-8 (str input, ASCII punctuation).
+    String::from_utf8(to_json(value)?).map_err(|_| err(core::JsonError::InvalidUnicode))
 }
 
 /// Lowercase hex HMAC-SHA1 of `body`, keyed with `secret`.
@@ -406,18 +407,35 @@ impl Batcher {
 
     /// Queues a call (a dict with Segment's keys); `random` is 16 bytes for
     /// its messageId. Returns the messageId.
+    ///
+    /// `now_ms=None` reads the host clock and `random=None` reads the OS's
+    /// entropy (what `os.urandom` reads), here rather than in Python because
+    /// this is the per-call hot path.
+    #[pyo3(signature = (now_ms, call, random=None))]
     fn handle_call(
         &mut self,
-        now_ms: i64,
+        py: Python<'_>,
+        now_ms: Option<i64>,
         call: &Bound<'_, PyAny>,
-        random: &[u8],
+        random: Option<&[u8]>,
     ) -> PyResult<String> {
-        let random: [u8; 16] = random
-            .try_into()
-            .map_err(|_| PyValueError::new_err("random must be exactly 16 bytes"))?;
-        self.inner
-            .handle_call(now_ms, to_call(call)?, random)
-            .map_err(err)
+        let random: [u8; 16] = match random {
+            Some(r) => r
+                .try_into()
+                .map_err(|_| PyValueError::new_err("random must be exactly 16 bytes"))?,
+            None => {
+                let mut r = [0u8; 16];
+                getrandom::fill(&mut r)
+                    .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
+                r
+            }
+        };
+        let call = to_call(call)?;
+        let now = match now_ms {
+            Some(ms) => ms,
+            None => now_ms_of(py, None)?,
+        };
+        self.inner.handle_call(now, call, random).map_err(err)
     }
 
     fn flush(&mut self, now_ms: i64) {

@@ -162,3 +162,42 @@ def test_request_takes_dicts_datetimes_and_json_text() -> None:
     stamped = hooks.request({"type": "track", "userId": "u", "event": "e"}, now=when)
     assert json.loads(stamped.body)["timestamp"] == "2026-11-22T10:04:05.123Z"
     assert callpost.parse_timestamp("2026-11-22T12:04:05.123+02:00") == int(when.timestamp() * 1000)
+
+
+HOOKS = callpost.Webhooks(["https://hooks.example.com/h"], "s")
+TRACK = {"type": "track", "userId": "u", "event": "e", "timestamp": "2026-11-22T10:04:05.123Z"}
+
+
+def test_dicts_and_json_text_give_identical_bodies() -> None:
+    # The dict path writes properties straight to bytes; the text path parses
+    # into a tree first. Both must sign the same bytes.
+    props = {"b": 1, "a": [1.5, None, True, "x\n"], "10": {"2": 0, "z": 2**53}, "0": -0.0, "é": "\u2028"}
+    call = dict(TRACK, properties=props, context={"ip": "1.2.3.4"})
+    a = HOOKS.request(call, now=0)
+    b = HOOKS.request(json.dumps(call), now=0)
+    assert a.body == b.body
+    assert json.loads(a.body)["properties"] == props
+
+
+def test_values_under_keys_the_model_ignores_are_still_checked() -> None:
+    # Dropped from the body, but refused as JS would refuse them, so both
+    # languages accept the same calls.
+    assert b"extra" not in HOOKS.request(dict(TRACK, extra={"k": [1]}), now=0).body
+    with pytest.raises(callpost.NotJSONError) as e:
+        HOOKS.request(dict(TRACK, extra={"k": {1, 2}}), now=0)
+    assert e.value.code == "not_json" and "$.extra.k" in str(e.value)
+
+
+def test_field_errors_do_not_depend_on_key_order() -> None:
+    for call in ({"timestamp": 5, "userId": [], "type": "track", "event": "e"},
+                 {"type": "track", "event": "e", "userId": [], "timestamp": 5}):
+        with pytest.raises(callpost.InvalidCallError) as e:
+            HOOKS.request(call)
+        assert e.value.code == "invalid_field" and "userId" in str(e.value)
+
+
+def test_batcher_reads_clock_and_entropy_when_not_given() -> None:
+    b = callpost.Batcher("wk", seed=1, now=0)
+    ids = {b.handle_call(None, {"type": "track", "userId": "u", "event": "e"}) for _ in range(100)}
+    assert len(ids) == 100
+    assert all(len(i) == 36 and i[14] == "4" for i in ids)

@@ -79,7 +79,7 @@ fn batcher(input: &Input) {
                 c.event = Some("e".into());
                 let mut p = Map::new();
                 p.insert("pad".into(), Value::String("x".repeat(usize::from(*pad) % (MAX_MESSAGE_BYTES + 2000))));
-                c.properties = Some(p);
+                c.properties = Some(p.into());
                 let mut r = [0u8; 16];
                 r[..8].copy_from_slice(&i.to_le_bytes());
                 if let Ok(id) = b.handle_call(now, c, r) {

@@ -210,22 +210,6 @@ class Webhooks:
 OnError = Callable[[DeliveryError, List[Dict[str, Any]]], None]
 
 
-def _call(kind: str, fields: Dict[str, Any]) -> Dict[str, Any]:
-    """Python keyword names to Segment's camelCase keys; None means absent."""
-    names = {
-        "user_id": "userId",
-        "anonymous_id": "anonymousId",
-        "group_id": "groupId",
-        "previous_id": "previousId",
-        "message_id": "messageId",
-    }
-    out: Dict[str, Any] = {"type": kind}
-    for k, v in fields.items():
-        if v is not None:
-            out[names.get(k, k)] = v
-    return out
-
-
 class _CallMethods:
     """identify/track/page/screen/group/alias, shared by both clients."""
 
@@ -236,43 +220,43 @@ class _CallMethods:
                  context: Optional[Mapping[str, Any]] = None, integrations: Optional[Mapping[str, Any]] = None,
                  timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records who the user is. Returns the messageId."""
-        return self._enqueue(_call("identify", dict(user_id=user_id, traits=traits, anonymous_id=anonymous_id, context=context,
-                                                    integrations=integrations, timestamp=timestamp, message_id=message_id)))
+        return self._enqueue({"type": "identify", "userId": user_id, "traits": traits, "anonymousId": anonymous_id, "context": context,
+                              "integrations": integrations, "timestamp": timestamp, "messageId": message_id})
 
     def track(self, user_id: Optional[str] = None, event: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
               anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records an event. Returns the messageId."""
-        return self._enqueue(_call("track", dict(user_id=user_id, event=event, properties=properties, anonymous_id=anonymous_id,
-                                                 context=context, integrations=integrations, timestamp=timestamp, message_id=message_id)))
+        return self._enqueue({"type": "track", "userId": user_id, "event": event, "properties": properties, "anonymousId": anonymous_id,
+                              "context": context, "integrations": integrations, "timestamp": timestamp, "messageId": message_id})
 
     def page(self, user_id: Optional[str] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
              category: Optional[str] = None, anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records a page view. Returns the messageId."""
-        return self._enqueue(_call("page", dict(user_id=user_id, name=name, properties=properties, category=category,
-                                                anonymous_id=anonymous_id, context=context, integrations=integrations,
-                                                timestamp=timestamp, message_id=message_id)))
+        return self._enqueue({"type": "page", "userId": user_id, "name": name, "properties": properties, "category": category,
+                              "anonymousId": anonymous_id, "context": context, "integrations": integrations,
+                              "timestamp": timestamp, "messageId": message_id})
 
     def screen(self, user_id: Optional[str] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
                anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
                integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records a screen view. Returns the messageId."""
-        return self._enqueue(_call("screen", dict(user_id=user_id, name=name, properties=properties, anonymous_id=anonymous_id,
-                                                  context=context, integrations=integrations, timestamp=timestamp, message_id=message_id)))
+        return self._enqueue({"type": "screen", "userId": user_id, "name": name, "properties": properties, "anonymousId": anonymous_id,
+                              "context": context, "integrations": integrations, "timestamp": timestamp, "messageId": message_id})
 
     def group(self, user_id: Optional[str] = None, group_id: Optional[str] = None, traits: Optional[Mapping[str, Any]] = None, *,
               anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Associates the user with a group. Returns the messageId."""
-        return self._enqueue(_call("group", dict(user_id=user_id, group_id=group_id, traits=traits, anonymous_id=anonymous_id,
-                                                 context=context, integrations=integrations, timestamp=timestamp, message_id=message_id)))
+        return self._enqueue({"type": "group", "userId": user_id, "groupId": group_id, "traits": traits, "anonymousId": anonymous_id,
+                              "context": context, "integrations": integrations, "timestamp": timestamp, "messageId": message_id})
 
     def alias(self, previous_id: Optional[str] = None, user_id: Optional[str] = None, *, context: Optional[Mapping[str, Any]] = None,
               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Merges ``previous_id`` into ``user_id``. Returns the messageId."""
-        return self._enqueue(_call("alias", dict(previous_id=previous_id, user_id=user_id, context=context,
-                                                 integrations=integrations, timestamp=timestamp, message_id=message_id)))
+        return self._enqueue({"type": "alias", "previousId": previous_id, "userId": user_id, "context": context,
+                              "integrations": integrations, "timestamp": timestamp, "messageId": message_id})
 
 
 def _report(on_error: Optional[OnError], event: Dict[str, Any]) -> None:
@@ -348,7 +332,8 @@ class Client(_CallMethods):
 
     def _enqueue(self, call: Dict[str, Any]) -> str:
         with self._cond:
-            message_id: str = self._batcher.handle_call(_now_ms(), call, os.urandom(16))
+            # None: the binding reads the clock and the OS's entropy itself.
+            message_id: str = self._batcher.handle_call(None, call, None)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="callpost-client", daemon=True)
                 self._thread.start()
@@ -468,7 +453,7 @@ class AsyncClient(_CallMethods):
         self._closed = False
 
     def _enqueue(self, call: Dict[str, Any]) -> str:
-        message_id: str = self._batcher.handle_call(_now_ms(), call, os.urandom(16))
+        message_id: str = self._batcher.handle_call(None, call, None)
         if self._task is None:
             self._wake = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._run())
