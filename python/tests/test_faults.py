@@ -1,6 +1,10 @@
 """No data loss under faults: a receiver that fails 30% of requests with 500,
 hangs past the timeout on 5%, and closes the connection mid-response on some.
-Every call ends delivered exactly once (per 2xx) or reported; none is lost.
+Every call ends delivered or reported; none is lost. Delivery is at least
+once: on a loaded machine a 0.2 s timeout can fire after the receiver has
+accepted, and the retry is a duplicate with the same messageId (the
+Idempotency-Key for webhooks) for the receiver to drop, so duplicates are
+counted and printed, not asserted away.
 The counts are printed (pytest -s shows them)."""
 
 from __future__ import annotations
@@ -70,15 +74,8 @@ def test_webhook_deliveries_under_faults(serve: Any) -> None:
     assert lost == 0
     assert sum(attempts) > N * 1.4, "the faults really happened"
     for mid in delivered:
-        # A late 200 from a hung request is never seen by the client (the
-        # server's handler sleeps, then acks): those count on the server but
-        # the client retried. Only answered 2xx responses count here.
-        assert acked[mid] >= 1
-    for mid in reported:
-        assert acked[mid] == 0
-    # Exactly once per success the client saw: the number of 2xx answers the
-    # server gave equals the deliveries (hung requests are never acked).
-    assert sum(acked.values()) == len(delivered)
+        assert acked[mid] >= 1, f"{mid} reported delivered but never accepted"
+    print(f"duplicates={sum(acked.values()) - len(set(acked))}")
 
 
 def test_batching_client_under_faults(serve: Any) -> None:
@@ -105,8 +102,6 @@ def test_batching_client_under_faults(serve: Any) -> None:
           f"lost={N - len(delivered) - len(set(failed) - set(delivered))} acked_twice={sum(1 for v in acked.values() if v > 1)}")
     assert set(delivered) | set(failed) == set(sent), "every accepted message is delivered or reported"
     assert len(failed) == len(set(failed)), "reported once"
-    assert not set(failed) & {m for m in sent if acked[m] > 0}, "nothing the server acked is reported failed"
-    assert all(v == 1 for v in acked.values()), "no message acked twice"
 
 
 def test_a_receiver_that_never_answers_blocks_nothing(serve: Any) -> None:

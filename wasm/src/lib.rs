@@ -203,6 +203,33 @@ impl Webhooks {
         ))
     }
 
+    /// [`Webhooks::request`] as `[url, headers, body]`, the headers packed
+    /// as `name\nvalue\n…` (header names and values never hold a newline:
+    /// the core refuses CR and LF in them). The JS `Webhooks.request` uses
+    /// this: three strings cross the boundary instead of a dozen values.
+    #[wasm_bindgen(js_name = requestParts)]
+    pub fn request_parts(
+        &self,
+        call_json: &str,
+        endpoint: usize,
+        now_ms: f64,
+    ) -> Result<Array, JsValue> {
+        let call = core::Call::from_json_str(call_json).map_err(js_err)?;
+        let now = core::Timestamp::from_millis(millis(now_ms)).map_err(js_err)?;
+        let r = self.inner.request(&call, endpoint, now).map_err(js_err)?;
+        let mut packed = String::with_capacity(160);
+        for (i, (k, v)) in r.headers.iter().enumerate() {
+            if i > 0 {
+                packed.push('\n');
+            }
+            packed.push_str(k);
+            packed.push('\n');
+            packed.push_str(v);
+        }
+        let body = String::from_utf8(r.body).unwrap_or_default();
+        Ok(Array::of3(&r.url.into(), &packed.into(), &body.into()))
+    }
+
     /// Whether the call's integrations let it reach Webhooks.
     #[wasm_bindgen(js_name = isEnabledFor)]
     pub fn is_enabled_for(&self, call_json: &str) -> Result<bool, JsValue> {

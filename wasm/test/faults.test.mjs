@@ -25,11 +25,14 @@ function faulty(seed) {
   return { handler, acked };
 }
 
-test('webhook deliveries under faults: delivered exactly once or reported', async () => {
+// At least once, not exactly once: when the machine is loaded, a 200 ms
+// timeout can fire after the receiver has already accepted, and the retry
+// is a duplicate carrying the same Idempotency-Key for the receiver to drop.
+test('webhook deliveries under faults: every message delivered or reported', async () => {
   const { handler, acked } = faulty(7);
   const srv = await serve(handler);
   const hooks = new Webhooks({ endpoints: [srv.url], sharedSecret: 'k', timeoutMs: 200, backoffBaseMs: 10, backoffCapMs: 50, retryWindowMs: 30_000 });
-  let delivered = 0, reported = 0, attempts = 0;
+  let delivered = 0, reported = 0, attempts = 0, duplicates = 0;
   const ids = Array.from({ length: N }, (_, i) => `m-${i}`);
   try {
     for (let i = 0; i < N; i += 50) {
@@ -37,16 +40,16 @@ test('webhook deliveries under faults: delivered exactly once or reported', asyn
         try {
           const r = await hooks.deliver({ type: 'track', userId: 'u', event: 'e', messageId });
           delivered++; attempts += r.attempts;
-          assert.equal(acked.get(messageId), 1);
+          duplicates += acked.get(messageId) - 1;
+          assert.ok(acked.get(messageId) >= 1, `${messageId} reported delivered but never accepted`);
         } catch (e) {
-          assert.equal(e.name, 'DeliveryError');
+          if (e.name !== 'DeliveryError') throw e;
           reported++; attempts += e.log.length;
-          assert.equal(acked.get(messageId) ?? 0, 0);
         }
       }));
     }
   } finally { srv.close(); }
-  console.log(`webhooks under faults: sent=${N} delivered=${delivered} reported=${reported} lost=${N - delivered - reported} attempts=${attempts}`);
+  console.log(`webhooks under faults: sent=${N} delivered=${delivered} reported=${reported} lost=${N - delivered - reported} attempts=${attempts} duplicates=${duplicates}`);
   assert.equal(delivered + reported, N);
   assert.ok(attempts > N * 1.4, 'the faults really happened');
 });
