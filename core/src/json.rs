@@ -663,6 +663,18 @@ const ESCAPE: [u8; 256] = {
     t
 };
 
+/// Whether any of the eight bytes in `x` is below 0x20, `"` or `\\`
+/// (the classic SWAR zero-byte and less-than tests; exact about whether
+/// such a byte exists).
+#[inline]
+fn needs_escape(x: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    let below_space = x.wrapping_sub(ONES * 0x20) & !x & HIGH != 0;
+    below_space || has_zero(x ^ (ONES * b'"' as u64)) || has_zero(x ^ (ONES * b'\\' as u64))
+}
+
 /// Writes a quoted string escaped exactly as `JSON.stringify` escapes it.
 pub fn write_string(s: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -670,11 +682,29 @@ pub fn write_string(s: &str, out: &mut Vec<u8>) {
     out.push(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    let mut i = 0;
+    while i < bytes.len() {
+        // Skip eight bytes at a time while none needs escaping: long
+        // property values are mostly plain text, and a byte-at-a-time
+        // table walk was the cost of a 32 KB body.
+        while let Some(chunk) = bytes.get(i..i + 8) {
+            let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
+                break;
+            };
+            if needs_escape(u64::from_le_bytes(chunk)) {
+                break;
+            }
+            i += 8;
+        }
+        let Some(&b) = bytes.get(i) else {
+            break;
+        };
+        i += 1;
         let esc = ESCAPE[b as usize];
         if esc == 0 {
             continue;
         }
+        let i = i - 1;
         out.extend_from_slice(&bytes[start..i]);
         if esc == b'u' {
             out.extend_from_slice(&[

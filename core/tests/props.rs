@@ -127,6 +127,16 @@ proptest! {
     }
 
     #[test]
+    fn strings_escape_as_serde_json_does(s in "[ -~\\x00-\\x1f\"\\\\\u{80}-\u{10ffff}]{0,80}") {
+        // For Rust strings (no lone surrogates) JSON.stringify and
+        // serde_json escape exactly the same bytes; this pins the chunked
+        // fast path against an independent writer, at every offset.
+        let mut out = Vec::new();
+        callpost_core::json::write_string(&s, &mut out);
+        prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&s).unwrap());
+    }
+
+    #[test]
     fn text_objects_give_the_same_body_as_maps(call in call()) {
         let now = Timestamp::from_millis(1_700_000_000_000).unwrap();
         let as_text = |o: &Option<Object>| o.as_ref().map(|o| {
