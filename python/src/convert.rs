@@ -62,8 +62,7 @@ pub fn err<E: Into<callpost_core::Error>>(e: E) -> PyErr {
 /// None; aware datetimes and dates become ISO strings. Anything else is
 /// `not_json`, naming the path to the bad value.
 pub fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
-    let mut stack = Vec::new();
-    walk(obj, &mut stack).map_err(raise)
+    walk(obj).map_err(raise)
 }
 
 fn raise(e: Walk) -> PyErr {
@@ -143,93 +142,19 @@ fn with_path(e: JsonError, path: String) -> JsonError {
     }
 }
 
-fn walk(obj: &Bound<'_, PyAny>, stack: &mut Vec<usize>) -> Result<Value, Walk> {
-    // Exact type checks first: they are the common case and the cheapest.
-    if let Ok(s) = obj.cast::<PyString>() {
-        return Ok(Value::String(
-            s.to_str()
-                .map_err(|_| JsonError::InvalidUnicode)?
-                .to_owned(),
-        ));
-    }
-    if obj.is_none() {
-        return Ok(Value::Null);
-    }
-    // bool before int: bool is a subclass of int.
-    if let Ok(b) = obj.cast::<PyBool>() {
-        return Ok(Value::Bool(b.is_true()));
-    }
-    if let Ok(i) = obj.cast::<PyInt>() {
-        if let Ok(n) = i.extract::<i64>() {
-            return Ok(Value::from_i64(n)?);
-        }
-        return match i.extract::<i128>() {
-            Ok(n) => Ok(Value::from_i128(n)?),
-            Err(_) => Err(JsonError::IntegerOutOfRange(i.to_string()).into()),
-        };
-    }
-    if let Ok(f) = obj.cast::<PyFloat>() {
-        return Ok(Value::Number(f.value()));
-    }
-    let dict = obj.cast::<PyDict>().ok();
-    if dict.is_some() || obj.cast::<PyList>().is_ok() || obj.cast::<PyTuple>().is_ok() {
-        let id = obj.as_ptr() as usize;
-        if stack.contains(&id) {
-            return Err(JsonError::Cycle(String::new()).into());
-        }
-        if stack.len() >= MAX_DEPTH {
-            return Err(JsonError::TooDeep.into());
-        }
-        stack.push(id);
-        let out = if let Some(d) = dict {
-            let mut map = Map::with_capacity(d.len());
-            for (k, v) in d.iter() {
-                let key = match k.cast::<PyString>() {
-                    Ok(s) => s
-                        .to_str()
-                        .map_err(|_| JsonError::InvalidUnicode)?
-                        .to_owned(),
-                    Err(_) => return Err(JsonError::NonStringKey(String::new()).into()),
-                };
-                match walk(&v, stack) {
-                    Ok(value) => {
-                        map.insert(key, value);
-                    }
-                    Err(e) => return Err(e.at(Seg::Key(key))),
-                }
-            }
-            Value::Object(map)
-        } else {
-            let mut items = Vec::new();
-            for (i, item) in obj.try_iter()?.enumerate() {
-                items.push(walk(&item?, stack).map_err(|e| e.at(Seg::Index(i)))?);
-            }
-            Value::Array(items)
-        };
-        stack.pop();
-        return Ok(out);
-    }
-    if let Ok(dt) = obj.cast::<PyDateTime>() {
-        return Ok(Value::String(datetime_iso(dt)?));
-    }
-    if let Ok(d) = obj.cast::<PyDate>() {
-        let s: String = d.call_method0("isoformat")?.extract()?;
-        return Ok(Value::String(s));
-    }
-    let type_name = obj
-        .get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".into());
-    Err(JsonError::NotJson {
-        path: String::new(),
-        type_name,
-    }
-    .into())
+/// A Python value as a core [`Value`]: written by [`write_py`] (the one
+/// walker over Python objects, so both forms follow the same rules and name
+/// the same paths), then read back by the core's parser, which is lossless
+/// for everything the writer emits. Used for small objects the core reads
+/// inside (`context`, `integrations`, settings).
+fn walk(obj: &Bound<'_, PyAny>) -> Result<Value, Walk> {
+    let mut out = Vec::with_capacity(128);
+    write_py(&mut Writer::new(&mut out), obj, &mut Vec::new())?;
+    Ok(Value::from_json_slice(&out)?)
 }
 
-/// The same conversion as [`walk`], driving the core's [`Writer`] instead of
-/// building a [`Value`]: the hot path for call bodies and `stringify`.
+/// Writes a Python value through the core's [`Writer`]: the hot path for
+/// call bodies and `stringify`, and the basis of [`walk`].
 /// Strings are borrowed from the `str` objects (abi3-py310 gives their
 /// UTF-8 without a temporary `bytes`).
 fn write_py(
@@ -327,16 +252,13 @@ fn not_json(obj: &Bound<'_, PyAny>) -> Walk {
     .into()
 }
 
-fn write_dict(
-    w: &mut Writer<'_>,
-    d: &Bound<'_, PyDict>,
-    stack: &mut Vec<usize>,
-) -> Result<(), Walk> {
-    // Keys are borrowed as &str from the key objects, which `items` keeps
-    // alive for the duration of the write.
-    let items: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = d.iter().collect();
+/// A dict's entries with their keys as `&str`, borrowed from the key
+/// objects that `items` keeps alive.
+fn entries_of<'a, 'py>(
+    items: &'a [(Bound<'py, PyAny>, Bound<'py, PyAny>)],
+) -> Result<Vec<(&'a str, &'a Bound<'py, PyAny>)>, Walk> {
     let mut entries = Vec::with_capacity(items.len());
-    for (k, v) in &items {
+    for (k, v) in items {
         let key = k
             .cast::<PyString>()
             .map_err(|_| JsonError::NonStringKey(String::new()))?
@@ -344,6 +266,16 @@ fn write_dict(
             .map_err(|_| JsonError::InvalidUnicode)?;
         entries.push((key, v));
     }
+    Ok(entries)
+}
+
+fn write_dict(
+    w: &mut Writer<'_>,
+    d: &Bound<'_, PyDict>,
+    stack: &mut Vec<usize>,
+) -> Result<(), Walk> {
+    let items: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = d.iter().collect();
+    let entries = entries_of(&items)?;
     w.object(entries.iter().copied(), |w, key, v| {
         write_py(w, v, stack).map_err(|e| e.at(Seg::Key(key.to_owned())))
     })
@@ -369,15 +301,7 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
             let object = if kind == FieldKind::Object {
                 let mut stack = vec![v.as_ptr() as usize];
                 let items: Vec<_> = inner.iter().collect();
-                let mut entries = Vec::with_capacity(items.len());
-                for (ik, iv) in &items {
-                    let ikey = ik
-                        .cast::<PyString>()
-                        .map_err(|_| at(JsonError::NonStringKey(String::new()).into()))?
-                        .to_str()
-                        .map_err(|_| json_err(&JsonError::InvalidUnicode))?;
-                    entries.push((ikey, iv));
-                }
+                let entries = entries_of(&items).map_err(at)?;
                 Object::Json(
                     JsonObject::from_entries(entries.iter().copied(), |w, ik, iv| {
                         write_py(w, iv, &mut stack).map_err(|e| e.at(Seg::Key(ik.to_owned())))
@@ -385,7 +309,7 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
                     .map_err(at)?,
                 )
             } else {
-                match walk(&v, &mut Vec::new()).map_err(at)? {
+                match walk(&v).map_err(at)? {
                     Value::Object(m) => Object::Map(m),
                     _ => Object::Map(Map::new()),
                 }
@@ -405,12 +329,12 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
         } else if v.cast::<PyBool>().is_ok() {
             Scalar::Other("boolean")
         } else if v.cast::<PyInt>().is_ok() || v.cast::<PyFloat>().is_ok() {
-            match walk(&v, &mut Vec::new()).map_err(at)? {
+            match walk(&v).map_err(at)? {
                 Value::Number(n) => Scalar::Number(n),
                 _ => Scalar::Other("number"),
             }
         } else if v.cast::<PyDateTime>().is_ok() || v.cast::<PyDate>().is_ok() {
-            iso = match walk(&v, &mut Vec::new()).map_err(at)? {
+            iso = match walk(&v).map_err(at)? {
                 Value::String(s) => s,
                 _ => String::new(),
             };
