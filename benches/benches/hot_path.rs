@@ -54,6 +54,31 @@ fn serialize(c: &mut Criterion) {
     g.finish();
 }
 
+fn parse(c: &mut Criterion) {
+    let mut g = c.benchmark_group("parse");
+    for size in [423usize, 32 * 1024] {
+        let text = if size == 423 {
+            TRACK_JSON.to_owned()
+        } else {
+            let call = track_of_size(size);
+            let mut out = Vec::new();
+            call.write_message(&mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        g.throughput(Throughput::Bytes(text.len() as u64));
+        g.bench_with_input(BenchmarkId::new("callpost_value", size), &text, |b, t| {
+            b.iter(|| Value::from_json_str(black_box(t)).unwrap())
+        });
+        g.bench_with_input(BenchmarkId::new("callpost_call", size), &text, |b, t| {
+            b.iter(|| callpost_core::Call::from_json_str(black_box(t)).unwrap())
+        });
+        g.bench_with_input(BenchmarkId::new("serde_json_value", size), &text, |b, t| {
+            b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(t)).unwrap())
+        });
+    }
+    g.finish();
+}
+
 fn webhook_request(c: &mut Criterion) {
     let mut g = c.benchmark_group("webhook_request");
     let hooks = Webhooks::new(
@@ -140,5 +165,5 @@ fn batcher(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, sign, serialize, webhook_request, batcher);
+criterion_group!(benches, sign, serialize, parse, webhook_request, batcher);
 criterion_main!(benches);

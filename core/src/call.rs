@@ -1,7 +1,7 @@
 //! The Segment-spec call model: identify, track, page, screen, group, alias,
 //! and the destination's delete notification.
 
-use crate::json::{JsonError, JsonObject, Map, Value};
+use crate::json::{JsonError, JsonObject, Map, Parser, Value};
 use crate::timestamp::{Timestamp, TimestampError};
 use serde::{Deserialize, Serialize};
 
@@ -185,8 +185,59 @@ impl Call {
     }
 
     /// Parses and validates a call from JSON text.
+    ///
+    /// The top-level object is read field by field into a [`CallBuilder`];
+    /// `properties` and `traits` that are already in `JSON.stringify` form
+    /// (as text from JavaScript always is) are kept as their text instead
+    /// of being parsed into a map. The result is the same call as
+    /// `Call::from_owned(Value::from_json_str(text)?)` would give, in the
+    /// sense that every body and message written from it has the same
+    /// bytes, and every error has the same code.
     pub fn from_json_str(text: &str) -> Result<Call, CallError> {
-        Call::from_owned(Value::from_json_str(text)?)
+        let mut p = Parser::new(text);
+        p.ws();
+        if !p.eat(b'{') {
+            let value = p.value(1)?;
+            p.end()?;
+            return Err(CallError::NotAnObject(value.type_name()));
+        }
+        let mut b = CallBuilder::new();
+        // A repeated model key: JSON.parse keeps the last value, but the
+        // builder has already judged the first. Rare; take the tree path.
+        let mut seen = 0u32;
+        let mut repeated = false;
+        p.entries(|p, key| -> Result<(), CallError> {
+            let kind = CallBuilder::field_kind(&key);
+            if kind != FieldKind::Ignored {
+                let bit = FIELDS
+                    .iter()
+                    .position(|f| *f == key)
+                    .map_or(1 << FIELDS.len(), |i| 1 << i);
+                repeated |= seen & bit != 0;
+                seen |= bit;
+            }
+            p.ws();
+            if kind == FieldKind::Object && !repeated {
+                if let Some(text) = p.canonical_object(2) {
+                    let object = JsonObject::from_canonical(text.to_owned());
+                    b.object(&key, Object::Json(object));
+                    return Ok(());
+                }
+            }
+            match (kind, p.value(2)?) {
+                (FieldKind::Ignored, _) => {}
+                (FieldKind::Object | FieldKind::Map, Value::Object(m)) => {
+                    b.object(&key, Object::Map(m));
+                }
+                (_, value) => b.scalar(&key, Scalar::of(&value)),
+            }
+            Ok(())
+        })?;
+        p.end()?;
+        if repeated {
+            return Call::from_owned(Value::from_json_str(text)?);
+        }
+        b.finish()
     }
 
     /// Parses and validates a call from a JSON value with Segment's keys.

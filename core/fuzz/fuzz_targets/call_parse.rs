@@ -1,6 +1,8 @@
 //! Call parsing and validation: any bytes either parse into a valid call, or
 //! fail with a typed error; a valid call always yields a webhook body and a
 //! Segment message that are JSON and fixed points of re-stringification.
+//! The streaming parse (which keeps canonical objects as text) gives the
+//! same bytes and the same error codes as the tree path.
 #![no_main]
 
 use callpost_core::{Call, Timestamp, Value};
@@ -8,7 +10,16 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    match Call::from_json_str(text) {
+    let tree = Value::from_json_str(text)
+        .map_err(callpost_core::CallError::from)
+        .and_then(Call::from_owned);
+    let fast = Call::from_json_str(text);
+    match (&fast, &tree) {
+        (Ok(a), Ok(b)) => assert_eq!(outputs(a), outputs(b)),
+        (Err(a), Err(b)) => assert_eq!(a.code(), b.code()),
+        _ => panic!("streaming {fast:?} vs tree {tree:?}"),
+    }
+    match fast {
         Err(e) => assert!(!e.code().is_empty()),
         Ok(call) => {
             call.validate().expect("a parsed call is valid");
@@ -24,3 +35,13 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+fn outputs(call: &Call) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let mut body = Vec::new();
+    let body = callpost_core::write_body(call, Timestamp::from_millis(0).unwrap(), &mut body)
+        .ok()
+        .map(|_| body);
+    let mut msg = Vec::new();
+    let msg = call.write_message(&mut msg).ok().map(|_| msg);
+    (body, msg)
+}

@@ -28,6 +28,10 @@
 //! * **NaN and ±Infinity** are rejected with [`JsonError::NonFiniteNumber`]
 //!   where `JSON.stringify` would write `null`.
 
+mod parse;
+
+pub(crate) use parse::Parser;
+
 use indexmap::IndexMap;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
@@ -124,8 +128,9 @@ impl Value {
     /// Parses JSON text with `JSON.parse`'s data model, then checks depth
     /// and integer range.
     pub fn from_json_str(text: &str) -> Result<Value, JsonError> {
-        let value: Value = serde_json::from_str(text).map_err(|e| classify_serde_error(&e))?;
-        value.check_depth()?;
+        let mut p = Parser::new(text);
+        let value = p.value(1)?;
+        p.end()?;
         Ok(value)
     }
 
@@ -250,28 +255,6 @@ impl From<Vec<Value>> for Value {
     fn from(v: Vec<Value>) -> Self {
         Value::Array(v)
     }
-}
-
-fn classify_serde_error(e: &serde_json::Error) -> JsonError {
-    let msg = e.to_string();
-    // Our visitor reports range errors through `de::Error::custom` with this
-    // prefix; serde_json wraps it with a position we don't need.
-    if let Some(rest) = msg.strip_prefix(RANGE_PREFIX) {
-        let digits: String = rest
-            .chars()
-            .take_while(|c| *c == '-' || c.is_ascii_digit())
-            .collect();
-        return JsonError::IntegerOutOfRange(digits);
-    }
-    if msg.starts_with("recursion limit exceeded") {
-        return JsonError::TooDeep;
-    }
-    // serde_json reports a lone leading surrogate as "unexpected end of hex
-    // escape" (the trailing half it expected is missing).
-    if msg.contains("surrogate") || msg.contains("end of hex escape") {
-        return JsonError::InvalidUnicode;
-    }
-    JsonError::InvalidJson(msg)
 }
 
 const RANGE_PREFIX: &str = "integer out of range: ";
@@ -584,6 +567,11 @@ impl JsonObject {
         Ok(Self(
             String::from_utf8(out).map_err(|_| JsonError::InvalidUnicode)?,
         ))
+    }
+
+    /// Text the scanner found to be in `JSON.stringify` form already.
+    pub(crate) fn from_canonical(text: String) -> Self {
+        Self(text)
     }
 
     /// The JSON text.

@@ -1,0 +1,609 @@
+//! A JSON parser with `JSON.parse`'s data model, and a scanner that
+//! recognises objects already in `JSON.stringify` form so their text can be
+//! kept as it is.
+//!
+//! Written here rather than parsing through serde_json because:
+//!
+//! * the JavaScript package hands the core `JSON.stringify` output, and the
+//!   webhook body must contain that same text again. Building a tree only to
+//!   write identical bytes back was a third of the time of a JS
+//!   `Webhooks.request` (BENCHMARKS.md); the scanner checks the text instead
+//!   of rebuilding it, which serde_json has no way to do;
+//! * the rules JSON.parse and our writer impose (depth, integer range, lone
+//!   surrogates) are checked where the token is read, with typed errors,
+//!   instead of by matching serde_json's error messages;
+//! * serde_json's generic deserializer was the largest single part of the
+//!   wasm module.
+//!
+//! Numbers go through `str::parse::<f64>`, which is correctly rounded, so a
+//! literal reads as the same double `JSON.parse` gives.
+
+use super::{array_index, needs_escape, JsonError, Map, Value, MAX_DEPTH};
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+/// A cursor over JSON text.
+pub(crate) struct Parser<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Parser<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Self { text, pos: 0 }
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes().get(self.pos).copied()
+    }
+
+    fn error(&self, what: &str) -> JsonError {
+        if self.pos >= self.text.len() {
+            JsonError::InvalidJson(format!("unexpected end of input, {what}"))
+        } else {
+            JsonError::InvalidJson(format!("{what} at byte {}", self.pos))
+        }
+    }
+
+    /// Skips JSON whitespace (space, tab, LF, CR; nothing else).
+    pub(crate) fn ws(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.pos += 1;
+        }
+    }
+
+    /// Consumes `b` if it is next.
+    pub(crate) fn eat(&mut self, b: u8) -> bool {
+        if self.peek() == Some(b) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn expect(&mut self, b: u8, what: &str) -> Result<(), JsonError> {
+        if self.eat(b) {
+            Ok(())
+        } else {
+            Err(self.error(what))
+        }
+    }
+
+    /// After the value: only whitespace may follow.
+    pub(crate) fn end(&mut self) -> Result<(), JsonError> {
+        self.ws();
+        if self.pos == self.text.len() {
+            Ok(())
+        } else {
+            Err(self.error("trailing characters after the value"))
+        }
+    }
+
+    /// Parses one value (with leading whitespace) whose nesting level is
+    /// `depth` (the outermost value is level 1).
+    pub(crate) fn value(&mut self, depth: usize) -> Result<Value, JsonError> {
+        self.ws();
+        match self.peek() {
+            Some(b'{') => {
+                if depth > MAX_DEPTH {
+                    return Err(JsonError::TooDeep);
+                }
+                self.pos += 1;
+                let mut map = Map::new();
+                self.entries(|p, key| -> Result<(), JsonError> {
+                    let v = p.value(depth + 1)?;
+                    // An existing key keeps its place and takes the new
+                    // value, as in JSON.parse.
+                    map.insert(key.into_owned(), v);
+                    Ok(())
+                })?;
+                Ok(Value::Object(map))
+            }
+            Some(b'[') => {
+                if depth > MAX_DEPTH {
+                    return Err(JsonError::TooDeep);
+                }
+                self.pos += 1;
+                let mut items = Vec::new();
+                self.ws();
+                if self.eat(b']') {
+                    return Ok(Value::Array(items));
+                }
+                loop {
+                    items.push(self.value(depth + 1)?);
+                    self.ws();
+                    if self.eat(b']') {
+                        return Ok(Value::Array(items));
+                    }
+                    self.expect(b',', "expected ',' or ']'")?;
+                }
+            }
+            Some(b'"') => Ok(Value::String(self.string()?.into_owned())),
+            Some(b't') => self.literal("true", Value::Bool(true)),
+            Some(b'f') => self.literal("false", Value::Bool(false)),
+            Some(b'n') => self.literal("null", Value::Null),
+            Some(b'-' | b'0'..=b'9') => self.number().map(Value::Number),
+            _ => Err(self.error("expected a value")),
+        }
+    }
+
+    /// The members of an object whose `{` was just consumed: `each` is
+    /// called with the parser positioned before each value and must consume
+    /// it.
+    pub(crate) fn entries<E: From<JsonError>>(
+        &mut self,
+        mut each: impl FnMut(&mut Self, Cow<'a, str>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.ws();
+        if self.eat(b'}') {
+            return Ok(());
+        }
+        loop {
+            self.ws();
+            if self.peek() != Some(b'"') {
+                return Err(self.error("expected a string key").into());
+            }
+            let key = self.string()?;
+            self.ws();
+            self.expect(b':', "expected ':'")?;
+            each(self, key)?;
+            self.ws();
+            if self.eat(b'}') {
+                return Ok(());
+            }
+            self.expect(b',', "expected ',' or '}'")?;
+        }
+    }
+
+    fn literal(&mut self, word: &str, v: Value) -> Result<Value, JsonError> {
+        if self.text[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(v)
+        } else {
+            Err(self.error("expected a value"))
+        }
+    }
+
+    /// Moves past the ASCII digits at the cursor; returns how many.
+    fn digits(&mut self) -> usize {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        self.pos - start
+    }
+
+    /// Reads a number token per the JSON grammar. Returns the token and
+    /// whether it is an integer literal (no fraction, no exponent).
+    fn number_token(&mut self) -> Result<(&'a str, bool), JsonError> {
+        let start = self.pos;
+        self.eat(b'-');
+        match self.peek() {
+            Some(b'0') => self.pos += 1,
+            Some(b'1'..=b'9') => {
+                self.digits();
+            }
+            _ => return Err(self.error("invalid number")),
+        }
+        let mut integral = true;
+        if self.eat(b'.') {
+            integral = false;
+            if self.digits() == 0 {
+                return Err(self.error("expected a digit after '.'"));
+            }
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            integral = false;
+            self.pos += 1;
+            if !self.eat(b'+') {
+                self.eat(b'-');
+            }
+            if self.digits() == 0 {
+                return Err(self.error("expected a digit in the exponent"));
+            }
+        }
+        Ok((&self.text[start..self.pos], integral))
+    }
+
+    fn number(&mut self) -> Result<f64, JsonError> {
+        let (token, integral) = self.number_token()?;
+        if integral {
+            // 15 digits stay below 2^53: exact, and no range question.
+            if token.len() <= 15 {
+                if let Ok(n) = token.parse::<i64>() {
+                    return Ok(n as f64);
+                }
+            }
+            // Literals that fit 64 bits get the integer rule (module docs);
+            // longer ones read as the nearest double, as in JSON.parse.
+            if let Ok(n) = token.parse::<i128>() {
+                if (i128::from(i64::MIN)..=i128::from(u64::MAX)).contains(&n) {
+                    return match Value::from_i128(n)? {
+                        Value::Number(f) => Ok(f),
+                        _ => Err(JsonError::IntegerOutOfRange(token.to_owned())),
+                    };
+                }
+            }
+        }
+        let f: f64 = token
+            .parse()
+            .map_err(|_| JsonError::InvalidJson(format!("invalid number {token}")))?;
+        if f.is_finite() {
+            Ok(f)
+        } else {
+            // JSON.parse would give Infinity, which has no JSON form.
+            Err(JsonError::InvalidJson(format!(
+                "number out of range: {token}"
+            )))
+        }
+    }
+
+    /// Reads a string at its opening quote.
+    pub(crate) fn string(&mut self) -> Result<Cow<'a, str>, JsonError> {
+        self.pos += 1;
+        let start = self.pos;
+        let end = self.plain_run();
+        match self.peek() {
+            Some(b'"') => {
+                self.pos += 1;
+                return Ok(Cow::Borrowed(&self.text[start..end]));
+            }
+            Some(b'\\') => {}
+            Some(_) => return Err(self.error("control character in string")),
+            None => return Err(self.error("unterminated string")),
+        }
+        let mut out = String::with_capacity(end - start + 16);
+        out.push_str(&self.text[start..end]);
+        loop {
+            match self.peek() {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(Cow::Owned(out));
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    let c = match self.peek() {
+                        Some(b'"') => '"',
+                        Some(b'\\') => '\\',
+                        Some(b'/') => '/',
+                        Some(b'b') => '\u{8}',
+                        Some(b'f') => '\u{c}',
+                        Some(b'n') => '\n',
+                        Some(b'r') => '\r',
+                        Some(b't') => '\t',
+                        Some(b'u') => {
+                            self.pos += 1;
+                            out.push(self.unicode_escape()?);
+                            continue;
+                        }
+                        _ => return Err(self.error("invalid escape")),
+                    };
+                    self.pos += 1;
+                    out.push(c);
+                }
+                Some(_) => {
+                    let from = self.pos;
+                    let to = self.plain_run();
+                    if to == from {
+                        return Err(self.error("control character in string"));
+                    }
+                    out.push_str(&self.text[from..to]);
+                }
+                None => return Err(self.error("unterminated string")),
+            }
+        }
+    }
+
+    /// Moves past bytes that need no attention in a string (anything but
+    /// `"`, `\` and controls) and returns where they end. Those three are
+    /// ASCII, so the end is always a char boundary.
+    fn plain_run(&mut self) -> usize {
+        let bytes = self.bytes();
+        while let Some(chunk) = bytes.get(self.pos..self.pos + 8) {
+            let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
+                break;
+            };
+            if needs_escape(u64::from_le_bytes(chunk)) {
+                break;
+            }
+            self.pos += 8;
+        }
+        while let Some(&b) = bytes.get(self.pos) {
+            if b == b'"' || b == b'\\' || b < 0x20 {
+                break;
+            }
+            self.pos += 1;
+        }
+        self.pos
+    }
+
+    fn hex4(&mut self) -> Result<u32, JsonError> {
+        let hex = self
+            .bytes()
+            .get(self.pos..self.pos + 4)
+            .ok_or_else(|| self.error("unterminated \\u escape"))?;
+        let mut n = 0;
+        for &h in hex {
+            let d = (h as char)
+                .to_digit(16)
+                .ok_or_else(|| self.error("invalid \\u escape"))?;
+            n = n * 16 + d;
+        }
+        self.pos += 4;
+        Ok(n)
+    }
+
+    /// After `\u`: a code point, joining a surrogate pair. Lone surrogates
+    /// are refused: the body is UTF-8, which has no form for them.
+    fn unicode_escape(&mut self) -> Result<char, JsonError> {
+        let hi = self.hex4()?;
+        let cp = match hi {
+            0xD800..=0xDBFF => {
+                if !self.text[self.pos..].starts_with("\\u") {
+                    return Err(JsonError::InvalidUnicode);
+                }
+                self.pos += 2;
+                let lo = self.hex4()?;
+                if !(0xDC00..=0xDFFF).contains(&lo) {
+                    return Err(JsonError::InvalidUnicode);
+                }
+                0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+            }
+            0xDC00..=0xDFFF => return Err(JsonError::InvalidUnicode),
+            cp => cp,
+        };
+        char::from_u32(cp).ok_or(JsonError::InvalidUnicode)
+    }
+
+    /// At a `{`: when the object is valid and already exactly
+    /// `JSON.stringify(JSON.parse(text))` (and passes every check the tree
+    /// parse applies), moves past it and returns its text. Otherwise leaves
+    /// the cursor where it was and returns `None`; the caller then parses
+    /// the tree, which also reports the error if there is one. `depth` is
+    /// the object's nesting level, as for [`Parser::value`].
+    pub(crate) fn canonical_object(&mut self, depth: usize) -> Option<&'a str> {
+        if self.peek() != Some(b'{') {
+            return None;
+        }
+        let start = self.pos;
+        let mut keys = Vec::new();
+        if self.scan_object(depth, &mut keys).is_some() {
+            Some(&self.text[start..self.pos])
+        } else {
+            self.pos = start;
+            None
+        }
+    }
+
+    fn scan_value(&mut self, depth: usize, keys: &mut Vec<&'a [u8]>) -> Option<()> {
+        match self.peek()? {
+            b'{' => self.scan_object(depth, keys),
+            b'[' => {
+                if depth > MAX_DEPTH {
+                    return None;
+                }
+                self.pos += 1;
+                if self.eat(b']') {
+                    return Some(());
+                }
+                loop {
+                    self.scan_value(depth + 1, keys)?;
+                    if self.eat(b']') {
+                        return Some(());
+                    }
+                    if !self.eat(b',') {
+                        return None;
+                    }
+                }
+            }
+            b'"' => self.scan_string().map(drop),
+            b't' => self.scan_literal("true"),
+            b'f' => self.scan_literal("false"),
+            b'n' => self.scan_literal("null"),
+            _ => self.scan_number(),
+        }
+    }
+
+    fn scan_literal(&mut self, word: &str) -> Option<()> {
+        self.text[self.pos..].starts_with(word).then(|| {
+            self.pos += word.len();
+        })
+    }
+
+    fn scan_object(&mut self, depth: usize, keys: &mut Vec<&'a [u8]>) -> Option<()> {
+        // Past this many keys, duplicates are looked up in a set rather than
+        // by scanning the keys seen so far.
+        const LINEAR: usize = 16;
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.pos += 1;
+        if self.eat(b'}') {
+            return Some(());
+        }
+        let first = keys.len();
+        let mut set: Option<HashSet<&'a [u8]>> = None;
+        let mut last_index = None;
+        let mut named = false;
+        loop {
+            if self.peek() != Some(b'"') {
+                return None;
+            }
+            let key = self.scan_string()?;
+            // JS lists array-index keys first, ascending. An index key has
+            // only digits, so its raw text is the key itself.
+            match std::str::from_utf8(key).ok().and_then(array_index) {
+                Some(i) => {
+                    if named || last_index.is_some_and(|l| i <= l) {
+                        return None;
+                    }
+                    last_index = Some(i);
+                }
+                None => named = true,
+            }
+            // A repeated key collapses in JSON.parse. Canonical escapes are
+            // one-to-one, so equal keys have equal raw text.
+            let fresh = match &mut set {
+                Some(set) => set.insert(key),
+                None if keys.len() - first < LINEAR => !keys[first..].contains(&key),
+                None => {
+                    let mut s: HashSet<&[u8]> = keys[first..].iter().copied().collect();
+                    let fresh = s.insert(key);
+                    set = Some(s);
+                    fresh
+                }
+            };
+            if !fresh {
+                return None;
+            }
+            keys.push(key);
+            if !self.eat(b':') {
+                return None;
+            }
+            self.scan_value(depth + 1, keys)?;
+            if self.eat(b'}') {
+                keys.truncate(first);
+                return Some(());
+            }
+            if !self.eat(b',') {
+                return None;
+            }
+        }
+    }
+
+    /// A string whose escapes are exactly those `JSON.stringify` writes;
+    /// returns the raw text between the quotes.
+    fn scan_string(&mut self) -> Option<&'a [u8]> {
+        self.pos += 1;
+        let start = self.pos;
+        loop {
+            self.plain_run();
+            match self.peek()? {
+                b'"' => {
+                    self.pos += 1;
+                    return Some(&self.bytes()[start..self.pos - 1]);
+                }
+                b'\\' => {
+                    let esc = self.bytes().get(self.pos + 1..)?;
+                    self.pos += match esc {
+                        [b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't', ..] => 2,
+                        // \u00xx, lowercase, only for controls without a
+                        // short form.
+                        [b'u', b'0', b'0', h @ (b'0' | b'1'), l, ..]
+                            if matches!(*l, b'0'..=b'9' | b'a'..=b'f')
+                                && !matches!(
+                                    (*h, *l),
+                                    (b'0', b'8' | b'9' | b'a' | b'c' | b'd')
+                                ) =>
+                        {
+                            6
+                        }
+                        _ => return None,
+                    };
+                }
+                // A raw control character: invalid JSON.
+                _ => return None,
+            }
+        }
+    }
+
+    fn scan_number(&mut self) -> Option<()> {
+        let (token, integral) = self.number_token().ok()?;
+        let digits = token.trim_start_matches('-');
+        // Short integers without a leading zero print as themselves ("-0"
+        // prints as "0", so it is not canonical).
+        if integral && token.len() <= 15 && (digits.len() == 1 || !digits.starts_with('0')) {
+            return (token != "-0").then_some(());
+        }
+        let f: f64 = token.parse().ok()?;
+        let mut out = Vec::with_capacity(32);
+        super::write_number(f, &mut out).ok()?;
+        (out == token.as_bytes()).then_some(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn canonical(text: &str) -> bool {
+        let mut p = Parser::new(text);
+        p.canonical_object(1).is_some_and(|t| t.len() == text.len())
+    }
+
+    #[test]
+    fn canonical_forms_are_recognised() {
+        for t in [
+            "{}",
+            r#"{"a":1}"#,
+            r#"{"1":0,"2":[],"b":{"c":[true,false,null]},"a":-5}"#,
+            r#"{"s":"q\"\\\b\f\n\r\t\u0001\u001f\u000b é😀"}"#,
+            r#"{"n":[0,1.5,-0.1,1e+21,1.5e-7,123456789012345680000,10000000000000000]}"#,
+        ] {
+            assert!(canonical(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn non_canonical_forms_fall_back() {
+        for t in [
+            r#"{ "a":1}"#,
+            r#"{"a": 1}"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"b":1,"1":2}"#,
+            r#"{"2":1,"1":2}"#,
+            r#"{"1":1,"1":2}"#,
+            r#"{"a":1.0}"#,
+            r#"{"a":-0}"#,
+            r#"{"a":01}"#,
+            r#"{"a":1E5}"#,
+            r#"{"a":100000000000000000000000}"#,
+            r#"{"a":9007199254740993}"#,
+            r#"{"a":1e400}"#,
+            r#"{"a":"\/"}"#,
+            r#"{"a":"\u0041"}"#,
+            r#"{"a":"\u000A"}"#,
+            r#"{"a":"\u000a"}"#,
+            r#"{"a":"\ud83d\ude00"}"#,
+            r#"{"a":"\ud800"}"#,
+            "{\"a\":\"\u{1}\"}",
+            r#"{"a":tru}"#,
+            r#"{"a":1,}"#,
+            r#"{"a"}"#,
+            r#"{"a":[1,]}"#,
+        ] {
+            assert!(!canonical(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn many_keys_use_the_set_and_still_catch_duplicates() {
+        let keys: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
+        let ok = format!("{{{}}}", keys.join(","));
+        assert!(canonical(&ok));
+        let dup = format!("{{{},\"k3\":0}}", keys.join(","));
+        assert!(!canonical(&dup));
+    }
+
+    #[test]
+    fn scan_starts_only_at_an_object() {
+        for t in ["}}", "[]", "", "\"{}\""] {
+            assert!(Parser::new(t).canonical_object(1).is_none(), "{t}");
+        }
+    }
+
+    #[test]
+    fn scan_respects_depth() {
+        let nest = |n: usize| "{\"a\":".repeat(n) + "1" + &"}".repeat(n);
+        assert!(Parser::new(&nest(MAX_DEPTH)).canonical_object(1).is_some());
+        assert!(Parser::new(&nest(MAX_DEPTH + 1))
+            .canonical_object(1)
+            .is_none());
+    }
+}
