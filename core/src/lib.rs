@@ -53,7 +53,7 @@ pub use batcher::{
 };
 pub use call::{Call, CallBuilder, CallError, CallKind, FieldKind, Object, Scalar};
 pub use delivery::{
-    Attempt, AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason,
+    Attempt, AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason, StateError,
 };
 pub use error::Error;
 pub use json::{stringify, JsonError, JsonObject, Map, Value, Writer};

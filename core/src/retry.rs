@@ -194,6 +194,16 @@ impl Jitter {
         Self { state: seed }
     }
 
+    /// The generator's position, for saved state.
+    pub(crate) fn state(&self) -> u64 {
+        self.state
+    }
+
+    /// A generator at a saved position.
+    pub(crate) fn from_state(state: u64) -> Self {
+        Self { state }
+    }
+
     fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.state;

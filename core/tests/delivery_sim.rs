@@ -404,9 +404,10 @@ fn restored_state_continues_exactly_as_if_never_stopped() {
         for _ in 0..stop_after {
             assert!(step(&mut d, &h, &mut now, &mut r));
         }
-        let saved = serde_json::to_string(&d).unwrap();
-        let restored: Delivery = serde_json::from_str(&saved).unwrap();
+        let saved = d.to_json();
+        let restored = Delivery::from_json(&saved).unwrap();
         assert_eq!(restored, d);
+        assert_eq!(restored.to_json(), saved);
         let mut d = restored;
         while step(&mut d, &h, &mut now, &mut r) {}
         assert_eq!(d.poll_outcome().unwrap(), want_outcome);

@@ -323,14 +323,14 @@ impl Delivery {
     }
 
     /// The whole state as JSON, to store and resume with `from_json`.
-    fn to_json(&self) -> PyResult<String> {
-        serde_json::to_string(&self.inner).map_err(|e| PyValueError::new_err(e.to_string()))
+    fn to_json(&self) -> String {
+        self.inner.to_json()
     }
 
     #[staticmethod]
     fn from_json(text: &str) -> PyResult<Self> {
-        let inner = serde_json::from_str(text)
-            .map_err(|e| convert::InvalidCallError::new_err(("invalid_state", e.to_string())))?;
+        let inner = core::Delivery::from_json(text)
+            .map_err(|e| convert::InvalidCallError::new_err((e.code(), e.to_string())))?;
         Ok(Self { inner })
     }
 }

@@ -381,25 +381,21 @@ impl Delivery {
 
     /// The whole state as JSON, to store and resume.
     #[wasm_bindgen(js_name = toJSON)]
-    pub fn to_json(&self) -> Result<String, JsValue> {
-        serde_json_string(&self.inner)
+    pub fn to_json(&self) -> String {
+        self.inner.to_json()
     }
 
     /// Restores a state saved with `toJSON`.
     #[wasm_bindgen(js_name = fromJSON)]
     pub fn from_json(text: &str) -> Result<Delivery, JsValue> {
-        let inner: core::Delivery = serde_json::from_str(text).map_err(|_| {
-            let err = js_sys::Error::new("not a saved delivery state");
+        let inner = core::Delivery::from_json(text).map_err(|e| {
+            let err = js_sys::Error::new(&e.to_string());
             err.set_name("InvalidCallError");
-            let _ = Reflect::set(&err, &"code".into(), &"invalid_state".into());
+            let _ = Reflect::set(&err, &"code".into(), &e.code().into());
             JsValue::from(err)
         })?;
         Ok(Delivery { inner })
     }
-}
-
-fn serde_json_string<T: serde::Serialize>(v: &T) -> Result<String, JsValue> {
-    serde_json::to_string(v).map_err(|e| usage_err("internal", &e.to_string()))
 }
 
 #[derive(Deserialize)]

@@ -8,6 +8,10 @@ use crate::timestamp::Timestamp;
 use crate::webhooks::{write_body, Request, Webhooks};
 use serde::{Deserialize, Serialize};
 
+mod state;
+
+pub use state::{StateError, STATE_VERSION};
+
 /// The receiver must answer within 5 seconds (spec, Limits).
 pub const WEBHOOK_TIMEOUT_MS: u64 = 5_000;
 
@@ -130,16 +134,16 @@ pub struct Attempt {
     pub deadline: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Waiting { at: i64 },
     InFlight { endpoint: usize, sent_at: i64 },
     Done,
 }
 
-/// One call's delivery, sans I/O, and fully serializable: store it (serde)
-/// and resume after a restart with the same [`Webhooks`] settings.
+/// One call's delivery, sans I/O, and fully serializable: store it
+/// ([`Delivery::to_json`]) and resume after a restart
+/// ([`Delivery::from_json`]) with the same [`Webhooks`] settings.
 ///
 /// # Driving it
 /// * Output: [`poll_request`](Self::poll_request) gives the next request
@@ -154,7 +158,7 @@ enum Phase {
 /// When a round fails, the next round starts after a backoff. An endpoint
 /// that rejects the call (3xx, 4xx other than 408/429, TLS failure) is not
 /// tried again.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivery {
     message_id: Option<String>,
     body: String,
