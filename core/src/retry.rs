@@ -4,7 +4,6 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use time::format_description::well_known::Rfc2822;
 
 /// The result of one HTTP attempt, as the host's I/O saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,8 +165,7 @@ pub fn parse_retry_after(value: &str, now_ms: i64) -> Option<u64> {
         let secs: u64 = v.parse().unwrap_or(u64::MAX);
         return Some(secs.saturating_mul(1000).min(MAX_RETRY_AFTER_MS));
     }
-    let at = time::OffsetDateTime::parse(v, &Rfc2822).ok()?;
-    let at_ms = i64::try_from(at.unix_timestamp_nanos() / 1_000_000).ok()?;
+    let at_ms = crate::timestamp::parse_http_date(v)?;
     Some(
         u64::try_from(at_ms.saturating_sub(now_ms))
             .unwrap_or(0)

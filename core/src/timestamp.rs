@@ -1,10 +1,13 @@
 //! Millisecond UTC timestamps, parsed from ISO 8601 and written the way
 //! JavaScript's `Date.prototype.toISOString` writes them.
 
+//! The parsers are written here rather than taken from the `time` crate:
+//! the two grammars needed (RFC 3339 and the HTTP date) are a few dozen
+//! lines over fixed-width digits, while `time`'s general parser was about
+//! 10% of the wasm module.
+
 use serde::{Deserialize, Serialize};
 use std::fmt;
-use time::format_description::well_known::Rfc3339;
-use time::{Date, OffsetDateTime, PrimitiveDateTime, Time};
 
 /// Milliseconds since the Unix epoch, UTC. Years 0000 to 9999 only, so the
 /// written form is always `YYYY-MM-DDTHH:MM:SS.sssZ` (24 bytes).
@@ -65,29 +68,9 @@ impl Timestamp {
     /// offset is rejected: it would mean the sender's local time, which a
     /// library with no clock or time zone cannot know.
     pub fn parse(text: &str) -> Result<Self, TimestampError> {
-        let err = || TimestampError(text.chars().take(64).collect());
-        let dt = if text.len() == 10 {
-            let date = Date::parse(
-                text,
-                time::macros::format_description!("[year]-[month]-[day]"),
-            )
-            .map_err(|_| err())?;
-            PrimitiveDateTime::new(date, Time::MIDNIGHT).assume_utc()
-        } else {
-            let normalized;
-            let text = if text.as_bytes().get(10) == Some(&b' ') {
-                normalized = format!("{}T{}", &text[..10], &text[11..]);
-                normalized.as_str()
-            } else {
-                text
-            };
-            OffsetDateTime::parse(text, &Rfc3339).map_err(|_| err())?
-        };
-        let ms = dt.unix_timestamp_nanos().div_euclid(1_000_000);
-        i64::try_from(ms)
-            .ok()
+        parse_iso(text.as_bytes())
             .and_then(|ms| Self::from_millis(ms).ok())
-            .ok_or_else(err)
+            .ok_or_else(|| TimestampError(text.chars().take(64).collect()))
     }
 
     /// Writes `YYYY-MM-DDTHH:MM:SS.sssZ`.
@@ -125,6 +108,163 @@ fn put(dst: &mut [u8], mut n: i64) {
         *b = b'0' + (n % 10) as u8;
         n /= 10;
     }
+}
+
+const MS_PER_DAY: i64 = 86_400_000;
+
+/// Reads fixed-width fields left to right.
+struct Cursor<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Cursor<'_> {
+    /// Exactly `n` ASCII digits as a number.
+    fn digits(&mut self, n: usize) -> Option<i64> {
+        let field = self.b.get(self.i..self.i + n)?;
+        let mut v = 0;
+        for &d in field {
+            if !d.is_ascii_digit() {
+                return None;
+            }
+            v = v * 10 + i64::from(d - b'0');
+        }
+        self.i += n;
+        Some(v)
+    }
+
+    /// The next byte, if it is one of `any`.
+    fn one_of(&mut self, any: &[u8]) -> Option<u8> {
+        let b = *self.b.get(self.i)?;
+        any.contains(&b).then(|| {
+            self.i += 1;
+            b
+        })
+    }
+
+    fn lit(&mut self, s: &[u8]) -> Option<()> {
+        self.b
+            .get(self.i..)?
+            .starts_with(s)
+            .then(|| self.i += s.len())
+    }
+
+    fn done(&self) -> bool {
+        self.i == self.b.len()
+    }
+
+    /// `hh:mm:ss` as ms of the day. Second 60 is refused, as `Date.parse`
+    /// refuses it.
+    fn time_of_day(&mut self) -> Option<i64> {
+        let h = self.digits(2).filter(|h| *h <= 23)?;
+        self.lit(b":")?;
+        let m = self.digits(2).filter(|m| *m <= 59)?;
+        self.lit(b":")?;
+        let s = self.digits(2).filter(|s| *s <= 59)?;
+        Some(((h * 60 + m) * 60 + s) * 1000)
+    }
+}
+
+fn is_leap(y: i64) -> bool {
+    y % 4 == 0 && (y % 100 != 0 || y % 400 == 0)
+}
+
+/// Days since 1970-01-01 of a valid proleptic Gregorian date, or `None`.
+fn days_of(y: i64, m: i64, d: i64) -> Option<i64> {
+    let month_len = match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if is_leap(y) => 29,
+        2 => 28,
+        _ => return None,
+    };
+    (1..=month_len)
+        .contains(&d)
+        .then(|| days_from_civil(y, m, d))
+}
+
+/// Howard Hinnant's civil-to-days algorithm (the inverse of
+/// [`civil_from_days`]).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// RFC 3339 (`T`, `t` or a space between date and time; any number of
+/// fraction digits, cut to milliseconds; `Z`, `z` or `±hh:mm`), or a bare
+/// `YYYY-MM-DD`, as milliseconds since the epoch.
+fn parse_iso(b: &[u8]) -> Option<i64> {
+    let mut c = Cursor { b, i: 0 };
+    let y = c.digits(4)?;
+    c.lit(b"-")?;
+    let mo = c.digits(2)?;
+    c.lit(b"-")?;
+    let d = c.digits(2)?;
+    let days = days_of(y, mo, d)?;
+    if c.done() {
+        return Some(days * MS_PER_DAY);
+    }
+    c.one_of(b"Tt ")?;
+    let mut ms = days * MS_PER_DAY + c.time_of_day()?;
+    if c.lit(b".").is_some() {
+        let start = c.i;
+        while c.digits(1).is_some() {}
+        let frac = &b[start..c.i];
+        if frac.is_empty() {
+            return None;
+        }
+        // Digits past the millisecond are cut, as Date.parse cuts them.
+        ms += frac
+            .iter()
+            .chain(b"00")
+            .take(3)
+            .fold(0, |v, d| v * 10 + i64::from(d - b'0'));
+    }
+    match c.one_of(b"Zz+-")? {
+        b'Z' | b'z' => {}
+        sign => {
+            let oh = c.digits(2).filter(|h| *h <= 23)?;
+            c.lit(b":")?;
+            let om = c.digits(2).filter(|m| *m <= 59)?;
+            let offset = (oh * 60 + om) * 60_000;
+            ms += if sign == b'+' { -offset } else { offset };
+        }
+    }
+    c.done().then_some(ms)
+}
+
+/// An HTTP-date in the IMF-fixdate form (RFC 9110 §5.6.7), such as
+/// `Sun, 06 Nov 1994 08:49:37 GMT`, as milliseconds since the epoch. The
+/// obsolete RFC 850 and asctime forms are not read (see
+/// [`crate::retry::parse_retry_after`]); the day name is not checked
+/// against the date.
+pub(crate) fn parse_http_date(text: &str) -> Option<i64> {
+    const DAYS: [&[u8]; 7] = [b"Mon", b"Tue", b"Wed", b"Thu", b"Fri", b"Sat", b"Sun"];
+    const MONTHS: [&[u8]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
+        b"Dec",
+    ];
+    let b = text.as_bytes();
+    if !DAYS.contains(&b.get(..3)?) {
+        return None;
+    }
+    let mut c = Cursor { b, i: 3 };
+    c.lit(b", ")?;
+    let d = c.digits(2)?;
+    c.lit(b" ")?;
+    let name = b.get(c.i..c.i + 3)?;
+    let mo = MONTHS.iter().position(|m| *m == name)? as i64 + 1;
+    c.i += 3;
+    c.lit(b" ")?;
+    let y = c.digits(4)?;
+    c.lit(b" ")?;
+    let t = c.time_of_day()?;
+    c.lit(b" GMT")?;
+    c.done().then_some(days_of(y, mo, d)? * MS_PER_DAY + t)
 }
 
 /// Howard Hinnant's days-to-civil algorithm. Written here rather than going
@@ -201,13 +341,61 @@ mod tests {
     }
 
     #[test]
-    fn civil_matches_time_crate() {
-        for ms in (MIN_MS..MAX_MS).step_by(777_777_777_777) {
+    fn civil_round_trips() {
+        for ms in (MIN_MS..MAX_MS).step_by(777_777_777) {
             let t = Timestamp(ms);
-            let ours = t.to_string();
-            let theirs = OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000).unwrap();
-            assert_eq!(Timestamp::parse(&ours).unwrap(), t);
-            assert_eq!(&ours[..4], format!("{:04}", theirs.year()));
+            assert_eq!(Timestamp::parse(&t.to_string()).unwrap(), t);
+        }
+        for days in -719_528..2_932_897 {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_of(y, m, d), Some(days));
+        }
+    }
+
+    #[test]
+    fn second_sixty_and_bad_offsets_are_refused() {
+        for s in [
+            "2026-06-30T23:59:60Z",
+            "2026-11-22T10:04:05+24:00",
+            "2026-11-22T10:04:05+01:60",
+            "2026-11-22T10:04:05+0100",
+            "2026-11-22T10:04:05Zjunk",
+            "2026-11-22T10:04",
+            "2026-11-2",
+            "+2026-11-22",
+            "2026-11-22T",
+            "0000-01-01T00:00:00+00:01",
+        ] {
+            assert!(Timestamp::parse(s).is_err(), "{s}");
+        }
+        assert_eq!(
+            norm("9999-12-31T23:59:59.9999Z"),
+            "9999-12-31T23:59:59.999Z"
+        );
+        assert_eq!(
+            norm("2000-02-29T12:00:00-00:00"),
+            "2000-02-29T12:00:00.000Z"
+        );
+    }
+
+    #[test]
+    fn http_dates() {
+        let at = |s: &str| parse_http_date(s);
+        assert_eq!(at("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777_000));
+        assert_eq!(at("Thu, 01 Jan 1970 00:00:00 GMT"), Some(0));
+        assert_eq!(at("Tue, 29 Feb 2000 00:00:00 GMT"), Some(951_782_400_000));
+        for s in [
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 6 Nov 1994 08:49:37 GMT",
+            "Sun, 06 nov 1994 08:49:37 GMT",
+            "Sun, 31 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMT ",
+            "Xyz, 06 Nov 1994 08:49:37 GMT",
+            "",
+        ] {
+            assert_eq!(at(s), None, "{s}");
         }
     }
 }
