@@ -137,6 +137,13 @@ fn delivery(input: &Input) {
                 }
                 k => d.handle_response(now, outcome(k)),
             }
+            // Save and restore now and then: the restored state is equal
+            // and carries on identically.
+            if status % 7 == 0 {
+                let saved = d.to_json();
+                d = Delivery::from_json(&saved).expect("our own state restores");
+                assert_eq!(d.to_json(), saved);
+            }
             continue;
         }
         match d.poll_timeout() {
