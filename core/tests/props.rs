@@ -191,3 +191,28 @@ proptest! {
         prop_assert_eq!(Webhooks::new(&[cfg], None).unwrap_err().code(), "invalid_header_value");
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+    /// Our number layout (zmij digits, ECMAScript layout) equals ryu-js,
+    /// an independent ECMAScript `Number::toString`, over all doubles and
+    /// around every layout threshold.
+    #[test]
+    fn numbers_match_ryu_js(
+        bits in any::<u64>(),
+        near in (-1e-5f64..1e-5, -25i32..25, any::<bool>()),
+    ) {
+        let (m, e, neg) = near;
+        for n in [f64::from_bits(bits), (1.0 + m) * 10f64.powi(e) * if neg { -1.0 } else { 1.0 }] {
+            if !n.is_finite() {
+                continue;
+            }
+            let mut ours = Vec::new();
+            callpost_core::json::write_number(n, &mut ours).unwrap();
+            let mut buf = ryu_js::Buffer::new();
+            let want = if n == 0.0 { "0" } else { buf.format_finite(n) };
+            prop_assert_eq!(String::from_utf8(ours).unwrap(), want, "{:e}", n);
+        }
+    }
+}

@@ -628,9 +628,55 @@ pub fn write_number(n: f64, out: &mut Vec<u8>) -> Result<(), JsonError> {
         out.extend_from_slice(itoa::Buffer::new().format(n as i64).as_bytes());
         return Ok(());
     }
-    let mut buf = ryu_js::Buffer::new();
-    out.extend_from_slice(buf.format_finite(n).as_bytes());
+    write_shortest(n, out);
     Ok(())
+}
+
+/// The shortest digits that read back as `n` (zmij, the formatter
+/// serde_json uses; faster than ryu-js), laid out as ECMAScript
+/// `Number::toString` lays them out. zmij writes plain decimals only inside
+/// JavaScript's plain range and the same `e+21`/`e-7` exponent form
+/// outside it, so only its `.0` suffix and the exponents JavaScript writes
+/// out in full need changing.
+fn write_shortest(n: f64, out: &mut Vec<u8>) {
+    let mut buf = zmij::Buffer::new();
+    let s = buf.format_finite(n).as_bytes();
+    let Some(e) = s.iter().position(|&b| b == b'e') else {
+        out.extend_from_slice(s.strip_suffix(b".0").unwrap_or(s));
+        return;
+    };
+    let exp: i32 = std::str::from_utf8(&s[e + 1..])
+        .ok()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0);
+    // ECMAScript writes x = 0.d₁d₂… × 10^point in full when
+    // -6 < point ≤ 21, that is for exponents -7 < exp < 21.
+    if !(-7 < exp && exp < 21) {
+        out.extend_from_slice(s);
+        return;
+    }
+    let (sign, mantissa) = match s[..e].split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, &s[..e]),
+    };
+    if sign {
+        out.push(b'-');
+    }
+    let digits: Vec<u8> = mantissa.iter().copied().filter(|&b| b != b'.').collect();
+    let k = digits.len() as i32;
+    let point = exp + 1;
+    if point >= k {
+        out.extend_from_slice(&digits);
+        out.resize(out.len() + (point - k) as usize, b'0');
+    } else if point > 0 {
+        out.extend_from_slice(&digits[..point as usize]);
+        out.push(b'.');
+        out.extend_from_slice(&digits[point as usize..]);
+    } else {
+        out.extend_from_slice(b"0.");
+        out.resize(out.len() + (-point) as usize, b'0');
+        out.extend_from_slice(&digits);
+    }
 }
 
 // 0 = copy as is; otherwise the escape to write. `u` means \u00xx.
