@@ -3,6 +3,7 @@
 use crate::audience::AudienceError;
 use crate::batcher::{ConfigError, EnqueueError};
 use crate::call::CallError;
+use crate::delivery::StateError;
 use crate::json::JsonError;
 use crate::signature::SignatureError;
 use crate::webhooks::SettingsError;
@@ -33,6 +34,9 @@ pub enum Error {
     /// A call the batcher did not queue.
     #[error(transparent)]
     Enqueue(#[from] EnqueueError),
+    /// A saved delivery state that cannot be restored.
+    #[error(transparent)]
+    State(#[from] StateError),
     /// An endpoint index past the configured endpoints. Use an index below
     /// the number of endpoints.
     #[error("endpoint index {0} is out of range")]
@@ -50,6 +54,7 @@ impl Error {
             Self::Audience(e) => e.code(),
             Self::Config(e) => e.code(),
             Self::Enqueue(e) => e.code(),
+            Self::State(e) => e.code(),
             Self::Endpoint(_) => "endpoint_out_of_range",
         }
     }

@@ -32,7 +32,7 @@ pub fn to_py_err(e: &callpost_core::Error) -> PyErr {
         Error::Call(_) => InvalidCallError::new_err(args),
         Error::Settings(_) | Error::Endpoint(_) => SettingsError::new_err(args),
         Error::Signature(_) => SignatureError::new_err(args),
-        Error::Audience(_) => InvalidCallError::new_err(args),
+        Error::Audience(_) | Error::State(_) => InvalidCallError::new_err(args),
         Error::Config(_) => ConfigError::new_err(args),
         Error::Enqueue(EnqueueError::Call(c)) => to_py_err(&Error::Call(c.clone())),
         Error::Enqueue(EnqueueError::MessageTooLarge(_)) => MessageTooLargeError::new_err(args),

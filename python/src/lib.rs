@@ -329,8 +329,7 @@ impl Delivery {
 
     #[staticmethod]
     fn from_json(text: &str) -> PyResult<Self> {
-        let inner = core::Delivery::from_json(text)
-            .map_err(|e| convert::InvalidCallError::new_err((e.code(), e.to_string())))?;
+        let inner = core::Delivery::from_json(text).map_err(err)?;
         Ok(Self { inner })
     }
 }

@@ -17,7 +17,7 @@ fn class_of(e: &core::Error) -> &'static str {
             JsonError::NotJson { .. } | JsonError::Cycle(_) | JsonError::NonStringKey(_),
         ) => "NotJSONError",
         Error::Json(_) | Error::Call(CallError::Json(_)) => "JSONValueError",
-        Error::Call(_) | Error::Audience(_) => "InvalidCallError",
+        Error::Call(_) | Error::Audience(_) | Error::State(_) => "InvalidCallError",
         Error::Settings(_) | Error::Endpoint(_) => "SettingsError",
         Error::Signature(_) => "SignatureError",
         Error::Config(_) => "ConfigError",
@@ -388,12 +388,7 @@ impl Delivery {
     /// Restores a state saved with `toJSON`.
     #[wasm_bindgen(js_name = fromJSON)]
     pub fn from_json(text: &str) -> Result<Delivery, JsValue> {
-        let inner = core::Delivery::from_json(text).map_err(|e| {
-            let err = js_sys::Error::new(&e.to_string());
-            err.set_name("InvalidCallError");
-            let _ = Reflect::set(&err, &"code".into(), &e.code().into());
-            JsValue::from(err)
-        })?;
+        let inner = core::Delivery::from_json(text).map_err(js_err)?;
         Ok(Delivery { inner })
     }
 }

@@ -8,7 +8,7 @@
 
 use super::{AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason, Phase};
 use crate::json::{Map, Value};
-use crate::retry::{Backoff, Jitter, Outcome, Verdict};
+use crate::retry::{Backoff, Jitter, Outcome};
 
 /// The format version written in `"version"`; restoring any other fails.
 pub const STATE_VERSION: u32 = 1;
@@ -140,30 +140,22 @@ fn outcome_value(o: &Outcome) -> Value {
     }
 }
 
+/// Through [`Outcome::from_report`], the one reading of outcome kinds.
 fn outcome_of(v: &Value) -> Result<Outcome, StateError> {
     let f = Fields::of(v, "outcome")?;
-    Ok(match f.kind()? {
-        "response" => Outcome::Response {
-            status: f.int("status")?,
-            retry_after: f.opt_str("retry_after")?.map(str::to_owned),
-        },
-        "timeout" => Outcome::Timeout,
-        "connection" => Outcome::Connection {
-            message: f.str("message")?.to_owned(),
-        },
-        "tls" => Outcome::Tls {
-            message: f.str("message")?.to_owned(),
-        },
-        _ => return Err(f.unknown("kind")),
-    })
-}
-
-fn verdict_name(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Success => "success",
-        Verdict::Retry => "retry",
-        Verdict::Reject => "reject",
-    }
+    let kind = f.kind()?;
+    let status = if kind == "response" {
+        Some(f.int("status")?)
+    } else {
+        None
+    };
+    Outcome::from_report(
+        status,
+        f.opt_str("retry_after")?.map(str::to_owned),
+        status.is_none().then_some(kind),
+        f.opt_str("message")?.unwrap_or_default(),
+    )
+    .ok_or_else(|| f.unknown("kind"))
 }
 
 fn record_value(r: &AttemptRecord) -> Value {
@@ -173,24 +165,20 @@ fn record_value(r: &AttemptRecord) -> Value {
         ("sent_at", int(r.sent_at)),
         ("ended_at", int(r.ended_at)),
         ("outcome", outcome_value(&r.outcome)),
-        ("verdict", verdict_name(r.verdict).into()),
     ])
 }
 
 fn record_of(v: &Value) -> Result<AttemptRecord, StateError> {
     let f = Fields::of(v, "log entry")?;
+    let outcome = outcome_of(f.get("outcome")?)?;
     Ok(AttemptRecord {
         attempt: f.int("attempt")?,
         endpoint: f.int("endpoint")?,
         sent_at: f.int("sent_at")?,
         ended_at: f.int("ended_at")?,
-        outcome: outcome_of(f.get("outcome")?)?,
-        verdict: match f.str("verdict")? {
-            "success" => Verdict::Success,
-            "retry" => Verdict::Retry,
-            "reject" => Verdict::Reject,
-            _ => return Err(f.unknown("verdict")),
-        },
+        // Not saved: the verdict is always what the outcome means.
+        verdict: outcome.verdict(),
+        outcome,
     })
 }
 
@@ -229,10 +217,15 @@ fn final_of(v: &Value) -> Result<DeliveryOutcome, StateError> {
             at: f.int("at")?,
         },
         "gave_up" => DeliveryOutcome::GaveUp {
-            reason: match f.str("reason")? {
-                "window_exhausted" => GiveUpReason::WindowExhausted,
-                "all_endpoints_rejected" => GiveUpReason::AllEndpointsRejected,
-                _ => return Err(f.unknown("reason")),
+            reason: {
+                let code = f.str("reason")?;
+                [
+                    GiveUpReason::WindowExhausted,
+                    GiveUpReason::AllEndpointsRejected,
+                ]
+                .into_iter()
+                .find(|r| r.code() == code)
+                .ok_or_else(|| f.unknown("reason"))?
             },
             attempts: f.int("attempts")?,
             last: f.opt("last").map(outcome_of).transpose()?,
@@ -436,7 +429,7 @@ mod tests {
                 r#""kind":"in_flight","endpoint":1"#,
                 r#""kind":"in_flight","endpoint":9"#,
             ),
-            good.replace(r#""verdict":"retry""#, r#""verdict":"maybe""#),
+            good.replace(r#""kind":"response""#, r#""kind":"teapot""#),
             good.replace(r#""attempts":2"#, r#""attempts":-2"#),
             good.replace(r#""body":"#, r#""bodi":"#),
             good.replace(r#""rejected":[false,false]"#, r#""rejected":[0,false]"#),

@@ -514,10 +514,9 @@ impl<'a> Parser<'a> {
 
     fn scan_number(&mut self) -> Option<()> {
         let (token, integral) = self.number_token().ok()?;
-        let digits = token.trim_start_matches('-');
-        // Short integers without a leading zero print as themselves ("-0"
-        // prints as "0", so it is not canonical).
-        if integral && token.len() <= 15 && (digits.len() == 1 || !digits.starts_with('0')) {
+        // Short integers print as themselves (the grammar already refused
+        // leading zeros), except "-0", which prints as "0".
+        if integral && token.len() <= 15 {
             return (token != "-0").then_some(());
         }
         let f: f64 = token.parse().ok()?;
