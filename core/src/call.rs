@@ -219,7 +219,7 @@ impl Call {
             p.ws();
             if kind == FieldKind::Object && !repeated {
                 if let Some(text) = p.canonical_object(2) {
-                    let object = JsonObject::from_canonical(text.to_owned());
+                    let object = JsonObject::from_canonical(text);
                     b.object(&key, Object::Json(object));
                     return Ok(());
                 }
@@ -373,7 +373,7 @@ impl Object {
         match self {
             Object::Map(m) => crate::json::write_map(m, out),
             Object::Json(j) => {
-                out.extend_from_slice(j.as_str().as_bytes());
+                out.extend_from_slice(j.as_bytes());
                 Ok(())
             }
         }

@@ -137,6 +137,18 @@ proptest! {
     }
 
     #[test]
+    fn long_plain_strings_escape_as_serde_json_does(
+        runs in prop::collection::vec(("[a-z é]{0,70}", "[\x00-\x1f\"\\\\]{0,2}"), 0..6),
+    ) {
+        // Mostly plain text with a rare escape, so the 32- and 8-byte block
+        // scans run and must stop exactly at each escape.
+        let s: String = runs.into_iter().flat_map(|(a, b)| [a, b]).collect();
+        let mut out = Vec::new();
+        callpost_core::json::write_string(&s, &mut out);
+        prop_assert_eq!(String::from_utf8(out).unwrap(), serde_json::to_string(&s).unwrap());
+    }
+
+    #[test]
     fn text_objects_give_the_same_body_as_maps(call in call()) {
         let now = Timestamp::from_millis(1_700_000_000_000).unwrap();
         let as_text = |o: &Option<Object>| o.as_ref().map(|o| {

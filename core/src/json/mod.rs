@@ -540,7 +540,7 @@ impl<'o> Writer<'o> {
 /// `properties` and `traits` this way when a binding wrote them straight
 /// from host values.
 #[derive(Clone, PartialEq, Eq)]
-pub struct JsonObject(String);
+pub struct JsonObject(Vec<u8>);
 
 impl JsonObject {
     /// Writes an object through [`Writer::object`].
@@ -554,34 +554,33 @@ impl JsonObject {
     {
         let mut out = Vec::with_capacity(256);
         Writer::new(&mut out).object(entries, each)?;
-        // Every byte comes from `&str`s and ASCII punctuation.
-        Ok(Self(
-            String::from_utf8(out).map_err(|_| JsonError::InvalidUnicode)?,
-        ))
+        // Kept as bytes, not re-validated into a `String`: every byte comes
+        // from `&str`s and ASCII punctuation, and the check cost 3% of a
+        // 32 KB request.
+        Ok(Self(out))
     }
 
     /// A map's `JSON.stringify` text.
     pub fn from_map(map: &Map) -> Result<Self, JsonError> {
         let mut out = Vec::with_capacity(256);
         write_map(map, &mut out)?;
-        Ok(Self(
-            String::from_utf8(out).map_err(|_| JsonError::InvalidUnicode)?,
-        ))
+        Ok(Self(out))
     }
 
     /// Text the scanner found to be in `JSON.stringify` form already.
-    pub(crate) fn from_canonical(text: String) -> Self {
-        Self(text)
+    pub(crate) fn from_canonical(text: &str) -> Self {
+        Self(text.as_bytes().to_vec())
     }
 
-    /// The JSON text.
-    pub fn as_str(&self) -> &str {
+    /// The JSON text, UTF-8 (every constructor writes only `&str`s and
+    /// ASCII).
+    pub fn as_bytes(&self) -> &[u8] {
         &self.0
     }
 
     /// Parses the text back into a map (for reading fields; rare).
     pub fn to_map(&self) -> Map {
-        match Value::from_json_str(&self.0) {
+        match Value::from_json_slice(&self.0) {
             Ok(Value::Object(m)) => m,
             // Written by this crate as an object, so always an object.
             _ => Map::new(),
@@ -718,9 +717,28 @@ pub fn write_string(s: &str, out: &mut Vec<u8>) {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
-        // Skip eight bytes at a time while none needs escaping: long
-        // property values are mostly plain text, and a byte-at-a-time
-        // table walk was the cost of a 32 KB body.
+        // Skip 32 bytes at a time while none needs escaping. The test is a
+        // branch-free OR over a fixed-size block, which LLVM turns into
+        // vector compares (the workspace forbids `unsafe`, so no
+        // hand-written intrinsics). In a 32 KB Python request this took
+        // the string from 3.9 to 1.8 µs. Only where vectors are baseline:
+        // wasm32 without simd128 would run it byte by byte, slower than
+        // the SWAR below.
+        #[cfg(any(target_feature = "sse2", target_feature = "neon"))]
+        while let Some(block) = bytes.get(i..i + 32) {
+            let Ok(block) = <&[u8; 32]>::try_from(block) else {
+                break;
+            };
+            let mut hit = 0u8;
+            for &b in block {
+                hit |= u8::from(b < 0x20) | u8::from(b == b'"') | u8::from(b == b'\\');
+            }
+            if hit != 0 {
+                break;
+            }
+            i += 32;
+        }
+        // Then eight at a time, for short strings and around escapes.
         while let Some(chunk) = bytes.get(i..i + 8) {
             let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
                 break;
