@@ -122,6 +122,17 @@ pub enum Verdict {
     Reject,
 }
 
+impl Verdict {
+    /// Stable snake_case code.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Retry => "retry",
+            Self::Reject => "reject",
+        }
+    }
+}
+
 /// The status rules, following the stricter practice among Segment's
 /// libraries, RudderStack, Svix and Standard Webhooks:
 ///

@@ -414,3 +414,55 @@ fn restored_state_continues_exactly_as_if_never_stopped() {
         assert_eq!(d.log(), want.log(), "stopped after {stop_after} steps");
     }
 }
+
+#[test]
+fn outcome_and_log_json_have_the_serde_shape() {
+    // The bindings hand users `DeliveryOutcome::to_json` and
+    // `Delivery::log_json`; the serde derive on the same types is the
+    // independent statement of that shape.
+    let same = |text: String, want: serde_json::Value| {
+        let got: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(got, want, "{text}");
+    };
+    let h = hooks(3);
+    let mixed = |now: i64, ep: usize| match (ep, (now / 1000) % 4) {
+        (2, _) => Reply::Answer(Outcome::tls("self-signed certificate"), 3),
+        (_, 0) => Reply::Hang,
+        (_, 1) => Reply::Answer(Outcome::connection("reset by peer"), 2),
+        (_, 2) => Reply::Answer(
+            Outcome::Response {
+                status: 503,
+                retry_after: Some("120".into()),
+            },
+            20,
+        ),
+        _ if now > T0 + HOUR => status(204),
+        _ => status(500),
+    };
+    let scenarios: Vec<Box<dyn Fn(i64, usize) -> Reply>> = vec![
+        Box::new(mixed),
+        Box::new(|_, _| status(503)),
+        Box::new(|_, _| status(404)),
+    ];
+    let mut kinds = std::collections::BTreeSet::new();
+    for recv in scenarios {
+        let d = Delivery::new(&h, &call(), T0, config(7)).unwrap();
+        let (outcome, d) = run(d, &h, recv);
+        same(outcome.to_json(), serde_json::to_value(&outcome).unwrap());
+        same(d.log_json(), serde_json::to_value(d.log()).unwrap());
+        kinds.insert(outcome.to_json()[..12].to_owned());
+        for r in d.log() {
+            kinds.insert(format!("{:?}", r.verdict));
+        }
+    }
+    let c = Call::from_json_str(
+        r#"{"type":"track","userId":"u","event":"e","integrations":{"All":false}}"#,
+    )
+    .unwrap();
+    let mut d = Delivery::new(&h, &c, T0, config(0)).unwrap();
+    let disabled = d.poll_outcome().unwrap();
+    same(disabled.to_json(), serde_json::to_value(&disabled).unwrap());
+    assert_eq!(d.log_json(), "[]");
+    // Delivered and gave up; every verdict appeared in some log.
+    assert_eq!(kinds.len(), 5, "{kinds:?}");
+}

@@ -6,7 +6,6 @@
 
 use callpost_core as core;
 use js_sys::{Array, Object, Reflect, Uint8Array};
-use serde::Deserialize;
 use wasm_bindgen::prelude::*;
 
 /// Error class names by concern, mirroring the Python exception classes.
@@ -79,10 +78,61 @@ fn request_object(r: core::Request) -> JsValue {
     o.into()
 }
 
-fn to_js<T: serde::Serialize>(v: &T) -> Result<JsValue, JsValue> {
-    let s = serde_wasm_bindgen::Serializer::json_compatible();
-    v.serialize(&s)
-        .map_err(|e| usage_err("internal", &e.to_string()))
+/// A value from JSON text the core wrote (outcomes, logs): the core owns
+/// their shape, so no second mapping lives here.
+fn from_core_json(text: &str) -> Result<JsValue, JsValue> {
+    js_sys::JSON::parse(text)
+}
+
+/// Reads the optional fields of a JS options object. Type conversion only:
+/// the defaults and limits are the core's.
+struct Options(Option<Object>);
+
+impl Options {
+    fn of(v: &JsValue) -> Result<Self, JsValue> {
+        if v.is_undefined() || v.is_null() {
+            return Ok(Self(None));
+        }
+        v.dyn_ref::<Object>()
+            .map(|o| Self(Some(o.clone())))
+            .ok_or_else(|| usage_err("invalid_argument", "options must be an object"))
+    }
+
+    fn get(&self, key: &str) -> Option<JsValue> {
+        let v = Reflect::get(self.0.as_ref()?, &key.into()).ok()?;
+        (!v.is_undefined() && !v.is_null()).then_some(v)
+    }
+
+    fn string(&self, key: &str) -> Result<Option<String>, JsValue> {
+        self.get(key)
+            .map(|v| {
+                v.as_string().ok_or_else(|| {
+                    usage_err("invalid_argument", &format!("{key} must be a string"))
+                })
+            })
+            .transpose()
+    }
+
+    /// A count or a duration in ms: a whole number from 0 to 2^53.
+    fn uint(&self, key: &str) -> Result<Option<u64>, JsValue> {
+        self.get(key)
+            .map(|v| match v.as_f64() {
+                Some(n) if n >= 0.0 && n.fract() == 0.0 && n <= 9_007_199_254_740_992.0 => {
+                    Ok(n as u64)
+                }
+                _ => Err(usage_err(
+                    "invalid_argument",
+                    &format!("{key} must be a whole number from 0 to 2^53"),
+                )),
+            })
+            .transpose()
+    }
+
+    fn usize(&self, key: &str) -> Result<Option<usize>, JsValue> {
+        Ok(self
+            .uint(key)?
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
+    }
 }
 
 fn millis(now: f64) -> i64 {
@@ -249,24 +299,6 @@ impl Webhooks {
     }
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct DeliveryOptions {
-    timeout_ms: Option<f64>,
-    retry_window_ms: Option<f64>,
-    backoff_base_ms: Option<f64>,
-    backoff_cap_ms: Option<f64>,
-    seed: Option<f64>,
-}
-
-fn options<T: for<'de> Deserialize<'de> + Default>(v: &JsValue) -> Result<T, JsValue> {
-    if v.is_undefined() || v.is_null() {
-        return Ok(T::default());
-    }
-    serde_wasm_bindgen::from_value(v.clone())
-        .map_err(|e| usage_err("invalid_argument", &e.to_string()))
-}
-
 fn outcome_of(
     status: Option<u16>,
     retry_after: Option<String>,
@@ -297,16 +329,16 @@ impl Delivery {
         now_ms: f64,
         options_obj: &JsValue,
     ) -> Result<Delivery, JsValue> {
-        let o: DeliveryOptions = options(options_obj)?;
+        let o = Options::of(options_obj)?;
         let d = core::DeliveryConfig::default();
         let config = core::DeliveryConfig {
-            timeout_ms: o.timeout_ms.map_or(d.timeout_ms, |v| v as u64),
-            retry_window_ms: o.retry_window_ms.map_or(d.retry_window_ms, |v| v as u64),
+            timeout_ms: o.uint("timeoutMs")?.unwrap_or(d.timeout_ms),
+            retry_window_ms: o.uint("retryWindowMs")?.unwrap_or(d.retry_window_ms),
             backoff: core::retry::Backoff {
-                base_ms: o.backoff_base_ms.map_or(d.backoff.base_ms, |v| v as u64),
-                cap_ms: o.backoff_cap_ms.map_or(d.backoff.cap_ms, |v| v as u64),
+                base_ms: o.uint("backoffBaseMs")?.unwrap_or(d.backoff.base_ms),
+                cap_ms: o.uint("backoffCapMs")?.unwrap_or(d.backoff.cap_ms),
             },
-            jitter_seed: o.seed.map_or(0, |v| v as u64),
+            jitter_seed: o.uint("seed")?.unwrap_or(0),
         };
         let call = core::Call::from_json_str(call_json).map_err(js_err)?;
         Ok(Delivery {
@@ -362,7 +394,7 @@ impl Delivery {
     #[wasm_bindgen(js_name = pollOutcome)]
     pub fn poll_outcome(&mut self) -> Result<JsValue, JsValue> {
         match self.inner.poll_outcome() {
-            Some(o) => to_js(&o),
+            Some(o) => from_core_json(&o.to_json()),
             None => Ok(JsValue::UNDEFINED),
         }
     }
@@ -370,7 +402,7 @@ impl Delivery {
     /// The attempts so far.
     #[wasm_bindgen(getter)]
     pub fn log(&self) -> Result<JsValue, JsValue> {
-        to_js(&self.inner.log())
+        from_core_json(&self.inner.log_json())
     }
 
     /// The body every attempt sends.
@@ -393,25 +425,6 @@ impl Delivery {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct BatcherOptions {
-    write_key: String,
-    endpoint: Option<String>,
-    flush_at: Option<usize>,
-    flush_after_ms: Option<f64>,
-    max_queue: Option<usize>,
-    max_attempts: Option<u32>,
-    max_retry_ms: Option<f64>,
-    request_timeout_ms: Option<f64>,
-    max_in_flight: Option<usize>,
-    backoff_base_ms: Option<f64>,
-    backoff_cap_ms: Option<f64>,
-    library_name: Option<String>,
-    library_version: Option<String>,
-    seed: Option<f64>,
-}
-
 /// The batching client's state machine (see the core's `Batcher`).
 #[wasm_bindgen(js_name = BatcherCore)]
 pub struct Batcher {
@@ -423,27 +436,31 @@ impl Batcher {
     /// From an options object (`writeKey`, `endpoint`, `flushAt`, ...).
     #[wasm_bindgen(constructor)]
     pub fn new(options_obj: JsValue, now_ms: f64) -> Result<Batcher, JsValue> {
-        let o: BatcherOptions = serde_wasm_bindgen::from_value(options_obj)
-            .map_err(|e| usage_err("invalid_argument", &e.to_string()))?;
-        let d = core::BatcherConfig::new(o.write_key);
+        let o = Options::of(&options_obj)?;
+        let write_key = o
+            .string("writeKey")?
+            .ok_or_else(|| usage_err("invalid_argument", "writeKey is required"))?;
+        let d = core::BatcherConfig::new(write_key);
         let config = core::BatcherConfig {
-            endpoint: o.endpoint.unwrap_or(d.endpoint.clone()),
-            flush_at: o.flush_at.unwrap_or(d.flush_at),
-            flush_after_ms: o.flush_after_ms.map_or(d.flush_after_ms, |v| v as u64),
-            max_queue: o.max_queue.unwrap_or(d.max_queue),
-            max_attempts: o.max_attempts.unwrap_or(d.max_attempts),
-            max_retry_ms: o.max_retry_ms.map_or(d.max_retry_ms, |v| v as u64),
-            request_timeout_ms: o
-                .request_timeout_ms
-                .map_or(d.request_timeout_ms, |v| v as u64),
-            max_in_flight: o.max_in_flight.unwrap_or(d.max_in_flight),
+            endpoint: o.string("endpoint")?.unwrap_or(d.endpoint.clone()),
+            flush_at: o.usize("flushAt")?.unwrap_or(d.flush_at),
+            flush_after_ms: o.uint("flushAfterMs")?.unwrap_or(d.flush_after_ms),
+            max_queue: o.usize("maxQueue")?.unwrap_or(d.max_queue),
+            max_attempts: o
+                .uint("maxAttempts")?
+                .map_or(d.max_attempts, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+            max_retry_ms: o.uint("maxRetryMs")?.unwrap_or(d.max_retry_ms),
+            request_timeout_ms: o.uint("requestTimeoutMs")?.unwrap_or(d.request_timeout_ms),
+            max_in_flight: o.usize("maxInFlight")?.unwrap_or(d.max_in_flight),
             backoff: core::retry::Backoff {
-                base_ms: o.backoff_base_ms.map_or(d.backoff.base_ms, |v| v as u64),
-                cap_ms: o.backoff_cap_ms.map_or(d.backoff.cap_ms, |v| v as u64),
+                base_ms: o.uint("backoffBaseMs")?.unwrap_or(d.backoff.base_ms),
+                cap_ms: o.uint("backoffCapMs")?.unwrap_or(d.backoff.cap_ms),
             },
-            library_name: o.library_name.unwrap_or(d.library_name.clone()),
-            library_version: o.library_version.unwrap_or(d.library_version.clone()),
-            jitter_seed: o.seed.map_or(0, |v| v as u64),
+            library_name: o.string("libraryName")?.unwrap_or(d.library_name.clone()),
+            library_version: o
+                .string("libraryVersion")?
+                .unwrap_or(d.library_version.clone()),
+            jitter_seed: o.uint("seed")?.unwrap_or(0),
             ..d
         };
         Ok(Batcher {

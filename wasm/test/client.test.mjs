@@ -3,7 +3,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { execFileSync } from 'node:child_process';
-import { Client } from 'callpost';
+import { Client, Webhooks } from 'callpost';
+
+const CALL = { type: 'track', userId: 'u1', event: 'Tested' };
 import { serve, ok } from './helpers.mjs';
 
 const batches = (srv) => srv.received.map((r) => JSON.parse(r.body));
@@ -70,6 +72,14 @@ test('bad calls throw typed errors and nothing is queued', async () => {
   assert.throws(() => c.track({ userId: 'u', event: 'big', properties: { pad: 'x'.repeat(40_000) } }), (e) => e.code === 'message_too_large');
   assert.throws(() => c.track({ userId: 'u', event: 'e', properties: { n: 10n } }), (e) => e.code === 'not_json');
   assert.throws(() => new Client({ writeKey: '' }), (e) => e.code === 'empty_write_key');
+  // Option types are checked where they cross into wasm, with one code.
+  const badArg = (field) => (e) => e instanceof TypeError && e.code === 'invalid_argument' && e.message.includes(field);
+  assert.throws(() => new Client({ writeKey: 'wk', flushAt: '20' }), badArg('flushAt'));
+  assert.throws(() => new Client({ writeKey: 'wk', flushAt: 2.5 }), badArg('flushAt'));
+  assert.throws(() => new Client({ writeKey: 'wk', maxRetryMs: -1 }), badArg('maxRetryMs'));
+  assert.throws(() => new Client({ writeKey: 'wk', endpoint: 42 }), badArg('endpoint'));
+  assert.throws(() => new Client({}), badArg('writeKey'));
+  assert.throws(() => new Webhooks({ endpoints: ['https://h.example'], timeoutMs: '5s' }).delivery(CALL), badArg('timeoutMs'));
   await c.close({ timeoutMs: 10 });
 });
 

@@ -124,11 +124,14 @@ fn outcome_value(o: &Outcome) -> Value {
         Outcome::Response {
             status,
             retry_after,
-        } => object([
-            ("kind", "response".into()),
-            ("status", int(*status)),
-            ("retry_after", opt(retry_after.as_deref().map(Value::from))),
-        ]),
+        } => {
+            let mut o = object([("kind", "response".into()), ("status", int(*status))]);
+            // Absent rather than null, as the public shape has it.
+            if let (Value::Object(m), Some(r)) = (&mut o, retry_after) {
+                m.insert("retry_after".into(), r.as_str().into());
+            }
+            o
+        }
         Outcome::Timeout => object([("kind", "timeout".into())]),
         Outcome::Connection { message } => object([
             ("kind", "connection".into()),
@@ -166,6 +169,26 @@ fn record_value(r: &AttemptRecord) -> Value {
         ("ended_at", int(r.ended_at)),
         ("outcome", outcome_value(&r.outcome)),
     ])
+}
+
+/// A log record as users see it: the saved form plus its verdict.
+fn public_record_value(r: &AttemptRecord) -> Value {
+    let mut v = record_value(r);
+    if let Value::Object(m) = &mut v {
+        m.insert("verdict".into(), r.verdict.code().into());
+    }
+    v
+}
+
+impl DeliveryOutcome {
+    /// The outcome as JSON text: snake_case keys and a `kind` tag, the
+    /// shape the JS binding hands to users (and the serde derive writes;
+    /// a test holds the two equal). Bindings parse this instead of each
+    /// mapping the enum.
+    pub fn to_json(&self) -> String {
+        // Finite, shallow values: writing cannot fail.
+        final_value(self).to_json_string().unwrap_or_default()
+    }
 }
 
 fn record_of(v: &Value) -> Result<AttemptRecord, StateError> {
@@ -304,6 +327,14 @@ impl Delivery {
         ]);
         // Every value above is finite and shallow, so writing cannot fail.
         state.to_json_string().unwrap_or_default()
+    }
+
+    /// The attempt log as a JSON array, each record in the shape of
+    /// [`AttemptRecord`] (snake_case keys, with its `verdict`).
+    pub fn log_json(&self) -> String {
+        Value::Array(self.log.iter().map(public_record_value).collect())
+            .to_json_string()
+            .unwrap_or_default()
     }
 
     /// Restores a state saved with [`Delivery::to_json`], checking that it
