@@ -341,18 +341,11 @@ impl Batcher {
                 return Err(ConfigError::OutOfRange(name));
             }
         }
-        let base = url::Url::parse(&config.endpoint)
+        let base = crate::weburl::parse(&config.endpoint)
             .ok()
-            .filter(|u| {
-                matches!(u.scheme(), "http" | "https")
-                    && u.host_str().is_some_and(|h| !h.is_empty())
-                    && u.username().is_empty()
-                    && u.password().is_none()
-                    && u.query().is_none()
-                    && u.fragment().is_none()
-            })
+            .filter(|u| !u.has_credentials && !u.has_query && !u.has_fragment)
             .ok_or_else(|| ConfigError::InvalidEndpoint(config.endpoint.clone()))?;
-        let url = format!("{}/v1/batch", base.as_str().trim_end_matches('/'));
+        let url = format!("{}/v1/batch", base.href.trim_end_matches('/'));
         let authorization = format!(
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode(format!("{}:", config.write_key))

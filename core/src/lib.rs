@@ -45,6 +45,7 @@ pub mod routing;
 pub mod signature;
 pub mod timestamp;
 pub mod webhooks;
+mod weburl;
 
 pub use audience::{AudienceError, AudienceSync};
 pub use batcher::{

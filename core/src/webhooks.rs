@@ -6,6 +6,7 @@ use crate::json::{write_string, write_value, Map, Value};
 use crate::routing::{is_enabled, WEBHOOKS};
 use crate::signature::{Secret, SignatureError};
 use crate::timestamp::Timestamp;
+use crate::weburl::UrlError;
 use std::fmt;
 
 /// Endpoints per destination: "Maximum 5 entries" (destination settings).
@@ -207,26 +208,17 @@ impl Endpoint {
     }
 
     fn validate(index: usize, config: &EndpointConfig) -> Result<Endpoint, SettingsError> {
-        let url = url::Url::parse(&config.url).map_err(|e| SettingsError::InvalidUrl {
-            index,
-            reason: e.to_string(),
+        let url = crate::weburl::parse(&config.url).map_err(|e| match e {
+            UrlError::Invalid(reason) => SettingsError::InvalidUrl {
+                index,
+                reason: reason.into(),
+            },
+            UrlError::Scheme(scheme) => SettingsError::UnsupportedScheme { index, scheme },
         })?;
-        if url.scheme() != "http" && url.scheme() != "https" {
-            return Err(SettingsError::UnsupportedScheme {
-                index,
-                scheme: url.scheme().to_owned(),
-            });
-        }
-        if url.host_str().is_none_or(str::is_empty) {
-            return Err(SettingsError::InvalidUrl {
-                index,
-                reason: "no host".into(),
-            });
-        }
-        if !url.username().is_empty() || url.password().is_some() {
+        if url.has_credentials {
             return Err(SettingsError::UrlCredentials(index));
         }
-        if url.fragment().is_some() {
+        if url.has_fragment {
             return Err(SettingsError::UrlFragment(index));
         }
         let mut headers = Vec::with_capacity(config.headers.len());
@@ -258,7 +250,7 @@ impl Endpoint {
             headers.push((name.clone(), value.trim_matches([' ', '\t']).to_owned()));
         }
         Ok(Endpoint {
-            url: url.into(),
+            url: url.href,
             headers,
         })
     }
