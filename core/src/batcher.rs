@@ -315,6 +315,8 @@ pub struct Batcher {
     authorization: String,
     user_agent: String,
     library: Value,
+    /// `{"library":…}` as JSON text, the context of calls that have none.
+    library_context: String,
     queue: VecDeque<Message>,
     batches: Vec<Batch>,
     next_batch_id: u64,
@@ -363,6 +365,12 @@ impl Batcher {
             url,
             authorization,
             user_agent,
+            library_context: {
+                let mut ctx = Map::new();
+                ctx.insert("library".into(), Value::Object(lib.clone()));
+                // Two strings, shallow: writing cannot fail.
+                crate::json::stringify(&Value::Object(ctx)).unwrap_or_default()
+            },
             library: Value::Object(lib),
             queue: VecDeque::new(),
             batches: Vec::new(),
@@ -404,11 +412,16 @@ impl Batcher {
         if call.timestamp.is_none() {
             call.timestamp = Some(Timestamp::from_millis(now).map_err(CallError::from)?);
         }
-        call.context
-            .get_or_insert_with(Map::new)
-            .insert("library".into(), self.library.clone());
         let mut json = Vec::with_capacity(256);
-        call.write_message(&mut json).map_err(CallError::from)?;
+        match &mut call.context {
+            Some(context) => {
+                context.insert("library".into(), self.library.clone());
+                call.write_message(&mut json)
+            }
+            // Most calls carry no context: write the library's as text.
+            None => call.write_message_with_context(&mut json, Some(&self.library_context)),
+        }
+        .map_err(CallError::from)?;
         if json.len() > MAX_MESSAGE_BYTES {
             return Err(EnqueueError::MessageTooLarge(json.len()));
         }

@@ -184,6 +184,14 @@ impl Call {
         }
     }
 
+    /// [`Call::from_json_str`] over bytes, which must be UTF-8
+    /// (`invalid_unicode` otherwise).
+    pub fn from_json_slice(bytes: &[u8]) -> Result<Call, CallError> {
+        let text =
+            std::str::from_utf8(bytes).map_err(|_| CallError::Json(JsonError::InvalidUnicode))?;
+        Self::from_json_str(text)
+    }
+
     /// Parses and validates a call from JSON text.
     ///
     /// The top-level object is read field by field into a [`CallBuilder`];
@@ -297,6 +305,17 @@ impl Call {
     /// fields are left out. Keys come in a fixed order: `type`, `messageId`,
     /// `timestamp`, ids, names, then the free-form objects.
     pub fn write_message(&self, out: &mut Vec<u8>) -> Result<(), JsonError> {
+        self.write_message_with_context(out, None)
+    }
+
+    /// [`Call::write_message`], with `context` written as the given JSON
+    /// text when the call has none (the batcher's `{"library":…}`, written
+    /// once instead of built as a map for every message).
+    pub(crate) fn write_message_with_context(
+        &self,
+        out: &mut Vec<u8>,
+        default_context: Option<&str>,
+    ) -> Result<(), JsonError> {
         use crate::json::{write_map, write_string};
         out.push(b'{');
         out.extend_from_slice(b"\"type\":");
@@ -343,6 +362,9 @@ impl Call {
                 write_string(key, out);
                 out.push(b':');
                 write_map(m, out)?;
+            } else if let Some(text) = default_context.filter(|_| key == "context") {
+                out.extend_from_slice(b",\"context\":");
+                out.extend_from_slice(text.as_bytes());
             }
         }
         out.push(b'}');

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 from typing import Any
 
 import pytest
@@ -201,3 +202,26 @@ def test_batcher_reads_clock_and_entropy_when_not_given() -> None:
     ids = {b.handle_call(None, {"type": "track", "userId": "u", "event": "e"}) for _ in range(100)}
     assert len(ids) == 100
     assert all(len(i) == 36 and i[14] == "4" for i in ids)
+    # Past the 4 KB entropy buffer (256 ids) too.
+    more = {b.handle_call(None, {"type": "track", "userId": "u", "event": "e"}) for _ in range(600)}
+    assert len(more) == 600 and not more & ids
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
+def test_forked_processes_never_share_message_ids() -> None:
+    # The binding buffers OS entropy; a child must not replay its parent's.
+    b = callpost.Batcher("wk", seed=1, now=0)
+    call = {"type": "track", "userId": "u", "event": "e"}
+    b.handle_call(None, call)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.write(w, "\n".join(b.handle_call(None, call) for _ in range(50)).encode())
+        os._exit(0)
+    os.close(w)
+    parent = {b.handle_call(None, call) for _ in range(50)}
+    with os.fdopen(r) as f:
+        child = set(f.read().split("\n"))
+    os.waitpid(pid, 0)
+    assert len(child) == 50 and not parent & child

@@ -153,7 +153,7 @@ export class Batcher {
   constructor(options: { writeKey: string; endpoint?: string; flushAt?: number; flushAfterMs?: number; maxQueue?: number;
     maxAttempts?: number; maxRetryMs?: number; requestTimeoutMs?: number; maxInFlight?: number; backoffBaseMs?: number;
     backoffCapMs?: number; libraryName?: string; libraryVersion?: string; seed?: number }, nowMs: number);
-  handleCall(nowMs: number, callJson: string, random: Uint8Array): string;
+  handleCall(nowMs: number, callJson: string | Uint8Array, random: Uint8Array): string;
   flush(nowMs: number): void;
   shutdown(): void;
   pollRequest(nowMs: number): { batchId: number; attempt: number; messageCount: number; request: HttpRequest; deadlineMs: number } | undefined;

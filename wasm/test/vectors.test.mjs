@@ -14,6 +14,15 @@ test('webhook requests', () => {
     assert.equal(req.url, c.expect.url);
     assert.deepEqual(req.headers, c.expect.headers, c.name);
     assert.equal(JSON.stringify(JSON.parse(req.body)), req.body, 'survives re-stringify');
+    // Text given as UTF-8 bytes is the same call.
+    const text = c.call_json ?? JSON.stringify(c.call);
+    const fromBytes = hooksFor(c.settings).request(new TextEncoder().encode(text), c.endpoint, c.now);
+    assert.deepEqual(fromBytes, req, c.name);
+  }
+  // Bytes that are not UTF-8 get the core's code, in any position.
+  const hooks = new callpost.Webhooks({ endpoints: ['https://example.com/'] });
+  for (const bad of [[0xff], [0x7b, 0x22, 0xc3, 0x22, 0x3a, 0x31, 0x7d], [0x7b, 0x7d, 0xed, 0xa0, 0x80]]) {
+    assert.throws(() => hooks.request(new Uint8Array(bad), 0, 0), (e) => e.code === 'invalid_unicode' && e.name === 'JSONValueError');
   }
 });
 

@@ -311,6 +311,7 @@ class Client(_CallMethods):
             request_timeout_ms=int(timeout * 1000),
         )
         self._write_key = write_key
+        self._flush_at = flush_at
         self._timeout = timeout
         self.on_error = on_error
         self._shutdown_timeout = shutdown_timeout
@@ -322,7 +323,10 @@ class Client(_CallMethods):
 
     def _reset(self) -> None:
         self._batcher = _callpost.Batcher(self._write_key, seed=_seed(), now=_now_ms(), **self._settings)
-        self._cond = threading.Condition()
+        # A plain Lock, not Condition()'s default RLock: `with self._lock` is
+        # entered in C, and nothing re-enters it (callbacks run unlocked).
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._thread: Optional[threading.Thread] = None
         self._closed = False
         self._http: Optional[httpx.Client] = None
@@ -331,7 +335,7 @@ class Client(_CallMethods):
         return f"Client(endpoint={self._settings['endpoint']!r}, flush_at={self._settings['flush_at']})"
 
     def _enqueue(self, call: Dict[str, Any]) -> str:
-        with self._cond:
+        with self._lock:
             # None: the binding reads the clock and the OS's entropy itself.
             message_id: str = self._batcher.handle_call(None, call, None)
             if self._thread is None:
@@ -341,7 +345,7 @@ class Client(_CallMethods):
             # queued message starts the flush_after timer, and flush_at makes a
             # batch due now. Waking it on every call costs more CPU than the call.
             queued = self._batcher.queued
-            if queued == 1 or queued >= self._settings["flush_at"]:
+            if queued == 1 or queued >= self._flush_at:
                 self._cond.notify_all()
         return message_id
 
