@@ -62,6 +62,6 @@ pub use retry::{Outcome, Verdict};
 pub use signature::{sign, verify, verify_value, Secret, SignatureError};
 pub use timestamp::{Timestamp, TimestampError};
 pub use webhooks::{
-    delete_notifications, write_body, DeleteSource, EndpointConfig, Request, SettingsError,
-    Webhooks,
+    delete_notifications, write_body, DeleteSource, EndpointConfig, HostHmac, Request,
+    SettingsError, Webhooks,
 };

@@ -383,9 +383,21 @@ impl Webhooks {
         endpoint: usize,
         now: Timestamp,
     ) -> Result<Request, crate::Error> {
+        self.request_with(call, endpoint, now, None)
+    }
+
+    /// [`Webhooks::request`], signed by the host's `hmac` when given (see
+    /// [`Webhooks::request_for_body_with`]).
+    pub fn request_with(
+        &self,
+        call: &Call,
+        endpoint: usize,
+        now: Timestamp,
+        hmac: Option<HostHmac<'_>>,
+    ) -> Result<Request, crate::Error> {
         let mut body = Vec::with_capacity(256);
         write_body(call, now, &mut body)?;
-        self.request_for_body(call.message_id.as_deref(), body, endpoint)
+        self.request_for_body_with(call.message_id.as_deref(), body, endpoint, hmac)
     }
 
     /// Wraps body bytes that [`write_body`] produced into the request for
@@ -396,6 +408,22 @@ impl Webhooks {
         body: Vec<u8>,
         endpoint: usize,
     ) -> Result<Request, crate::Error> {
+        self.request_for_body_with(message_id, body, endpoint, None)
+    }
+
+    /// [`Webhooks::request_for_body`], with `X-Signature` computed by
+    /// `hmac` when given: the host's own lowercase-hex HMAC-SHA1 of the body
+    /// under the shared secret, the same function as the core's, or `None`
+    /// to let the core sign. Hosts pass one where their platform's is
+    /// faster (Node's OpenSSL, against SHA-1 in wasm, for large bodies).
+    /// Which header, and when, stays here.
+    pub fn request_for_body_with(
+        &self,
+        message_id: Option<&str>,
+        body: Vec<u8>,
+        endpoint: usize,
+        hmac: Option<HostHmac<'_>>,
+    ) -> Result<Request, crate::Error> {
         let ep = self
             .endpoints
             .get(endpoint)
@@ -405,7 +433,10 @@ impl Webhooks {
         headers.push(("Content-Type".to_owned(), "application/json".to_owned()));
         headers.extend(ep.headers.iter().cloned());
         if let Some(secret) = &self.secret {
-            headers.push(("X-Signature".to_owned(), secret.sign(&body)));
+            let signature = hmac
+                .and_then(|hmac| hmac(&body))
+                .unwrap_or_else(|| secret.sign(&body));
+            headers.push(("X-Signature".to_owned(), signature));
         }
         // Receivers de-duplicate retried deliveries with it. Only visible
         // ASCII can travel in a header, so other ids are left out rather
@@ -423,6 +454,11 @@ impl Webhooks {
         })
     }
 }
+
+/// A host's HMAC-SHA1 for `X-Signature`: lowercase hex of the body under
+/// the shared secret, or `None` to let the core sign (see
+/// [`Webhooks::request_for_body_with`]).
+pub type HostHmac<'a> = &'a mut dyn FnMut(&[u8]) -> Option<String>;
 
 /// Writes the body for `call` exactly as the spec's "Body shape by call kind"
 /// table gives it, keys in the table's order.
@@ -667,5 +703,38 @@ mod tests {
             body,
             br#"{"type":"delete","userId":"u1","timestamp":"1970-01-01T00:00:00.000Z"}"#
         );
+    }
+
+    #[test]
+    fn a_host_hmac_signs_when_it_answers_and_the_core_otherwise() {
+        let call = Call::from_json_str(r#"{"type":"track","userId":"u","event":"e"}"#).unwrap();
+        let now = Timestamp::from_millis(0).unwrap();
+        let eps = [EndpointConfig::new("https://a.example/")];
+        let signed = Webhooks::new(&eps, Some(b"k")).unwrap();
+        let core = signed.request(&call, 0, now).unwrap();
+        let mut calls = 0;
+        let mut host = |body: &[u8]| {
+            calls += 1;
+            assert_eq!(body, &core.body[..]);
+            Some("f".repeat(40))
+        };
+        let r = signed.request_with(&call, 0, now, Some(&mut host)).unwrap();
+        assert_eq!(r.header("X-Signature"), Some("f".repeat(40).as_str()));
+        assert_eq!(
+            (r.body, r.headers.len()),
+            (core.body.clone(), core.headers.len())
+        );
+        let mut declines = |_: &[u8]| None;
+        let r = signed
+            .request_with(&call, 0, now, Some(&mut declines))
+            .unwrap();
+        assert_eq!(r.headers, core.headers);
+        // Without a secret nothing is signed, by anyone.
+        let unsigned = Webhooks::new(&eps, None).unwrap();
+        let r = unsigned
+            .request_with(&call, 0, now, Some(&mut host))
+            .unwrap();
+        assert_eq!(r.header("X-Signature"), None);
+        assert_eq!(calls, 1);
     }
 }

@@ -211,6 +211,9 @@ export function makeApi(wasm, platform) {
     constructor({ endpoints, sharedSecret, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
       const secret = sharedSecret == null ? null : textOf(sharedSecret, 'sharedSecret');
       this._core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret }));
+      // Large request bodies are signed by the platform too (see sign()); the
+      // core still decides which header carries the signature, and when.
+      if (platform.hmacSha1 && secret) this._core.setNativeHmac((bytes) => platform.hmacSha1(secret, bytes), NATIVE_HMAC_FROM);
       this._timing = { timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs };
     }
 

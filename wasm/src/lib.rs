@@ -243,6 +243,39 @@ pub fn parse_timestamp(text: &str) -> Result<f64, JsValue> {
 #[wasm_bindgen(js_name = WebhooksCore)]
 pub struct Webhooks {
     inner: core::Webhooks,
+    native_hmac: Option<NativeHmac>,
+}
+
+/// The platform's HMAC-SHA1 (Node's `createHmac`, set by the JS API), used
+/// for bodies of `from` bytes and more: OpenSSL with SHA extensions signs
+/// a 32 KB body in 19 µs, SHA-1 in wasm in 34 µs.
+struct NativeHmac {
+    hmac: js_sys::Function,
+    from: usize,
+}
+
+impl Webhooks {
+    /// Runs `f` with the host HMAC, when one is set: it signs bodies of
+    /// `from` bytes and more, and leaves smaller ones (and any answer that
+    /// is not 40 lowercase hex digits) to the core.
+    fn with_hmac<T>(&self, f: impl FnOnce(Option<core::HostHmac<'_>>) -> T) -> T {
+        let Some(native) = &self.native_hmac else {
+            return f(None);
+        };
+        let mut sign = |body: &[u8]| -> Option<String> {
+            if body.len() < native.from {
+                return None;
+            }
+            let hex = native
+                .hmac
+                .call1(&JsValue::NULL, &Uint8Array::from(body))
+                .ok()?
+                .as_string()?;
+            (hex.len() == 40 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+                .then_some(hex)
+        };
+        f(Some(&mut sign))
+    }
 }
 
 #[wasm_bindgen(js_class = WebhooksCore)]
@@ -253,7 +286,18 @@ impl Webhooks {
         let v = core::Value::from_json_str(settings_json).map_err(js_err)?;
         Ok(Webhooks {
             inner: core::Webhooks::from_value(&v).map_err(js_err)?,
+            native_hmac: None,
         })
+    }
+
+    /// Signs bodies of `from_bytes` and more with `hmac(bytes) -> hex`, the
+    /// platform's HMAC-SHA1 under the same shared secret.
+    #[wasm_bindgen(js_name = setNativeHmac)]
+    pub fn set_native_hmac(&mut self, hmac: js_sys::Function, from_bytes: usize) {
+        self.native_hmac = Some(NativeHmac {
+            hmac,
+            from: from_bytes,
+        });
     }
 
     /// The signed request for a call (JSON text) to endpoint `endpoint`.
@@ -265,9 +309,8 @@ impl Webhooks {
     ) -> Result<JsValue, JsValue> {
         let call = call_of(call_json)?;
         let now = core::Timestamp::from_millis(millis(now_ms)).map_err(js_err)?;
-        Ok(request_object(
-            self.inner.request(&call, endpoint, now).map_err(js_err)?,
-        ))
+        let r = self.with_hmac(|h| self.inner.request_with(&call, endpoint, now, h));
+        Ok(request_object(r.map_err(js_err)?))
     }
 
     /// [`Webhooks::request`] as `[url, headers, body]`, the headers packed
@@ -283,7 +326,9 @@ impl Webhooks {
     ) -> Result<Array, JsValue> {
         let call = call_of(call_json)?;
         let now = core::Timestamp::from_millis(millis(now_ms)).map_err(js_err)?;
-        let r = self.inner.request(&call, endpoint, now).map_err(js_err)?;
+        let r = self
+            .with_hmac(|h| self.inner.request_with(&call, endpoint, now, h))
+            .map_err(js_err)?;
         let mut packed = String::with_capacity(160);
         for (i, (k, v)) in r.headers.iter().enumerate() {
             if i > 0 {
@@ -365,7 +410,9 @@ impl Delivery {
     /// `{endpoint, attempt, request, deadlineMs}` to send now, or undefined.
     #[wasm_bindgen(js_name = pollRequest)]
     pub fn poll_request(&mut self, now_ms: f64, webhooks: &Webhooks) -> JsValue {
-        let Some(a) = self.inner.poll_request(millis(now_ms), &webhooks.inner) else {
+        let now = millis(now_ms);
+        let polled = webhooks.with_hmac(|h| self.inner.poll_request_with(now, &webhooks.inner, h));
+        let Some(a) = polled else {
             return JsValue::UNDEFINED;
         };
         let o = Object::new();

@@ -159,3 +159,40 @@ test('Retry-After vectors through a delivery', () => {
     d.free();
   }
 });
+
+test('large bodies are signed by the platform HMAC, with the same result', async () => {
+  const { createHmac } = await import('node:crypto');
+  const hooks = new callpost.Webhooks({ endpoints: ['https://example.com/'], sharedSecret: 'k€y' });
+  const big = { type: 'track', userId: 'u', event: 'e', properties: { pad: 'é'.repeat(5000) } };
+  const small = { type: 'track', userId: 'u', event: 'e' };
+  const sig = (r) => r.headers.find(([k]) => k === 'X-Signature')[1];
+  for (const call of [big, small]) {
+    const r = hooks.request(call);
+    assert.equal(sig(r), createHmac('sha1', 'k€y').update(r.body).digest('hex'));
+    assert.equal(sig(r), new callpost.Signer('k€y').signString(r.body));
+  }
+  // In Node the package installs node:crypto for large bodies.
+  const crypto = (await import('node:crypto')).default;
+  const orig = crypto.createHmac;
+  let platformCalls = 0;
+  crypto.createHmac = (...a) => { platformCalls++; return orig(...a); };
+  try {
+    const fresh = new callpost.Webhooks({ endpoints: ['https://example.com/'], sharedSecret: 'k€y' });
+    fresh.request(small);
+    assert.equal(platformCalls, 0);
+    fresh.request(big);
+    assert.equal(platformCalls, 1);
+  } finally { crypto.createHmac = orig; }
+  // The route: a stand-in platform HMAC is asked for large bodies only, and
+  // an answer that is not a hex digest is never sent.
+  const seen = [];
+  hooks.settings.setNativeHmac((bytes) => { seen.push(bytes.length); return 'a'.repeat(40); }, 4096);
+  assert.equal(sig(hooks.request(big)), 'a'.repeat(40));
+  assert.equal(sig(hooks.request(small)), new callpost.Signer('k€y').signString(hooks.request(small).body));
+  const d = hooks.delivery(big);
+  assert.equal(sig(d.pollRequest(Date.now(), hooks.settings).request), 'a'.repeat(40));
+  assert.equal(seen.length, 2);
+  hooks.settings.setNativeHmac(() => 'not hex', 4096);
+  const r = hooks.request(big);
+  assert.equal(sig(r), createHmac('sha1', 'k€y').update(r.body).digest('hex'));
+});

@@ -5,6 +5,7 @@
 use crate::call::Call;
 use crate::retry::{parse_retry_after, Backoff, Jitter, Outcome, Verdict};
 use crate::timestamp::Timestamp;
+use crate::webhooks::HostHmac;
 use crate::webhooks::{write_body, Request, Webhooks};
 use serde::{Deserialize, Serialize};
 
@@ -234,6 +235,18 @@ impl Delivery {
     /// `hooks` must be the settings the delivery was created with.
     #[must_use]
     pub fn poll_request(&mut self, now: i64, hooks: &Webhooks) -> Option<Attempt> {
+        self.poll_request_with(now, hooks, None)
+    }
+
+    /// [`Delivery::poll_request`], signed by the host's `hmac` when given
+    /// (see [`Webhooks::request_for_body_with`]).
+    #[must_use]
+    pub fn poll_request_with(
+        &mut self,
+        now: i64,
+        hooks: &Webhooks,
+        hmac: Option<HostHmac<'_>>,
+    ) -> Option<Attempt> {
         let Phase::Waiting { at } = self.phase else {
             return None;
         };
@@ -243,10 +256,11 @@ impl Delivery {
         let endpoint = self.cursor;
         // Only fails if the settings lost endpoints since the delivery began.
         let request = hooks
-            .request_for_body(
+            .request_for_body_with(
                 self.message_id.as_deref(),
                 self.body.clone().into_bytes(),
                 endpoint,
+                hmac,
             )
             .ok()?;
         self.attempts += 1;

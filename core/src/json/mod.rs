@@ -716,6 +716,7 @@ pub fn write_string(s: &str, out: &mut Vec<u8>) {
     let bytes = s.as_bytes();
     // Short strings (most keys and values) skip the block scan: its setup
     // cost them about 3% of a 423-byte body.
+    #[cfg(any(target_feature = "sse2", target_feature = "neon"))]
     let long = bytes.len() >= 64;
     let mut start = 0;
     let mut i = 0;
