@@ -58,6 +58,12 @@ report('build + sign from an object, 423 B', bench({
   'JSON.stringify + createHmac': () => { const b = JSON.stringify(FIXTURE); return createHmac('sha1', SECRET).update(b).digest('hex') + b; },
 }, SMOKE ? 500 : 20_000, rounds), 'callpost Webhooks.request(call)');
 
+const FIXTURE_32K = { ...FIXTURE, properties: { ...FIXTURE.properties, notes: 'x'.repeat(32 * 1024 - 440) } };
+report(`build + sign from an object, ${Buffer.byteLength(hooks.request(FIXTURE_32K).body)} B`, bench({
+  'callpost Webhooks.request(call)': () => hooks.request(FIXTURE_32K).body,
+  'JSON.stringify + createHmac': () => { const b = JSON.stringify(FIXTURE_32K); return createHmac('sha1', SECRET).update(b).digest('hex') + b; },
+}, SMOKE ? 50 : 1_000, rounds), 'callpost Webhooks.request(call)');
+
 for (const size of [423, 4096, 32 * 1024, 500_000]) {
   const body = 'a'.repeat(size);
   const n = SMOKE ? 50 : Math.max(200, Math.floor(20_000_000 / size / 4));
