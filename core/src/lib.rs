@@ -15,7 +15,9 @@
 //!   `JSON.stringify`, byte for byte, so receivers that re-stringify the body
 //!   to check the signature always agree with us.
 //! * [`Webhooks`]: the destination's settings; builds the exact body and the
-//!   signed [`Request`] for a call and endpoint.
+//!   signed [`Request`] for a call and endpoint. A host whose platform HMAC
+//!   is faster may compute the signature itself ([`HostHmac`]); where it
+//!   goes stays the core's decision.
 //! * [`signature`]: HMAC-SHA1 `X-Signature` signing, and constant-time
 //!   verification with secret rotation.
 //! * [`routing`], [`audience`], [`delete_notifications`]: which calls reach the
