@@ -11,7 +11,7 @@ if ! cargo fuzz --version 2>/dev/null | grep -q "0.13"; then
 fi
 
 # Seeds: every call, body and JSON text the vectors hold.
-mkdir -p corpus/call_parse corpus/canonical_json corpus/verify corpus/state_machines
+mkdir -p corpus/call_parse corpus/canonical_json corpus/verify corpus/state_machines corpus/endpoint_url
 node - <<'JS'
 const fs = require('fs');
 const td = (f) => JSON.parse(fs.readFileSync(`../../testdata/${f}`, 'utf8'));
@@ -25,9 +25,15 @@ for (const c of td('errors.json').calls) if (c.call_json) put('call_parse', c.ca
 for (const c of td('stringify.json')) put('canonical_json', c.input);
 for (const c of td('batches.json')) for (const x of c.calls) put('call_parse', JSON.stringify(x.call));
 for (const c of td('signatures.json').verify) put('verify', c.body + '\u0000' + c.signature);
+for (const c of [...td('webhook_requests.json'), ...td('errors.json').settings]) {
+  for (const e of c.settings.endpoints || []) {
+    const url = typeof e === 'string' ? e : e && e.url;
+    if (typeof url === 'string') put('endpoint_url', url);
+  }
+}
 JS
 
-for t in call_parse canonical_json verify state_machines; do
+for t in call_parse canonical_json verify state_machines endpoint_url; do
   echo "== fuzz $t for ${seconds}s"
   set +e
   (cd .. && cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- -max_total_time="$seconds" -rss_limit_mb=2048) > "target-$t.log" 2>&1
