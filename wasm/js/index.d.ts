@@ -139,6 +139,7 @@ export class Delivery {
 
 export class Signer {
   constructor(secret: Secret);
+  /** Crosses into wasm as a string (wasm-bindgen copies it char by char): for large bodies prefer `signBytes` or `sign()`. */
   signString(body: string): string;
   signBytes(body: Uint8Array): string;
   free(): void;
