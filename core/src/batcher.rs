@@ -95,7 +95,7 @@ impl fmt::Debug for BatcherConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("BatcherConfig")
             .field("write_key", &"<redacted>")
-            .field("endpoint", &self.endpoint)
+            .field("endpoint", &crate::weburl::redact_userinfo(&self.endpoint))
             .field("flush_at", &self.flush_at)
             .field("flush_after_ms", &self.flush_after_ms)
             .field("max_queue", &self.max_queue)
@@ -346,7 +346,12 @@ impl Batcher {
         let base = crate::weburl::parse(&config.endpoint)
             .ok()
             .filter(|u| !u.has_credentials && !u.has_query && !u.has_fragment)
-            .ok_or_else(|| ConfigError::InvalidEndpoint(config.endpoint.clone()))?;
+            // The message shows the URL, but never credentials in it.
+            .ok_or_else(|| {
+                ConfigError::InvalidEndpoint(
+                    crate::weburl::redact_userinfo(&config.endpoint).into_owned(),
+                )
+            })?;
         let url = format!("{}/v1/batch", base.href.trim_end_matches('/'));
         let authorization = format!(
             "Basic {}",

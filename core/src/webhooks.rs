@@ -133,7 +133,7 @@ fn debug_endpoint(
 ) -> fmt::Result {
     let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
     f.debug_struct(name)
-        .field("url", &url)
+        .field("url", &crate::weburl::redact_userinfo(url))
         .field("header_names", &names)
         .finish()
 }
@@ -703,6 +703,19 @@ mod tests {
             body,
             br#"{"type":"delete","userId":"u1","timestamp":"1970-01-01T00:00:00.000Z"}"#
         );
+    }
+
+    #[test]
+    fn debug_shows_neither_header_values_nor_url_credentials() {
+        let mut ep = EndpointConfig::new("https://user:hunter2@a.example/hook");
+        ep.headers
+            .push(("Authorization".into(), "Bearer s3cret".into()));
+        let shown = format!("{ep:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("s3cret"),
+            "{shown}"
+        );
+        assert!(shown.contains("https://***@a.example/hook") && shown.contains("Authorization"));
     }
 
     #[test]

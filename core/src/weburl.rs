@@ -146,6 +146,22 @@ pub(crate) fn parse(input: &str) -> Result<HttpUrl, UrlError> {
     })
 }
 
+/// `input` with any userinfo (`user:password@`) replaced by `***@`, for
+/// `Debug` and error messages: a refused URL is still shown, but its
+/// credentials never are. The authority is found the way [`parse`] finds
+/// it; input without a scheme is treated as starting with one.
+pub(crate) fn redact_userinfo(input: &str) -> std::borrow::Cow<'_, str> {
+    let lead = input.len() - input.trim_start_matches(|c: char| c <= ' ').len();
+    let start = scheme_end(&input[lead..]).map_or(lead, |colon| lead + colon + 1);
+    let rest = input[start..].trim_start_matches(['/', '\\']);
+    let authority_start = input.len() - rest.len();
+    let auth_end = rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len());
+    match rest[..auth_end].rfind('@') {
+        Some(at) => format!("{}***{}", &input[..authority_start], &rest[at..]).into(),
+        None => input.into(),
+    }
+}
+
 /// Where the scheme's ':' is: an ASCII letter, then letters, digits, `+`,
 /// `-` or `.`, then ':'.
 fn scheme_end(s: &str) -> Option<usize> {
@@ -582,6 +598,21 @@ mod tests {
             ("h\tttp://h\n/x", "http://h/x"),
         ] {
             assert_eq!(href(input), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn credentials_are_redacted_wherever_the_authority_is() {
+        for (input, want) in [
+            ("https://user:pw@h.example/p@x", "https://***@h.example/p@x"),
+            ("http:\\\\u:p@h", "http:\\\\***@h"),
+            (" HTTP://a@b@h?q@", " HTTP://***@h?q@"),
+            ("u:p@h/x", "u:***@h/x"),
+            ("//user:pw@h", "//***@h"),
+            ("https://h.example/a@b", "https://h.example/a@b"),
+            ("no at sign", "no at sign"),
+        ] {
+            assert_eq!(redact_userinfo(input), want, "{input}");
         }
     }
 

@@ -164,6 +164,18 @@ fn invalid_calls_and_a_full_queue_are_typed_errors() {
         Batcher::new(bad, T0).unwrap_err().code(),
         "invalid_endpoint"
     );
+    // Credentials in a refused endpoint appear in neither the error nor Debug.
+    let with_password = BatcherConfig {
+        endpoint: "https://wk:hunter2@api.example/".into(),
+        ..config()
+    };
+    let debug = format!("{with_password:?}");
+    let err = Batcher::new(with_password, T0).unwrap_err();
+    assert_eq!(err.code(), "invalid_endpoint");
+    for shown in [err.to_string(), debug] {
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("https://***@api.example/"), "{shown}");
+    }
     assert_eq!(
         Batcher::new(
             BatcherConfig {

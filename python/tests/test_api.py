@@ -130,6 +130,9 @@ def test_secrets_and_credentials_never_show() -> None:
     with pytest.raises(callpost.SettingsError) as e:
         callpost.Webhooks([{"url": "https://a.example/", "headers": {"X-Key": "TOPSECRET\r\n"}}])
     assert "TOPSECRET" not in str(e.value)
+    with pytest.raises(callpost.ConfigError) as e3:
+        callpost.Client("wk", endpoint="https://wk:TOPSECRET@api.example/")
+    assert e3.value.code == "invalid_endpoint" and "TOPSECRET" not in str(e3.value) and "***@api.example" in str(e3.value)
     c.close(timeout=0)
 
 

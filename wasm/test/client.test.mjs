@@ -79,6 +79,8 @@ test('bad calls throw typed errors and nothing is queued', async () => {
   assert.throws(() => new Client({ writeKey: 'wk', maxRetryMs: -1 }), badArg('maxRetryMs'));
   assert.throws(() => new Client({ writeKey: 'wk', endpoint: 42 }), badArg('endpoint'));
   assert.throws(() => new Client({}), badArg('writeKey'));
+  assert.throws(() => new Client({ writeKey: 'wk', endpoint: 'https://wk:TOPSECRET@api.example/' }),
+    (e) => e.code === 'invalid_endpoint' && !e.message.includes('TOPSECRET') && e.message.includes('***@api.example'));
   assert.throws(() => new Webhooks({ endpoints: ['https://h.example'], timeoutMs: '5s' }).delivery(CALL), badArg('timeoutMs'));
   await c.close({ timeoutMs: 10 });
 });
