@@ -417,7 +417,7 @@ impl Batcher {
         if call.timestamp.is_none() {
             call.timestamp = Some(Timestamp::from_millis(now).map_err(CallError::from)?);
         }
-        let mut json = Vec::with_capacity(256);
+        let mut json = Vec::with_capacity(call.capacity_hint());
         match &mut call.context {
             Some(context) => {
                 context.insert("library".into(), self.library.clone());

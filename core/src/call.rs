@@ -371,6 +371,17 @@ impl Call {
         Ok(())
     }
 
+    /// Room to reserve for a body or message of this call: the free-form
+    /// objects' text plus the rest, so writing it never reallocates (and
+    /// copies) the buffer as it grows.
+    pub(crate) fn capacity_hint(&self) -> usize {
+        let text = |o: &Option<Object>| match o {
+            Some(Object::Json(j)) => j.as_bytes().len(),
+            _ => 0,
+        };
+        320 + text(&self.properties) + text(&self.traits)
+    }
+
     /// The `userId`, when present and non-empty.
     pub fn user_id(&self) -> Option<&str> {
         self.user_id.as_deref().filter(|s| !s.is_empty())

@@ -395,7 +395,7 @@ impl Webhooks {
         now: Timestamp,
         hmac: Option<HostHmac<'_>>,
     ) -> Result<Request, crate::Error> {
-        let mut body = Vec::with_capacity(256);
+        let mut body = Vec::with_capacity(call.capacity_hint());
         write_body(call, now, &mut body)?;
         self.request_for_body_with(call.message_id.as_deref(), body, endpoint, hmac)
     }

@@ -187,7 +187,7 @@ impl Delivery {
         config: DeliveryConfig,
     ) -> Result<Self, crate::Error> {
         let enabled = hooks.is_enabled_for(call);
-        let mut body = Vec::with_capacity(256);
+        let mut body = Vec::with_capacity(call.capacity_hint());
         write_body(call, Timestamp::from_millis(now)?, &mut body)?;
         let body = String::from_utf8(body).map_err(|_| crate::JsonError::InvalidUnicode)?;
         let n = hooks.endpoints().len();
