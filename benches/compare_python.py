@@ -72,6 +72,21 @@ def request_benches() -> None:
             3 if SMOKE else 15,
         )
         report(f"webhook request, {body_len}-byte body", result, "callpost Webhooks.request (build+serialize+sign)")
+        # A forwarder receives the call as JSON bytes: the peers must parse
+        # it too, while the core's streaming parse keeps canonical text.
+        raw = orjson.dumps(call)
+        result = bench(
+            {
+                "callpost Webhooks.request(raw bytes)": lambda: hooks.request(raw),
+                "json.loads + json.dumps + hmac": lambda: hmac.new(
+                    SECRET, json.dumps(json.loads(raw), separators=(",", ":"), ensure_ascii=False).encode(), hashlib.sha1
+                ).hexdigest(),
+                "orjson.loads + orjson.dumps + hmac": lambda: hmac.new(SECRET, orjson.dumps(orjson.loads(raw)), hashlib.sha1).hexdigest(),
+            },
+            n,
+            3 if SMOKE else 15,
+        )
+        report(f"forwarding a call received as JSON bytes, {body_len}-byte body", result, "callpost Webhooks.request(raw bytes)")
 
 
 def track_cpu() -> None:

@@ -408,8 +408,9 @@ pub fn to_call(obj: &Bound<'_, PyAny>) -> PyResult<callpost_core::Call> {
         return callpost_core::Call::from_json_str(&text).map_err(err);
     }
     if let Ok(b) = obj.cast::<PyBytes>() {
-        let value = Value::from_json_slice(b.as_bytes()).map_err(err)?;
-        return callpost_core::Call::from_owned(value).map_err(err);
+        // The streaming parse, as for `str`: a forwarder's raw body keeps
+        // its canonical `properties` text instead of becoming a tree.
+        return callpost_core::Call::from_json_slice(b.as_bytes()).map_err(err);
     }
     if let Ok(d) = obj.cast::<PyDict>() {
         return call_from_dict(d);

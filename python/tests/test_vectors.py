@@ -30,6 +30,10 @@ def test_webhook_requests(case: Dict[str, Any]) -> None:
     assert req.method == want["method"]
     assert req.url == want["url"]
     assert req.headers == [tuple(h) for h in want["headers"]]
+    if isinstance(call, str):
+        # A forwarder's raw bytes take the same streaming parse as text.
+        from_bytes = settings(case["settings"]).request(call.encode(), case["endpoint"], case["now"])
+        assert (from_bytes.body, from_bytes.headers) == (req.body, req.headers)
 
 
 @pytest.mark.parametrize("case", [c for c in REQUESTS if "call_json" in c], ids=lambda c: c["name"])
@@ -88,6 +92,16 @@ def test_call_errors(case: Dict[str, Any]) -> None:
     with pytest.raises(callpost.CallpostError) as e:
         hooks.request(text, 0, 0)
     assert e.value.code == case["code"]
+    with pytest.raises(type(e.value)) as e_bytes:
+        hooks.request(text.encode("utf-8", "surrogatepass"), 0, 0)
+    assert e_bytes.value.code == case["code"]
+
+
+@pytest.mark.parametrize("raw", [b"\xff", b'{"type":"track","userId":"\xc3","event":"e"}', b'{"a":"\xed\xa0\x80"}'])
+def test_bytes_that_are_not_utf8_are_refused(raw: bytes) -> None:
+    with pytest.raises(callpost.JSONValueError) as e:
+        callpost.Webhooks(["https://example.com/"]).request(raw, 0, 0)
+    assert e.value.code == "invalid_unicode"
 
 
 @pytest.mark.parametrize("case", ERRORS["settings"], ids=lambda c: c["name"])
