@@ -58,6 +58,13 @@ report('build + sign from an object, 423 B', bench({
   'JSON.stringify + createHmac': () => { const b = JSON.stringify(FIXTURE); return createHmac('sha1', SECRET).update(b).digest('hex') + b; },
 }, SMOKE ? 500 : 20_000, rounds), 'callpost Webhooks.request(call)');
 
+// A forwarder receives the call as JSON text: the peer must parse it too.
+const TEXT = JSON.stringify(FIXTURE);
+report('forwarding a call received as JSON text, 423 B', bench({
+  'callpost Webhooks.request(text)': () => hooks.request(TEXT).body,
+  'JSON.parse + JSON.stringify + createHmac': () => { const b = JSON.stringify(JSON.parse(TEXT)); return createHmac('sha1', SECRET).update(b).digest('hex') + b; },
+}, SMOKE ? 500 : 20_000, rounds), 'callpost Webhooks.request(text)');
+
 const FIXTURE_32K = { ...FIXTURE, properties: { ...FIXTURE.properties, notes: 'x'.repeat(32 * 1024 - 440) } };
 report(`build + sign from an object, ${Buffer.byteLength(hooks.request(FIXTURE_32K).body)} B`, bench({
   'callpost Webhooks.request(call)': () => hooks.request(FIXTURE_32K).body,
