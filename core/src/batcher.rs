@@ -418,15 +418,12 @@ impl Batcher {
             call.timestamp = Some(Timestamp::from_millis(now).map_err(CallError::from)?);
         }
         let mut json = Vec::with_capacity(call.capacity_hint());
-        match &mut call.context {
-            Some(context) => {
-                context.insert("library".into(), self.library.clone());
-                call.write_message(&mut json)
-            }
-            // Most calls carry no context: write the library's as text.
-            None => call.write_message_with_context(&mut json, Some(&self.library_context)),
+        if let Some(context) = &mut call.context {
+            context.insert("library".into(), self.library.clone());
         }
-        .map_err(CallError::from)?;
+        // Most calls carry no context: theirs is the library's, as text.
+        call.write_message_with_context(&mut json, Some(&self.library_context))
+            .map_err(CallError::from)?;
         if json.len() > MAX_MESSAGE_BYTES {
             return Err(EnqueueError::MessageTooLarge(json.len()));
         }

@@ -62,11 +62,8 @@ pub(crate) fn parse(input: &str) -> Result<HttpUrl, UrlError> {
         _ => return Err(UrlError::Scheme(scheme)),
     };
 
-    // Special schemes skip any run of slashes and backslashes before the
-    // authority ("http:example.com", "http:\\\\example.com").
-    let rest = s[colon + 1..].trim_start_matches(['/', '\\']);
-    let auth_end = rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len());
-    let (authority, rest) = rest.split_at(auth_end);
+    let span = authority(s, colon + 1);
+    let (authority, rest) = (&s[span.clone()], &s[span.end..]);
 
     let (userinfo, host_port) = match authority.rfind('@') {
         Some(at) => (Some(&authority[..at]), &authority[at + 1..]),
@@ -152,14 +149,24 @@ pub(crate) fn parse(input: &str) -> Result<HttpUrl, UrlError> {
 /// it; input without a scheme is treated as starting with one.
 pub(crate) fn redact_userinfo(input: &str) -> std::borrow::Cow<'_, str> {
     let lead = input.len() - input.trim_start_matches(|c: char| c <= ' ').len();
-    let start = scheme_end(&input[lead..]).map_or(lead, |colon| lead + colon + 1);
-    let rest = input[start..].trim_start_matches(['/', '\\']);
-    let authority_start = input.len() - rest.len();
-    let auth_end = rest.find(['/', '\\', '?', '#']).unwrap_or(rest.len());
-    match rest[..auth_end].rfind('@') {
-        Some(at) => format!("{}***{}", &input[..authority_start], &rest[at..]).into(),
+    let from = scheme_end(&input[lead..]).map_or(lead, |colon| lead + colon + 1);
+    let span = authority(input, from);
+    match input[span.clone()].rfind('@') {
+        Some(at) => format!("{}***{}", &input[..span.start], &input[span.start + at..]).into(),
         None => input.into(),
     }
+}
+
+/// Where the authority of a special URL is, given where the text after
+/// the scheme's ':' starts: past any run of slashes and backslashes
+/// ("http:example.com", "http:\\\\example.com"), up to the first `/`, `\`,
+/// `?` or `#`.
+fn authority(s: &str, from: usize) -> std::ops::Range<usize> {
+    let start = s.len() - s[from..].trim_start_matches(['/', '\\']).len();
+    let end = s[start..]
+        .find(['/', '\\', '?', '#'])
+        .map_or(s.len(), |i| start + i);
+    start..end
 }
 
 /// Where the scheme's ':' is: an ASCII letter, then letters, digits, `+`,

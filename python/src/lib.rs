@@ -198,9 +198,9 @@ fn outcome_of(
     })
 }
 
-/// Values to Python through JSON: the outcome and log types are serde data.
-fn to_py<'py, T: serde::Serialize>(py: Python<'py>, v: &T) -> PyResult<Bound<'py, PyAny>> {
-    let text = serde_json::to_string(v).map_err(|e| PyValueError::new_err(e.to_string()))?;
+/// Outcomes and logs reach Python as the JSON the core writes for them
+/// (the same text the JS binding parses), so their shape is the core's.
+fn from_core_json<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import("json")?.call_method1("loads", (text,))
 }
 
@@ -299,17 +299,23 @@ impl Delivery {
 
     /// The final outcome as a dict, once.
     fn poll_outcome<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.inner.poll_outcome().map(|o| to_py(py, &o)).transpose()
+        self.inner
+            .poll_outcome()
+            .map(|o| from_core_json(py, &o.to_json()))
+            .transpose()
     }
 
     #[getter]
     fn outcome<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        self.inner.outcome().map(|o| to_py(py, o)).transpose()
+        self.inner
+            .outcome()
+            .map(|o| from_core_json(py, &o.to_json()))
+            .transpose()
     }
 
     #[getter]
     fn log<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_py(py, &self.inner.log())
+        from_core_json(py, &self.inner.log_json())
     }
 
     #[getter]

@@ -276,6 +276,19 @@ impl Webhooks {
         };
         f(Some(&mut sign))
     }
+
+    /// The core's request for a call (JSON text or bytes), signed.
+    fn signed_request(
+        &self,
+        call_json: &JsValue,
+        endpoint: usize,
+        now_ms: f64,
+    ) -> Result<core::Request, JsValue> {
+        let call = call_of(call_json)?;
+        let now = core::Timestamp::from_millis(millis(now_ms)).map_err(js_err)?;
+        self.with_hmac(|h| self.inner.request_with(&call, endpoint, now, h))
+            .map_err(js_err)
+    }
 }
 
 #[wasm_bindgen(js_class = WebhooksCore)]
@@ -307,10 +320,9 @@ impl Webhooks {
         endpoint: usize,
         now_ms: f64,
     ) -> Result<JsValue, JsValue> {
-        let call = call_of(call_json)?;
-        let now = core::Timestamp::from_millis(millis(now_ms)).map_err(js_err)?;
-        let r = self.with_hmac(|h| self.inner.request_with(&call, endpoint, now, h));
-        Ok(request_object(r.map_err(js_err)?))
+        Ok(request_object(
+            self.signed_request(call_json, endpoint, now_ms)?,
+        ))
     }
 
     /// [`Webhooks::request`] as `[url, headers, body]`, the headers packed
@@ -324,11 +336,7 @@ impl Webhooks {
         endpoint: usize,
         now_ms: f64,
     ) -> Result<Array, JsValue> {
-        let call = call_of(call_json)?;
-        let now = core::Timestamp::from_millis(millis(now_ms)).map_err(js_err)?;
-        let r = self
-            .with_hmac(|h| self.inner.request_with(&call, endpoint, now, h))
-            .map_err(js_err)?;
+        let r = self.signed_request(call_json, endpoint, now_ms)?;
         let mut packed = String::with_capacity(160);
         for (i, (k, v)) in r.headers.iter().enumerate() {
             if i > 0 {
