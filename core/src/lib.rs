@@ -61,7 +61,7 @@ pub use delivery::{
 pub use error::Error;
 pub use json::{stringify, JsonError, JsonObject, Map, Value, Writer};
 pub use retry::{Outcome, Verdict};
-pub use signature::{sign, verify, verify_value, Secret, SignatureError};
+pub use signature::{sign, verify, verify_value, Secret, SignatureError, SIGNATURE_HEX_LEN};
 pub use timestamp::{Timestamp, TimestampError};
 pub use webhooks::{
     delete_notifications, write_body, DeleteSource, EndpointConfig, HostHmac, Request,

@@ -76,7 +76,16 @@ impl Secret {
 
     /// The `X-Signature` value for `body`: 40 lowercase hex characters.
     pub fn sign(&self, body: &[u8]) -> String {
-        hex::encode(self.digest(body))
+        self.sign_hex(body).iter().map(|&b| char::from(b)).collect()
+    }
+
+    /// [`Secret::sign`] as ASCII bytes, for hosts that copy the signature
+    /// out of a buffer instead of taking a `String` (the wasm binding).
+    pub fn sign_hex(&self, body: &[u8]) -> [u8; SIGNATURE_HEX_LEN] {
+        let mut out = [0u8; SIGNATURE_HEX_LEN];
+        // 20 bytes always fill 40 hex digits exactly, so this cannot fail.
+        let _ = hex::encode_to_slice(self.digest(body), &mut out);
+        out
     }
 
     /// Whether `expected` (raw 20 bytes) is the digest of `body`, compared in

@@ -8,13 +8,17 @@
 
 export function makeApi(wasm, platform) {
   // node:crypto hashes large bodies faster than wasm's software SHA-1
-  // (SHA-NI); the crossover measured here is about 4 KB (TOOLCHAIN.md).
-  const NATIVE_HMAC_FROM = 4096;
+  // (SHA-NI). With the scratch-buffer path below, sign() in wasm is faster
+  // up to about 1.6 KB on the development machine (1.03x at 1536 B, 0.96x
+  // at 1792 B). A prekeyed secret (Signer, Webhooks) skips the key setup in
+  // wasm, which moves the crossover to about 2 KB (BENCHMARKS.md).
+  const NATIVE_HMAC_FROM = 1536;
+  const NATIVE_PREKEYED_FROM = 2048;
   const encoder = new TextEncoder();
   const decoder = new TextDecoder('utf-8', { fatal: true });
 
   function error(name, code, message) {
-    const err = name === 'NotJSONError' ? new TypeError(message) : new Error(message);
+    const err = name === 'NotJSONError' || name === 'TypeError' ? new TypeError(message) : new Error(message);
     err.name = name;
     err.code = code;
     return err;
@@ -143,16 +147,96 @@ export function makeApi(wasm, platform) {
     return wasm.canonicalize(toJson(value));
   }
 
+  // sign and verify write the body and secret straight into the core's
+  // scratch buffer in wasm memory, and read the 40 hex digits back from it:
+  // handing them over as values (wasm-bindgen's type checks, copies and
+  // mallocs) cost half of a 423 B sign. The views are renewed when the
+  // buffer moves or the memory grows (which detaches the old ones).
+  const memory = wasm.wasmMemory();
+  let heap = null;
+  let at = -1;
+  let scratchView = null;
+  let hexView = null;
+  const isBytes = (v) => typeof v === 'string' || v instanceof Uint8Array;
+  const room = (v) => (typeof v === 'string' ? v.length * 3 : v.length);
+
+  // The scratch buffer, at least `len` bytes, as a view from its start.
+  function scratchOf(len) {
+    const p = wasm.scratch(len);
+    if (p !== at || heap.buffer !== memory.buffer || scratchView.length < len) {
+      heap = new Uint8Array(memory.buffer);
+      at = p;
+      scratchView = heap.subarray(p, p + Math.max(len, 40));
+      hexView = heap.subarray(p, p + 40);
+    }
+    return scratchView;
+  }
+
+  // Writes `v` (a string as UTF-8, or bytes) at `view`'s start.
+  function put(v, view) {
+    if (typeof v === 'string') return encoder.encodeInto(v, view).written;
+    view.set(v);
+    return v.length;
+  }
+
+  // The body then the key (if any) at the scratch buffer's start; the core
+  // checks the lengths against the buffer.
+  function toScratch(body, key) {
+    const bRoom = room(body);
+    const view = scratchOf(bRoom + (key === null ? 0 : room(key)));
+    const b = put(body, view);
+    return [b, key === null ? 0 : put(key, view.subarray(b))];
+  }
+
   function sign(secret, body) {
     // Empty secrets go to the core, which refuses them with empty_secret.
     if (platform.hmacSha1 && body.length >= NATIVE_HMAC_FROM && secret.length > 0) {
       return platform.hmacSha1(secret, body);
     }
-    return wasm.sign(secret, bytesOf(body));
+    if (!isBytes(secret)) throw error('TypeError', 'invalid_argument', 'secret must be a string or Uint8Array');
+    if (!isBytes(body)) throw error('TypeError', 'invalid_argument', 'body must be a string or Uint8Array');
+    const [b, k] = toScratch(body, secret);
+    wasm.signScratch(b, k);
+    return decoder.decode(hexView);
   }
 
   function verify(body, signature, secrets) {
+    if (isBytes(secrets) && isBytes(body) && typeof signature === 'string') {
+      const [b, k] = toScratch(body, secrets);
+      return wasm.verifyScratch(b, k, signature);
+    }
     return wasm.verify(bytesOf(body), signature, secrets);
+  }
+
+  // The prekeyed signer. Node's HMAC takes bodies from NATIVE_PREKEYED_FROM
+  // up; the closure keeps the secret out of the object's fields.
+  class Signer {
+    #core;
+    #native = null;
+    constructor(secret) {
+      this.#core = new wasm.Signer(secret);
+      if (platform.hmacSha1) this.#native = (body) => platform.hmacSha1(secret, body);
+    }
+
+    #sign(body) {
+      if (this.#native !== null && body.length >= NATIVE_PREKEYED_FROM) return this.#native(body);
+      this.#core.signScratch(toScratch(body, null)[0]);
+      return decoder.decode(hexView);
+    }
+
+    signString(body) {
+      if (typeof body !== 'string') throw error('TypeError', 'invalid_argument', 'body must be a string');
+      return this.#sign(body);
+    }
+
+    signBytes(body) {
+      if (!(body instanceof Uint8Array)) throw error('TypeError', 'invalid_argument', 'body must be a Uint8Array');
+      return this.#sign(body);
+    }
+
+    free() {
+      this.#core.free();
+    }
   }
 
   function verifyParsed(value, signature, secrets) {
@@ -164,7 +248,7 @@ export function makeApi(wasm, platform) {
     if (headers && typeof headers.get === 'function') signature = headers.get('x-signature');
     else for (const [k, v] of Object.entries(headers || {})) if (k.toLowerCase() === 'x-signature') signature = v;
     if (signature == null) return false;
-    return wasm.verify(bytesOf(body), Array.isArray(signature) ? signature[0] : signature, secrets);
+    return verify(body, Array.isArray(signature) ? signature[0] : signature, secrets);
   }
 
   // Maps a fetch failure to the core's outcome kinds.
@@ -213,7 +297,7 @@ export function makeApi(wasm, platform) {
       this._core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret }));
       // Large request bodies are signed by the platform too (see sign()); the
       // core still decides which header carries the signature, and when.
-      if (platform.hmacSha1 && secret) this._core.setNativeHmac((bytes) => platform.hmacSha1(secret, bytes), NATIVE_HMAC_FROM);
+      if (platform.hmacSha1 && secret) this._core.setNativeHmac((bytes) => platform.hmacSha1(secret, bytes), NATIVE_PREKEYED_FROM);
       this._timing = { timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs };
     }
 
@@ -394,7 +478,7 @@ export function makeApi(wasm, platform) {
 
   const api = {
     stringify, sign, verify, verifyParsed, verifyRequest, traitName: wasm.traitName, parseTimestamp: wasm.parseTimestamp,
-    Webhooks, Client, Signer: wasm.Signer, Delivery: wasm.DeliveryCore, Batcher: wasm.BatcherCore,
+    Webhooks, Client, Signer, Delivery: wasm.DeliveryCore, Batcher: wasm.BatcherCore,
     USER_AGENT: 'callpost/1.0', MAX_MESSAGE_BYTES: wasm.maxMessageBytes(), init,
   };
   return api;

@@ -137,11 +137,14 @@ export class Delivery {
   free(): void;
 }
 
+/** A prekeyed HMAC-SHA1: the fastest way to sign many bodies with one secret. Never shows the secret. */
 export class Signer {
   constructor(secret: Secret);
-  /** Crosses into wasm as a string (wasm-bindgen copies it char by char): for large bodies prefer `signBytes` or `sign()`. */
+  /** Lowercase hex HMAC-SHA1 of the body's UTF-8 bytes (same as `sign(secret, body)`). */
   signString(body: string): string;
+  /** Lowercase hex HMAC-SHA1 of the bytes. */
   signBytes(body: Uint8Array): string;
+  /** Releases the key's wasm memory now rather than at garbage collection. */
   free(): void;
 }
 

@@ -165,10 +165,64 @@ pub fn canonicalize(text: &str) -> Result<String, JsValue> {
         .map_err(js_err)
 }
 
-/// Lowercase hex HMAC-SHA1.
+thread_local! {
+    /// Where `signScratch`/`verifyScratch` read their inputs: the JS API
+    /// encodes the secret and body straight into wasm memory here. Passing
+    /// them as `JsValue`s (type checks, `to_vec`, a malloc each) and taking
+    /// a `String` back cost 0.5 µs of a 1.0 µs sign of a 423 B body.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The address in wasm memory of the scratch buffer, grown to at least
+/// `len` bytes. It holds the caller's bytes until the next call here.
 #[wasm_bindgen]
-pub fn sign(secret: &JsValue, body: &JsValue) -> Result<String, JsValue> {
-    core::sign(bytes_of(secret, "secret")?, bytes_of(body, "body")?).map_err(js_err)
+pub fn scratch(len: usize) -> *const u8 {
+    SCRATCH.with_borrow_mut(|s| {
+        if s.len() < len.max(core::SIGNATURE_HEX_LEN) {
+            s.resize(len.max(core::SIGNATURE_HEX_LEN), 0);
+        }
+        s.as_ptr()
+    })
+}
+
+/// The WebAssembly memory, so the JS API can write into `scratch`.
+#[wasm_bindgen(js_name = wasmMemory)]
+pub fn wasm_memory() -> JsValue {
+    wasm_bindgen::memory()
+}
+
+/// The body and key the JS API wrote at the start of the scratch buffer.
+fn scratch_parts(s: &[u8], body_len: usize, key_len: usize) -> Result<(&[u8], &[u8]), JsValue> {
+    match body_len.checked_add(key_len) {
+        Some(end) if end <= s.len() => Ok((&s[..body_len], &s[body_len..end])),
+        _ => Err(usage_err(
+            "invalid_argument",
+            "lengths exceed the scratch buffer",
+        )),
+    }
+}
+
+/// `sign` over the scratch buffer: a `body_len`-byte body then a
+/// `key_len`-byte secret. The 40 hex digits replace the buffer's start.
+#[wasm_bindgen(js_name = signScratch)]
+pub fn sign_scratch(body_len: usize, key_len: usize) -> Result<(), JsValue> {
+    SCRATCH.with_borrow_mut(|s| {
+        let (body, key) = scratch_parts(s, body_len, key_len)?;
+        let hex = core::Secret::new(key).map_err(js_err)?.sign_hex(body);
+        s[..hex.len()].copy_from_slice(&hex);
+        Ok(())
+    })
+}
+
+/// `verify` with one secret over the scratch buffer (laid out as for
+/// `signScratch`).
+#[wasm_bindgen(js_name = verifyScratch)]
+pub fn verify_scratch(body_len: usize, key_len: usize, signature: &str) -> Result<bool, JsValue> {
+    SCRATCH.with_borrow(|s| {
+        let (body, key) = scratch_parts(s, body_len, key_len)?;
+        let secret = core::Secret::new(key).map_err(js_err)?;
+        core::verify(body, signature, &[secret]).map_err(js_err)
+    })
 }
 
 /// A prekeyed secret: the fastest way to sign many bodies with one key.
@@ -187,16 +241,16 @@ impl Signer {
         })
     }
 
-    /// Signs a string body (its UTF-8 bytes).
-    #[wasm_bindgen(js_name = signString)]
-    pub fn sign_string(&self, body: &str) -> String {
-        self.secret.sign(body.as_bytes())
-    }
-
-    /// Signs a byte body.
-    #[wasm_bindgen(js_name = signBytes)]
-    pub fn sign_bytes(&self, body: &[u8]) -> String {
-        self.secret.sign(body)
+    /// Signs the first `body_len` bytes of the scratch buffer; the 40 hex
+    /// digits replace the buffer's start.
+    #[wasm_bindgen(js_name = signScratch)]
+    pub fn sign_scratch(&self, body_len: usize) -> Result<(), JsValue> {
+        SCRATCH.with_borrow_mut(|s| {
+            let (body, _) = scratch_parts(s, body_len, 0)?;
+            let hex = self.secret.sign_hex(body);
+            s[..hex.len()].copy_from_slice(&hex);
+            Ok(())
+        })
     }
 }
 

@@ -9,6 +9,7 @@ import { createRequire } from 'node:module';
 import { join, normalize } from 'node:path';
 import { chromium } from 'playwright-core';
 import { sign } from 'callpost';
+import { createHmac } from 'node:crypto';
 
 const require = createRequire(import.meta.url);
 const pkgDir = join(require.resolve('callpost/package.json'), '..');
@@ -19,12 +20,21 @@ const PAGE = `<!doctype html><html><head><link rel="icon" href="data:,"></head><
   const body = cp.stringify({ b: 1, 10: 'ten', a: [1.0, 1e21, 1.5e-7] });
   const signature = cp.sign('browser-secret', body);
   const verified = cp.verify(body, signature, ['old', 'browser-secret']);
+  // No platform HMAC here: every size is signed in wasm, and 3 MB bodies
+  // make its memory grow between calls.
+  const sizes = [0, 423, 5000, 3000000, 64];
+  const sigs = sizes.map((n) => {
+    const text = '\\u00e9'.repeat(n);
+    const signer = new cp.Signer('browser-secret');
+    const s = cp.sign('browser-secret', text);
+    return [s, signer.signString(text), signer.signBytes(new TextEncoder().encode(text)), cp.verify(text, s, 'browser-secret')];
+  });
   let code = null;
   try { cp.stringify({ n: NaN }); } catch (e) { code = e.code; }
   const client = new cp.Client({ writeKey: 'wk_browser', endpoint: location.origin, flushAt: 3, flushAfter: 60000 });
   const ids = [client.track({ userId: 'u', event: 'A' }), client.page({ userId: 'u', name: 'Home' }), client.identify({ userId: 'u', traits: { plan: 'pro' } })];
   await client.flush();
-  window.__result = { body, signature, verified, code, ids };
+  window.__result = { body, signature, verified, code, ids, sizes, sigs };
 </script></body></html>`;
 
 test('the web build works in headless Chromium', async () => {
@@ -69,6 +79,10 @@ test('the web build works in headless Chromium', async () => {
     assert.equal(r.body, '{"10":"ten","b":1,"a":[1,1e+21,1.5e-7]}');
     assert.equal(r.signature, sign('browser-secret', r.body), 'the browser signs the same as Node');
     assert.equal(r.verified, true);
+    r.sizes.forEach((n, i) => {
+      const want = createHmac('sha1', 'browser-secret').update('é'.repeat(n)).digest('hex');
+      assert.deepEqual(r.sigs[i], [want, want, want, true], `${n} characters`);
+    });
     assert.equal(r.code, 'non_finite_number');
     assert.equal(batches.length, 1);
     assert.equal(batches[0].auth, 'Basic ' + Buffer.from('wk_browser:').toString('base64'));

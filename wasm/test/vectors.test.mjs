@@ -196,3 +196,48 @@ test('large bodies are signed by the platform HMAC, with the same result', async
   const r = hooks.request(big);
   assert.equal(sig(r), createHmac('sha1', 'k€y').update(r.body).digest('hex'));
 });
+
+test('sign, Signer and verify agree with node:crypto at every size, across wasm memory growth', async () => {
+  const { createHmac } = await import('node:crypto');
+  const want = (key, body) => createHmac('sha1', key).update(body).digest('hex');
+  const bodies = [];
+  // Around the node:crypto threshold and the SHA-1 block, as text (with
+  // multi-byte characters, so UTF-16 length != UTF-8 length) and as bytes.
+  for (const n of [0, 1, 55, 56, 64, 423, 1535, 1536, 2047, 2048, 5000, 70_000]) {
+    const text = 'aé€😀'.repeat(n).slice(0, n);
+    bodies.push(text, new TextEncoder().encode(text));
+  }
+  const check = () => {
+    for (const key of ['k', 'k€y'.repeat(30), new Uint8Array([0, 255, 7])]) {
+      const signer = new callpost.Signer(key);
+      for (const body of bodies) {
+        const expected = want(key, body);
+        assert.equal(callpost.sign(key, body), expected);
+        assert.equal(typeof body === 'string' ? signer.signString(body) : signer.signBytes(body), expected);
+        assert.equal(callpost.verify(body, expected, key), true);
+        assert.equal(callpost.verify(body, expected.toUpperCase(), key), true);
+        assert.equal(callpost.verify(body, want('other', body), key), false);
+        assert.equal(callpost.verify(body, expected, ['other', key]), true);
+      }
+      signer.free();
+    }
+  };
+  check();
+  // Make the wasm memory grow (which detaches every view of it), then sign again.
+  const before = callpost.sign('k', 'abc');
+  assert.equal(callpost.stringify({ pad: 'x'.repeat(8 << 20) }).length, (8 << 20) + 10);
+  assert.equal(callpost.sign('k', 'abc'), before);
+  check();
+  // Bad arguments keep the core's codes.
+  assert.throws(() => callpost.sign('', 'body'), (e) => e.code === 'empty_secret');
+  assert.throws(() => callpost.verify('body', 'a'.repeat(40), ''), (e) => e.code === 'empty_secret');
+  assert.throws(() => callpost.verify('body', 'zz', 'k'), (e) => e.code === 'malformed_signature');
+  assert.throws(() => callpost.sign(42, 'body'), (e) => e instanceof TypeError && e.code === 'invalid_argument');
+  assert.throws(() => callpost.sign('k', { a: 1 }), (e) => e instanceof TypeError && e.code === 'invalid_argument');
+  assert.throws(() => new callpost.Signer('k').signString(new Uint8Array(1)), (e) => e instanceof TypeError && e.code === 'invalid_argument');
+  assert.throws(() => new callpost.Signer('k').signBytes('text'), (e) => e instanceof TypeError && e.code === 'invalid_argument');
+  assert.throws(() => new callpost.Signer(''), (e) => e.code === 'empty_secret');
+  // The prekeyed signer shows no secret.
+  const { inspect } = await import('node:util');
+  assert.ok(!inspect(new callpost.Signer('hunter2'), { showHidden: true, depth: 5 }).includes('hunter2'));
+});
