@@ -111,42 +111,6 @@ export function makeApi(wasm, platform) {
     throw error('TypeError', 'invalid_argument', `${what} must be a string or Uint8Array`);
   }
 
-  // wasm-bindgen copies a string into wasm memory one UTF-16 unit at a time
-  // in JS (48 µs for a 32 KB call); TextEncoder writes UTF-8 natively, and
-  // bytes cross with one copy. The scratch buffer is reused, so each result
-  // must be handed to wasm before the next call.
-  let scratch = new Uint8Array(8192);
-  function utf8(s) {
-    if (s.length * 3 > scratch.length) {
-      if (s.length * 3 > 1 << 20) return encoder.encode(s);
-      scratch = new Uint8Array(s.length * 3);
-    }
-    return scratch.subarray(0, encoder.encodeInto(s, scratch).written);
-  }
-
-  // A call as UTF-8 JSON bytes for the core (which checks the UTF-8).
-  function callJson(call) {
-    if (call instanceof Uint8Array) return call;
-    return utf8(typeof call === 'string' ? call : toJson(call));
-  }
-
-  const bytesOf = (v) => (typeof v === 'string' ? utf8(v) : v);
-
-  function randomBytes(n) {
-    return globalThis.crypto.getRandomValues(new Uint8Array(n));
-  }
-
-  function seed() {
-    const b = randomBytes(8);
-    return new DataView(b.buffer).getUint32(0) * 2 ** 21 + (new DataView(b.buffer).getUint32(4) >>> 11);
-  }
-
-  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
-
-  function stringify(value) {
-    return wasm.canonicalize(toJson(value));
-  }
-
   // sign and verify write the body and secret straight into the core's
   // scratch buffer in wasm memory, and read the 40 hex digits back from it:
   // handing them over as values (wasm-bindgen's type checks, copies and
@@ -186,6 +150,37 @@ export function makeApi(wasm, platform) {
     const view = scratchOf(bRoom + (key === null ? 0 : room(key)));
     const b = put(body, view);
     return [b, key === null ? 0 : put(key, view.subarray(b))];
+  }
+
+  // A call for the core: its UTF-8 JSON written at the start of the wasm
+  // scratch buffer (see sign()), passed as the byte count. The core checks
+  // the UTF-8.
+  function callJson(call) {
+    if (call instanceof Uint8Array) {
+      scratchOf(call.length).set(call);
+      return call.length;
+    }
+    const text = typeof call === 'string' ? call : toJson(call);
+    return put(text, scratchOf(text.length * 3));
+  }
+
+  // Bytes for the value path (verify against several secrets): wasm-bindgen
+  // would copy a string into wasm memory one UTF-16 unit at a time in JS.
+  const bytesOf = (v) => (typeof v === 'string' ? encoder.encode(v) : v);
+
+  function randomBytes(n) {
+    return globalThis.crypto.getRandomValues(new Uint8Array(n));
+  }
+
+  function seed() {
+    const b = randomBytes(8);
+    return new DataView(b.buffer).getUint32(0) * 2 ** 21 + (new DataView(b.buffer).getUint32(4) >>> 11);
+  }
+
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+
+  function stringify(value) {
+    return wasm.canonicalize(toJson(value));
   }
 
   function sign(secret, body) {
@@ -376,7 +371,7 @@ export function makeApi(wasm, platform) {
     alias(fields) { return this._enqueue('alias', fields); }
 
     _enqueue(type, fields) {
-      const id = this._core.handleCall(Date.now(), utf8(toJson({ type, ...fields })), randomBytes(16));
+      const id = this._core.handleCall(Date.now(), callJson(toJson({ type, ...fields })), randomBytes(16));
       this._kick();
       return id;
     }

@@ -82,7 +82,22 @@ fn request_object(r: core::Request) -> JsValue {
 /// passes bytes: wasm-bindgen copies a string into wasm memory one UTF-16
 /// unit at a time in JS (48 µs for a 32 KB call), while `TextEncoder`
 /// writes the UTF-8 natively and the bytes cross with one copy.
+///
+/// A number is the length of the call's UTF-8 bytes that the JS API wrote
+/// at the start of the scratch buffer (see `scratch`), which spares the
+/// copy into a fresh allocation.
 fn call_of(v: &JsValue) -> Result<core::Call, JsValue> {
+    if let Some(n) = v.as_f64() {
+        return SCRATCH.with_borrow(|s| match s.get(..n as usize) {
+            Some(bytes) if n >= 0.0 && n.fract() == 0.0 => {
+                core::Call::from_json_slice(bytes).map_err(js_err)
+            }
+            _ => Err(usage_err(
+                "invalid_argument",
+                "length exceeds the scratch buffer",
+            )),
+        });
+    }
     if let Some(a) = v.dyn_ref::<Uint8Array>() {
         return core::Call::from_json_slice(&a.to_vec()).map_err(js_err);
     }
@@ -177,9 +192,18 @@ thread_local! {
 /// `len` bytes. It holds the caller's bytes until the next call here.
 #[wasm_bindgen]
 pub fn scratch(len: usize) -> *const u8 {
+    // One very large body should not pin its buffer for the life of the
+    // page: a small request after it gets a fresh buffer, and the large one
+    // goes back to the allocator. Calls and bodies are usually a few KB,
+    // so this is rare.
+    const KEEP: usize = 1 << 20;
+    let len = len.max(core::SIGNATURE_HEX_LEN);
     SCRATCH.with_borrow_mut(|s| {
-        if s.len() < len.max(core::SIGNATURE_HEX_LEN) {
-            s.resize(len.max(core::SIGNATURE_HEX_LEN), 0);
+        if s.len() > KEEP && len <= KEEP / 8 {
+            *s = Vec::new();
+        }
+        if s.len() < len {
+            s.resize(len, 0);
         }
         s.as_ptr()
     })
