@@ -59,7 +59,7 @@ pub use delivery::{
     Attempt, AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason, StateError,
 };
 pub use error::Error;
-pub use json::{stringify, JsonError, JsonObject, Map, Value, Writer};
+pub use json::{stringify, JsonError, JsonObject, Map, ObjectMark, Value, Writer};
 pub use retry::{Outcome, Verdict};
 pub use signature::{sign, verify, verify_value, Secret, SignatureError, SIGNATURE_HEX_LEN};
 pub use timestamp::{Timestamp, TimestampError};

@@ -177,12 +177,15 @@ fn write_py(
             return Ok(w.integer(i128::from(n))?);
         }
     }
-    if let Ok(s) = obj.cast::<PyString>() {
-        w.string(s.to_str().map_err(|_| JsonError::InvalidUnicode)?);
-        return Ok(());
-    }
     if obj.is_none() {
         w.null();
+        return Ok(());
+    }
+    if let Ok(d) = obj.cast_exact::<PyDict>() {
+        return nested(obj, stack, |stack| write_dict(w, d, stack));
+    }
+    if let Ok(s) = obj.cast::<PyString>() {
+        w.string(s.to_str().map_err(|_| JsonError::InvalidUnicode)?);
         return Ok(());
     }
     if let Ok(b) = obj.cast::<PyBool>() {
@@ -201,31 +204,22 @@ fn write_py(
     if let Ok(f) = obj.cast::<PyFloat>() {
         return Ok(w.number(f.value())?);
     }
-    let dict = obj.cast::<PyDict>().ok();
-    let list = obj.cast::<PyList>().ok();
-    let tuple = obj.cast::<PyTuple>().ok();
-    if dict.is_some() || list.is_some() || tuple.is_some() {
-        let id = obj.as_ptr() as usize;
-        if stack.contains(&id) {
-            return Err(JsonError::Cycle(String::new()).into());
-        }
-        if stack.len() >= MAX_DEPTH {
-            return Err(JsonError::TooDeep.into());
-        }
-        stack.push(id);
-        if let Some(d) = dict {
-            write_dict(w, d, stack)?;
-        } else if let Some(l) = list {
+    if let Ok(d) = obj.cast::<PyDict>() {
+        return nested(obj, stack, |stack| write_dict(w, d, stack));
+    }
+    if let Ok(l) = obj.cast::<PyList>() {
+        return nested(obj, stack, |stack| {
             w.array(l.iter(), |w, i, item| {
                 write_py(w, &item, stack).map_err(|e| e.at(Seg::Index(i)))
-            })?;
-        } else if let Some(t) = tuple {
+            })
+        });
+    }
+    if let Ok(t) = obj.cast::<PyTuple>() {
+        return nested(obj, stack, |stack| {
             w.array(t.iter(), |w, i, item| {
                 write_py(w, &item, stack).map_err(|e| e.at(Seg::Index(i)))
-            })?;
-        }
-        stack.pop();
-        return Ok(());
+            })
+        });
     }
     if let Ok(dt) = obj.cast::<PyDateTime>() {
         w.string(&datetime_iso(dt)?);
@@ -237,6 +231,25 @@ fn write_py(
         return Ok(());
     }
     Err(not_json(obj))
+}
+
+/// Runs `write` for a container, with `obj` on the cycle and depth stack.
+fn nested(
+    obj: &Bound<'_, PyAny>,
+    stack: &mut Vec<usize>,
+    write: impl FnOnce(&mut Vec<usize>) -> Result<(), Walk>,
+) -> Result<(), Walk> {
+    let id = obj.as_ptr() as usize;
+    if stack.contains(&id) {
+        return Err(JsonError::Cycle(String::new()).into());
+    }
+    if stack.len() >= MAX_DEPTH {
+        return Err(JsonError::TooDeep.into());
+    }
+    stack.push(id);
+    write(stack)?;
+    stack.pop();
+    Ok(())
 }
 
 fn not_json(obj: &Bound<'_, PyAny>) -> Walk {
@@ -257,19 +270,46 @@ fn not_json(obj: &Bound<'_, PyAny>) -> Walk {
 fn entries_of<'a, 'py>(
     items: &'a [(Bound<'py, PyAny>, Bound<'py, PyAny>)],
 ) -> Result<Vec<(&'a str, &'a Bound<'py, PyAny>)>, Walk> {
-    let mut entries = Vec::with_capacity(items.len());
-    for (k, v) in items {
-        let key = k
-            .cast::<PyString>()
-            .map_err(|_| JsonError::NonStringKey(String::new()))?
-            .to_str()
-            .map_err(|_| JsonError::InvalidUnicode)?;
-        entries.push((key, v));
-    }
-    Ok(entries)
+    items.iter().map(|(k, v)| Ok((key_str(k)?, v))).collect()
 }
 
+/// A dict as an object, in its own order while no key is an array index
+/// (nearly always): no list of its entries is made.
 fn write_dict(
+    w: &mut Writer<'_>,
+    d: &Bound<'_, PyDict>,
+    stack: &mut Vec<usize>,
+) -> Result<(), Walk> {
+    let mut mark = w.begin_object()?;
+    let len = d.len();
+    for (k, v) in d.iter().take(len) {
+        let key = key_str(&k)?;
+        if !w.key(&mut mark, key) {
+            w.abandon_object(mark);
+            return write_dict_ordered(w, d, stack);
+        }
+        write_py(w, &v, stack).map_err(|e| e.at(Seg::Key(key.to_owned())))?;
+        unchanged(d, len)?;
+    }
+    w.end_object(mark);
+    Ok(())
+}
+
+/// Python code can run inside a walk (a datetime's `tzinfo.utcoffset`, a
+/// date subclass's `isoformat`) and could resize the dict being walked;
+/// pyo3's dict iterator panics on that. Checked after each value, with at
+/// most `len` entries taken, it is Python's own error instead.
+fn unchanged(d: &Bound<'_, PyDict>, len: usize) -> Result<(), PyErr> {
+    if d.len() == len {
+        return Ok(());
+    }
+    Err(pyo3::exceptions::PyRuntimeError::new_err(
+        "dictionary changed size during iteration",
+    ))
+}
+
+/// A dict with array-index keys, which JavaScript lists first.
+fn write_dict_ordered(
     w: &mut Writer<'_>,
     d: &Bound<'_, PyDict>,
     stack: &mut Vec<usize>,
@@ -281,6 +321,13 @@ fn write_dict(
     })
 }
 
+fn key_str<'a>(k: &'a Bound<'_, PyAny>) -> Result<&'a str, Walk> {
+    Ok(k.cast::<PyString>()
+        .map_err(|_| JsonError::NonStringKey(String::new()))?
+        .to_str()
+        .map_err(|_| JsonError::InvalidUnicode)?)
+}
+
 /// A call from a dict with Segment's keys. The core's [`CallBuilder`] holds
 /// the field rules; this only says what each value is. `properties` and
 /// `traits` are written straight to JSON text, the hot path. Values under
@@ -289,7 +336,8 @@ fn write_dict(
 fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
     let mut b = CallBuilder::new();
     let mut scratch = Vec::new();
-    for (k, v) in d.iter() {
+    let len = d.len();
+    for (k, v) in d.iter().take(len) {
         let at = |e: Walk| raise(e.at(Seg::Key(k.to_string())));
         let key = k
             .cast::<PyString>()
@@ -300,13 +348,8 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
         if let (FieldKind::Object | FieldKind::Map, Ok(inner)) = (kind, v.cast::<PyDict>()) {
             let object = if kind == FieldKind::Object {
                 let mut stack = vec![v.as_ptr() as usize];
-                let items: Vec<_> = inner.iter().collect();
-                let entries = entries_of(&items).map_err(at)?;
                 Object::Json(
-                    JsonObject::from_entries(entries.iter().copied(), |w, ik, iv| {
-                        write_py(w, iv, &mut stack).map_err(|e| e.at(Seg::Key(ik.to_owned())))
-                    })
-                    .map_err(at)?,
+                    JsonObject::write_with(|w| write_dict(w, inner, &mut stack)).map_err(at)?,
                 )
             } else {
                 match walk(&v).map_err(at)? {
@@ -315,6 +358,7 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
                 }
             };
             b.object(key, object);
+            unchanged(d, len)?;
             continue;
         }
         // Everything else: check it has a JSON form, then hand its scalar view.
@@ -351,6 +395,7 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
         if kind != FieldKind::Ignored {
             b.scalar(key, scalar);
         }
+        unchanged(d, len)?;
     }
     b.finish().map_err(err)
 }

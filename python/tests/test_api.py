@@ -31,6 +31,46 @@ def test_datetimes_become_iso_strings() -> None:
     assert e.value.code == "invalid_timestamp"
 
 
+def test_index_keys_go_first_at_any_depth() -> None:
+    # Dicts are written in their own order until an index key turns up; the
+    # object written so far is then rewritten in JavaScript's order.
+    value = {"x": {"a": 1, "b": {"c": 2, "5": 3, "d": {"7": 0}}}, "y": 1, "3": [{"z": 1, "0": 2}]}
+    assert callpost.stringify(value) == '{"3":[{"0":2,"z":1}],"x":{"a":1,"b":{"5":3,"c":2,"d":{"7":0}}},"y":1}'
+    assert callpost.stringify(value) == json.dumps(json.loads(callpost.stringify(value)), separators=(",", ":"))
+    hooks = callpost.Webhooks(["https://example.com/"])
+    body = json.loads(hooks.request({"type": "track", "userId": "u", "event": "e",
+                                     "properties": {"z": 1, "0": {"b": 1, "1": 2}}}).body)
+    assert list(body["properties"]) == ["0", "z"] and list(body["properties"]["0"]) == ["1", "b"]
+
+
+class _Resizing(dt.tzinfo):
+    """A tzinfo whose utcoffset adds a key to a dict: Python code that runs
+    in the middle of a walk."""
+
+    def __init__(self, target: dict[str, Any]) -> None:
+        self.target = target
+
+    def utcoffset(self, d: dt.datetime | None) -> dt.timedelta:
+        self.target[f"k{len(self.target)}"] = 1
+        return dt.timedelta(0)
+
+
+def test_a_dict_resized_during_the_walk_is_a_runtime_error() -> None:
+    hooks = callpost.Webhooks(["https://example.com/"])
+    props: dict[str, Any] = {"a": 1}
+    props["at"] = dt.datetime(2026, 1, 1, tzinfo=_Resizing(props))
+    props["b"] = 2
+    with pytest.raises(RuntimeError, match="changed size"):
+        callpost.stringify(props)
+    with pytest.raises(RuntimeError, match="changed size"):
+        hooks.request({"type": "track", "userId": "u", "event": "e", "properties": props})
+    call: dict[str, Any] = {"type": "track", "userId": "u", "event": "e"}
+    call["timestamp"] = dt.datetime(2026, 1, 1, tzinfo=_Resizing(call))
+    call["anonymousId"] = "a"
+    with pytest.raises(RuntimeError, match="changed size"):
+        hooks.request(call)
+
+
 class Custom:
     pass
 

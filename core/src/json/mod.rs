@@ -526,6 +526,51 @@ impl<'o> Writer<'o> {
         Ok(())
     }
 
+    /// Starts an object whose entries the host writes in its own order,
+    /// for hosts that walk a dict without collecting it first: call
+    /// [`Writer::key`] then write the value, for each entry, then
+    /// [`Writer::end_object`].
+    ///
+    /// JavaScript lists array-index keys (`"0"`, `"12"`) first, so the
+    /// host's order holds only while no key is one. [`Writer::key`] returns
+    /// `false` at the first such key and writes nothing; the host then calls
+    /// [`Writer::abandon_object`] and writes the object with
+    /// [`Writer::object`], which orders the keys.
+    pub fn begin_object(&mut self) -> Result<ObjectMark, JsonError> {
+        self.enter()?;
+        let start = self.out.len();
+        self.out.push(b'{');
+        Ok(ObjectMark { start, first: true })
+    }
+
+    /// Writes `"key":` (after a comma when needed) for the next value, or
+    /// returns `false` and writes nothing when `key` is an array index.
+    pub fn key(&mut self, mark: &mut ObjectMark, key: &str) -> bool {
+        if array_index(key).is_some() {
+            return false;
+        }
+        if !mark.first {
+            self.out.push(b',');
+        }
+        mark.first = false;
+        write_string(key, self.out);
+        self.out.push(b':');
+        true
+    }
+
+    /// Closes an object started by [`Writer::begin_object`].
+    pub fn end_object(&mut self, mark: ObjectMark) {
+        let _ = mark;
+        self.out.push(b'}');
+        self.depth -= 1;
+    }
+
+    /// Removes everything written since [`Writer::begin_object`].
+    pub fn abandon_object(&mut self, mark: ObjectMark) {
+        self.out.truncate(mark.start);
+        self.depth -= 1;
+    }
+
     fn enter(&mut self) -> Result<(), JsonError> {
         if self.depth >= MAX_DEPTH {
             return Err(JsonError::TooDeep);
@@ -533,6 +578,15 @@ impl<'o> Writer<'o> {
         self.depth += 1;
         Ok(())
     }
+}
+
+/// An object being written by [`Writer::begin_object`]: where it starts,
+/// and whether an entry has been written yet.
+#[derive(Debug)]
+#[must_use = "close the object with Writer::end_object or Writer::abandon_object"]
+pub struct ObjectMark {
+    start: usize,
+    first: bool,
 }
 
 /// A JSON object's text in `JSON.stringify` form, made only by this crate's
@@ -557,6 +611,18 @@ impl JsonObject {
         // Kept as bytes, not re-validated into a `String`: every byte comes
         // from `&str`s and ASCII punctuation, and the check cost 3% of a
         // 32 KB request.
+        Ok(Self(out))
+    }
+
+    /// Writes an object with `write`, which writes exactly one object
+    /// through the [`Writer`] it is given ([`Writer::object`], or
+    /// [`Writer::begin_object`] and its entries).
+    pub fn write_with<E: From<JsonError>>(
+        write: impl FnOnce(&mut Writer<'_>) -> Result<(), E>,
+    ) -> Result<Self, E> {
+        let mut out = Vec::with_capacity(256);
+        write(&mut Writer::new(&mut out))?;
+        debug_assert!(out.first() == Some(&b'{') && out.last() == Some(&b'}'));
         Ok(Self(out))
     }
 
