@@ -338,66 +338,70 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
     let mut scratch = Vec::new();
     let len = d.len();
     for (k, v) in d.iter().take(len) {
-        let at = |e: Walk| raise(e.at(Seg::Key(k.to_string())));
-        let key = k
-            .cast::<PyString>()
-            .map_err(|_| json_err(&JsonError::NonStringKey("$".into())))?
-            .to_str()
-            .map_err(|_| json_err(&JsonError::InvalidUnicode))?;
-        let kind = CallBuilder::field_kind(key);
-        if let (FieldKind::Object | FieldKind::Map, Ok(inner)) = (kind, v.cast::<PyDict>()) {
-            let object = if kind == FieldKind::Object {
-                let mut stack = vec![v.as_ptr() as usize];
-                Object::Json(
-                    JsonObject::write_with(|w| write_dict(w, inner, &mut stack)).map_err(at)?,
-                )
-            } else {
-                match walk(&v).map_err(at)? {
-                    Value::Object(m) => Object::Map(m),
-                    _ => Object::Map(Map::new()),
-                }
-            };
-            b.object(key, object);
-            unchanged(d, len)?;
-            continue;
-        }
-        // Everything else: check it has a JSON form, then hand its scalar view.
-        let iso;
-        let scalar = if let Ok(s) = v.cast::<PyString>() {
-            Scalar::Str(
-                s.to_str()
-                    .map_err(|_| json_err(&JsonError::InvalidUnicode))?,
-            )
-        } else if v.is_none() {
-            Scalar::Null
-        } else if v.cast::<PyBool>().is_ok() {
-            Scalar::Other("boolean")
-        } else if v.cast::<PyInt>().is_ok() || v.cast::<PyFloat>().is_ok() {
-            match walk(&v).map_err(at)? {
-                Value::Number(n) => Scalar::Number(n),
-                _ => Scalar::Other("number"),
-            }
-        } else if v.cast::<PyDateTime>().is_ok() || v.cast::<PyDate>().is_ok() {
-            iso = match walk(&v).map_err(at)? {
-                Value::String(s) => s,
-                _ => String::new(),
-            };
-            Scalar::Str(&iso)
-        } else {
-            scratch.clear();
-            write_py(&mut Writer::new(&mut scratch), &v, &mut Vec::new()).map_err(at)?;
-            match scratch.first() {
-                Some(b'{') => Scalar::Other("object"),
-                Some(b'[') => Scalar::Other("array"),
-                _ => Scalar::Other("value"),
-            }
-        };
-        if kind != FieldKind::Ignored {
-            b.scalar(key, scalar);
-        }
+        call_entry(&mut b, &k, &v, &mut scratch)?;
         unchanged(d, len)?;
     }
     b.finish().map_err(err)
+}
+
+/// One `key: value` of a call dict into the builder.
+fn call_entry(
+    b: &mut CallBuilder,
+    k: &Bound<'_, PyAny>,
+    v: &Bound<'_, PyAny>,
+    scratch: &mut Vec<u8>,
+) -> PyResult<()> {
+    let at = |e: Walk| raise(e.at(Seg::Key(k.to_string())));
+    let key = key_str(k).map_err(raise)?;
+    let kind = CallBuilder::field_kind(key);
+    if let (FieldKind::Object | FieldKind::Map, Ok(inner)) = (kind, v.cast::<PyDict>()) {
+        let object = if kind == FieldKind::Object {
+            let mut stack = vec![v.as_ptr() as usize];
+            Object::Json(JsonObject::write_with(|w| write_dict(w, inner, &mut stack)).map_err(at)?)
+        } else {
+            match walk(v).map_err(at)? {
+                Value::Object(m) => Object::Map(m),
+                _ => Object::Map(Map::new()),
+            }
+        };
+        b.object(key, object);
+        return Ok(());
+    }
+    // Everything else: check it has a JSON form, then hand its scalar view.
+    let iso;
+    let scalar = if let Ok(s) = v.cast::<PyString>() {
+        Scalar::Str(
+            s.to_str()
+                .map_err(|_| json_err(&JsonError::InvalidUnicode))?,
+        )
+    } else if v.is_none() {
+        Scalar::Null
+    } else if v.cast::<PyBool>().is_ok() {
+        Scalar::Other("boolean")
+    } else if v.cast::<PyInt>().is_ok() || v.cast::<PyFloat>().is_ok() {
+        match walk(v).map_err(at)? {
+            Value::Number(n) => Scalar::Number(n),
+            _ => Scalar::Other("number"),
+        }
+    } else if v.cast::<PyDateTime>().is_ok() || v.cast::<PyDate>().is_ok() {
+        iso = match walk(v).map_err(at)? {
+            Value::String(s) => s,
+            _ => String::new(),
+        };
+        Scalar::Str(&iso)
+    } else {
+        scratch.clear();
+        write_py(&mut Writer::new(scratch), v, &mut Vec::new()).map_err(at)?;
+        match scratch.first() {
+            Some(b'{') => Scalar::Other("object"),
+            Some(b'[') => Scalar::Other("array"),
+            _ => Scalar::Other("value"),
+        }
+    };
+    if kind != FieldKind::Ignored {
+        b.scalar(key, scalar);
+    }
+    Ok(())
 }
 
 /// An aware datetime as `JSON.stringify` writes a JS `Date`: UTC with

@@ -98,6 +98,8 @@ export function makeApi(wasm, platform) {
     }
   }
 
+  const notBytes = (what) => error('TypeError', 'invalid_argument', `${what} must be a string or Uint8Array`);
+
   function textOf(v, what) {
     if (typeof v === 'string') return v;
     if (v instanceof Uint8Array) {
@@ -108,8 +110,9 @@ export function makeApi(wasm, platform) {
         throw error('JSONValueError', 'invalid_unicode', `${what} bytes are not valid UTF-8`);
       }
     }
-    throw error('TypeError', 'invalid_argument', `${what} must be a string or Uint8Array`);
+    throw notBytes(what);
   }
+
 
   // sign and verify write the body and secret straight into the core's
   // scratch buffer in wasm memory, and read the 40 hex digits back from it:
@@ -156,12 +159,8 @@ export function makeApi(wasm, platform) {
   // scratch buffer (see sign()), passed as the byte count. The core checks
   // the UTF-8.
   function callJson(call) {
-    if (call instanceof Uint8Array) {
-      scratchOf(call.length).set(call);
-      return call.length;
-    }
-    const text = typeof call === 'string' ? call : toJson(call);
-    return put(text, scratchOf(text.length * 3));
+    const json = isBytes(call) ? call : toJson(call);
+    return put(json, scratchOf(room(json)));
   }
 
   // Bytes for the value path (verify against several secrets): wasm-bindgen
@@ -188,8 +187,8 @@ export function makeApi(wasm, platform) {
     if (platform.hmacSha1 && body.length >= NATIVE_HMAC_FROM && secret.length > 0) {
       return platform.hmacSha1(secret, body);
     }
-    if (!isBytes(secret)) throw error('TypeError', 'invalid_argument', 'secret must be a string or Uint8Array');
-    if (!isBytes(body)) throw error('TypeError', 'invalid_argument', 'body must be a string or Uint8Array');
+    if (!isBytes(secret)) throw notBytes('secret');
+    if (!isBytes(body)) throw notBytes('body');
     const [b, k] = toScratch(body, secret);
     wasm.signScratch(b, k);
     return decoder.decode(hexView);

@@ -88,14 +88,16 @@ fn request_object(r: core::Request) -> JsValue {
 /// copy into a fresh allocation.
 fn call_of(v: &JsValue) -> Result<core::Call, JsValue> {
     if let Some(n) = v.as_f64() {
-        return SCRATCH.with_borrow(|s| match s.get(..n as usize) {
-            Some(bytes) if n >= 0.0 && n.fract() == 0.0 => {
-                core::Call::from_json_slice(bytes).map_err(js_err)
-            }
-            _ => Err(usage_err(
+        // `as` saturates: a negative or fractional count is caught below.
+        let len = n as usize;
+        if len as f64 != n {
+            return Err(usage_err(
                 "invalid_argument",
-                "length exceeds the scratch buffer",
-            )),
+                "call length must be a whole number",
+            ));
+        }
+        return SCRATCH.with_borrow(|s| {
+            core::Call::from_json_slice(scratch_parts(s, len, 0)?.0).map_err(js_err)
         });
     }
     if let Some(a) = v.dyn_ref::<Uint8Array>() {
@@ -226,15 +228,27 @@ fn scratch_parts(s: &[u8], body_len: usize, key_len: usize) -> Result<(&[u8], &[
     }
 }
 
+/// Signs the body (and key) in the scratch buffer with `sign`, then puts
+/// the 40 hex digits at the buffer's start.
+fn sign_in_scratch(
+    body_len: usize,
+    key_len: usize,
+    sign: impl FnOnce(&[u8], &[u8]) -> Result<[u8; core::SIGNATURE_HEX_LEN], JsValue>,
+) -> Result<(), JsValue> {
+    SCRATCH.with_borrow_mut(|s| {
+        let (body, key) = scratch_parts(s, body_len, key_len)?;
+        let hex = sign(body, key)?;
+        s[..hex.len()].copy_from_slice(&hex);
+        Ok(())
+    })
+}
+
 /// `sign` over the scratch buffer: a `body_len`-byte body then a
 /// `key_len`-byte secret. The 40 hex digits replace the buffer's start.
 #[wasm_bindgen(js_name = signScratch)]
 pub fn sign_scratch(body_len: usize, key_len: usize) -> Result<(), JsValue> {
-    SCRATCH.with_borrow_mut(|s| {
-        let (body, key) = scratch_parts(s, body_len, key_len)?;
-        let hex = core::Secret::new(key).map_err(js_err)?.sign_hex(body);
-        s[..hex.len()].copy_from_slice(&hex);
-        Ok(())
+    sign_in_scratch(body_len, key_len, |body, key| {
+        Ok(core::Secret::new(key).map_err(js_err)?.sign_hex(body))
     })
 }
 
@@ -269,12 +283,7 @@ impl Signer {
     /// digits replace the buffer's start.
     #[wasm_bindgen(js_name = signScratch)]
     pub fn sign_scratch(&self, body_len: usize) -> Result<(), JsValue> {
-        SCRATCH.with_borrow_mut(|s| {
-            let (body, _) = scratch_parts(s, body_len, 0)?;
-            let hex = self.secret.sign_hex(body);
-            s[..hex.len()].copy_from_slice(&hex);
-            Ok(())
-        })
+        sign_in_scratch(body_len, 0, |body, _| Ok(self.secret.sign_hex(body)))
     }
 }
 

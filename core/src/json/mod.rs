@@ -384,6 +384,16 @@ fn write_object(map: &Map, out: &mut Vec<u8>, depth: usize) -> Result<(), JsonEr
     write_entries(entries, out, |out, _, v| write_at(v, out, depth + 1))
 }
 
+/// `"k":` of an object entry, after a comma unless it is the `first`.
+fn write_key(k: &str, first: &mut bool, out: &mut Vec<u8>) {
+    if !*first {
+        out.push(b',');
+    }
+    *first = false;
+    write_string(k, out);
+    out.push(b':');
+}
+
 /// Writes `{"k":v,...}` in the order JavaScript enumerates the keys: array
 /// indices first, ascending, then the rest in the given order. One place for
 /// that rule, used by [`Value`]s and by [`Writer`] alike.
@@ -398,12 +408,7 @@ where
     out.push(b'{');
     let mut first = true;
     let mut entry = |k: &'k str, v: V, out: &mut Vec<u8>| -> Result<(), E> {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        write_string(k, out);
-        out.push(b':');
+        write_key(k, &mut first, out);
         value(out, k, v)
     };
     // Almost no real object has index-like keys; check before allocating.
@@ -549,12 +554,7 @@ impl<'o> Writer<'o> {
         if array_index(key).is_some() {
             return false;
         }
-        if !mark.first {
-            self.out.push(b',');
-        }
-        mark.first = false;
-        write_string(key, self.out);
-        self.out.push(b':');
+        write_key(key, &mut mark.first, self.out);
         true
     }
 
