@@ -179,9 +179,9 @@ proptest! {
 
     #[test]
     fn long_plain_strings_escape_as_serde_json_does(
-        runs in prop::collection::vec(("[a-z é]{0,70}", "[\x00-\x1f\"\\\\]{0,2}"), 0..6),
+        runs in prop::collection::vec(("[a-z é]{0,150}", "[\x00-\x1f\"\\\\]{0,2}"), 0..6),
     ) {
-        // Mostly plain text with a rare escape, so the 32- and 8-byte block
+        // Mostly plain text with a rare escape, so the 64- and 8-byte block
         // scans run and must stop exactly at each escape.
         let s: String = runs.into_iter().flat_map(|(a, b)| [a, b]).collect();
         let mut out = Vec::new();
