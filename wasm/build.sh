@@ -6,24 +6,36 @@ set -euo pipefail
 cd "$(dirname "$0")"
 root=$(cd .. && pwd)
 
-cargo build --locked --profile wasm-release -p callpost-wasm --target wasm32-unknown-unknown
-wasm="$root/target/wasm32-unknown-unknown/wasm-release/callpost_wasm.wasm"
-
+# Twice: the full module (the main entry), then the verify-only one
+# (`callpost/verify`: sign/verify alone, without the `full` feature).
 rm -rf pkg && mkdir -p pkg
-wasm-bindgen --target nodejs --out-dir pkg/node "$wasm"
-wasm-bindgen --target web --out-dir pkg/web "$wasm"
-for t in node web; do
-  node_modules/.bin/wasm-opt -O3 "pkg/$t/callpost_wasm_bg.wasm" -o "pkg/$t/callpost_wasm_bg.wasm"
-  rm -f pkg/$t/.gitignore pkg/$t/package.json
+for build in full verify; do
+  features=(); out=pkg
+  if [ "$build" = verify ]; then features=(--no-default-features); out=pkg/verify; fi
+  cargo build --locked --profile wasm-release -p callpost-wasm --target wasm32-unknown-unknown "${features[@]}"
+  wasm="$root/target/wasm32-unknown-unknown/wasm-release/callpost_wasm.wasm"
+  wasm-bindgen --target nodejs --out-dir "$out/node" "$wasm"
+  wasm-bindgen --target web --out-dir "$out/web" "$wasm"
+  for t in node web; do
+    node_modules/.bin/wasm-opt -O3 "$out/$t/callpost_wasm_bg.wasm" -o "$out/$t/callpost_wasm_bg.wasm"
+    rm -f "$out/$t/.gitignore" "$out/$t/package.json"
+  done
 done
 
-cp js/index.cjs js/index.mjs js/web.mjs js/api.mjs js/index.d.ts js/package.json pkg/
+cp js/index.cjs js/index.mjs js/web.mjs js/api.mjs js/index.d.ts js/node-hmac.cjs \
+  js/verify.cjs js/verify.mjs js/verify-web.mjs js/verify.d.ts js/package.json pkg/
 cp README.md pkg/README.md
-# The CommonJS copy of the API: api.mjs has exactly one export and no imports.
-grep -c '^export function makeApi' js/api.mjs | grep -qx 1
-sed 's/^export function makeApi/function makeApi/' js/api.mjs > pkg/api.cjs
-printf "\nmodule.exports = { makeApi };\n" >> pkg/api.cjs
+# The CommonJS copy of the API: api.mjs has no imports, and its only
+# exports are the two factories.
+if [ "$(grep -c '^export ' js/api.mjs)" != 2 ] || [ "$(grep -c '^export function make' js/api.mjs)" != 2 ]; then
+  echo "api.mjs must export exactly makeSigning and makeApi (the CommonJS copy depends on it)" >&2
+  exit 1
+fi
+sed 's/^export function make/function make/' js/api.mjs > pkg/api.cjs
+printf "\nmodule.exports = { makeApi, makeSigning };\n" >> pkg/api.cjs
 
-raw=$(wc -c < pkg/web/callpost_wasm_bg.wasm)
-gz=$(gzip -9 -c pkg/web/callpost_wasm_bg.wasm | wc -c)
-echo "built wasm/pkg: callpost_wasm_bg.wasm is $raw bytes, $gz gzipped"
+for m in web verify/web; do
+  raw=$(wc -c < "pkg/$m/callpost_wasm_bg.wasm")
+  gz=$(gzip -9 -c "pkg/$m/callpost_wasm_bg.wasm" | wc -c)
+  echo "built wasm/pkg: $m/callpost_wasm_bg.wasm is $raw bytes, $gz gzipped"
+done

@@ -3,10 +3,14 @@
 // core, fetch, report the outcome, sleep until pollTimeout(). Retry, batching
 // and failover rules live in the Rust core, shared with the Python package.
 //
+// makeSigning is sign/verify/Signer alone: the `callpost/verify` entry runs it
+// over the verify-only wasm module (built without the `full` feature), and
+// makeApi builds the rest on it.
+//
 // This file must stay free of imports: the build derives a CommonJS copy
-// from it by replacing the single `export`.
+// from it by dropping `export` from its two functions.
 
-export function makeApi(wasm, platform) {
+export function makeSigning(wasm, platform) {
   // node:crypto hashes large bodies faster than wasm's software SHA-1
   // (SHA-NI). With the scratch-buffer path below, sign() in wasm is faster
   // up to about 1.6 KB on the development machine (1.03x at 1536 B, 0.96x
@@ -23,6 +27,124 @@ export function makeApi(wasm, platform) {
     err.code = code;
     return err;
   }
+
+  const notBytes = (what) => error('TypeError', 'invalid_argument', `${what} must be a string or Uint8Array`);
+
+  // sign and verify write the body and secret straight into the core's
+  // scratch buffer in wasm memory, and read the 40 hex digits back from it:
+  // handing them over as values (wasm-bindgen's type checks, copies and
+  // mallocs) cost half of a 423 B sign. The views are renewed when the
+  // buffer moves or the memory grows (which detaches the old ones).
+  const memory = wasm.wasmMemory();
+  let heap = null;
+  let at = -1;
+  let scratchView = null;
+  let hexView = null;
+  const isBytes = (v) => typeof v === 'string' || v instanceof Uint8Array;
+  const room = (v) => (typeof v === 'string' ? v.length * 3 : v.length);
+
+  // The scratch buffer, at least `len` bytes, as a view from its start.
+  function scratchOf(len) {
+    const p = wasm.scratch(len);
+    if (p !== at || heap.buffer !== memory.buffer || scratchView.length < len) {
+      heap = new Uint8Array(memory.buffer);
+      at = p;
+      scratchView = heap.subarray(p, p + Math.max(len, 40));
+      hexView = heap.subarray(p, p + 40);
+    }
+    return scratchView;
+  }
+
+  // Writes `v` (a string as UTF-8, or bytes) at `view`'s start.
+  function put(v, view) {
+    if (typeof v === 'string') return encoder.encodeInto(v, view).written;
+    view.set(v);
+    return v.length;
+  }
+
+  // The body then the key (if any) at the scratch buffer's start; the core
+  // checks the lengths against the buffer.
+  function toScratch(body, key) {
+    const bRoom = room(body);
+    const view = scratchOf(bRoom + (key === null ? 0 : room(key)));
+    const b = put(body, view);
+    return [b, key === null ? 0 : put(key, view.subarray(b))];
+  }
+
+  // Bytes for the value path (verify against several secrets): wasm-bindgen
+  // would copy a string into wasm memory one UTF-16 unit at a time in JS.
+  const bytesOf = (v) => (typeof v === 'string' ? encoder.encode(v) : v);
+
+  function sign(secret, body) {
+    // Empty secrets go to the core, which refuses them with empty_secret.
+    if (platform.hmacSha1 && body.length >= NATIVE_HMAC_FROM && secret.length > 0) {
+      return platform.hmacSha1(secret, body);
+    }
+    if (!isBytes(secret)) throw notBytes('secret');
+    if (!isBytes(body)) throw notBytes('body');
+    const [b, k] = toScratch(body, secret);
+    wasm.signScratch(b, k);
+    return decoder.decode(hexView);
+  }
+
+  function verify(body, signature, secrets) {
+    if (isBytes(secrets) && isBytes(body) && typeof signature === 'string') {
+      const [b, k] = toScratch(body, secrets);
+      return wasm.verifyScratch(b, k, signature);
+    }
+    return wasm.verify(bytesOf(body), signature, secrets);
+  }
+
+  // The prekeyed signer. Node's HMAC takes bodies from NATIVE_PREKEYED_FROM
+  // up; the closure keeps the secret out of the object's fields.
+  class Signer {
+    #core;
+    #native = null;
+    constructor(secret) {
+      this.#core = new wasm.Signer(secret);
+      if (platform.hmacSha1) this.#native = (body) => platform.hmacSha1(secret, body);
+    }
+
+    #sign(body) {
+      if (this.#native !== null && body.length >= NATIVE_PREKEYED_FROM) return this.#native(body);
+      this.#core.signScratch(toScratch(body, null)[0]);
+      return decoder.decode(hexView);
+    }
+
+    signString(body) {
+      if (typeof body !== 'string') throw error('TypeError', 'invalid_argument', 'body must be a string');
+      return this.#sign(body);
+    }
+
+    signBytes(body) {
+      if (!(body instanceof Uint8Array)) throw error('TypeError', 'invalid_argument', 'body must be a Uint8Array');
+      return this.#sign(body);
+    }
+
+    free() {
+      this.#core.free();
+    }
+  }
+
+  function verifyRequest(body, headers, secrets) {
+    let signature = null;
+    if (headers && typeof headers.get === 'function') signature = headers.get('x-signature');
+    else for (const [k, v] of Object.entries(headers || {})) if (k.toLowerCase() === 'x-signature') signature = v;
+    if (signature == null) return false;
+    return verify(body, Array.isArray(signature) ? signature[0] : signature, secrets);
+  }
+
+  const api = { sign, verify, verifyRequest, Signer, init: async () => api };
+  return {
+    api,
+    error, notBytes, isBytes, room, scratchOf, put, decoder, NATIVE_PREKEYED_FROM,
+  };
+}
+
+export function makeApi(wasm, platform) {
+  const signing = makeSigning(wasm, platform);
+  const { sign, verify, verifyRequest, Signer } = signing.api;
+  const { error, notBytes, isBytes, room, scratchOf, put, decoder, NATIVE_PREKEYED_FROM } = signing;
 
   // JSON text for a JS value, refusing what JSON.stringify would silently
   // change: NaN/Infinity (→ null), BigInt, functions and symbols (dropped or
@@ -98,8 +220,6 @@ export function makeApi(wasm, platform) {
     }
   }
 
-  const notBytes = (what) => error('TypeError', 'invalid_argument', `${what} must be a string or Uint8Array`);
-
   function textOf(v, what) {
     if (typeof v === 'string') return v;
     if (v instanceof Uint8Array) {
@@ -113,48 +233,6 @@ export function makeApi(wasm, platform) {
     throw notBytes(what);
   }
 
-
-  // sign and verify write the body and secret straight into the core's
-  // scratch buffer in wasm memory, and read the 40 hex digits back from it:
-  // handing them over as values (wasm-bindgen's type checks, copies and
-  // mallocs) cost half of a 423 B sign. The views are renewed when the
-  // buffer moves or the memory grows (which detaches the old ones).
-  const memory = wasm.wasmMemory();
-  let heap = null;
-  let at = -1;
-  let scratchView = null;
-  let hexView = null;
-  const isBytes = (v) => typeof v === 'string' || v instanceof Uint8Array;
-  const room = (v) => (typeof v === 'string' ? v.length * 3 : v.length);
-
-  // The scratch buffer, at least `len` bytes, as a view from its start.
-  function scratchOf(len) {
-    const p = wasm.scratch(len);
-    if (p !== at || heap.buffer !== memory.buffer || scratchView.length < len) {
-      heap = new Uint8Array(memory.buffer);
-      at = p;
-      scratchView = heap.subarray(p, p + Math.max(len, 40));
-      hexView = heap.subarray(p, p + 40);
-    }
-    return scratchView;
-  }
-
-  // Writes `v` (a string as UTF-8, or bytes) at `view`'s start.
-  function put(v, view) {
-    if (typeof v === 'string') return encoder.encodeInto(v, view).written;
-    view.set(v);
-    return v.length;
-  }
-
-  // The body then the key (if any) at the scratch buffer's start; the core
-  // checks the lengths against the buffer.
-  function toScratch(body, key) {
-    const bRoom = room(body);
-    const view = scratchOf(bRoom + (key === null ? 0 : room(key)));
-    const b = put(body, view);
-    return [b, key === null ? 0 : put(key, view.subarray(b))];
-  }
-
   // A call for the core: its UTF-8 JSON written at the start of the wasm
   // scratch buffer (see sign()), passed as the byte count. The core checks
   // the UTF-8.
@@ -162,10 +240,6 @@ export function makeApi(wasm, platform) {
     const json = isBytes(call) ? call : toJson(call);
     return put(json, scratchOf(room(json)));
   }
-
-  // Bytes for the value path (verify against several secrets): wasm-bindgen
-  // would copy a string into wasm memory one UTF-16 unit at a time in JS.
-  const bytesOf = (v) => (typeof v === 'string' ? encoder.encode(v) : v);
 
   function randomBytes(n) {
     return globalThis.crypto.getRandomValues(new Uint8Array(n));
@@ -182,67 +256,8 @@ export function makeApi(wasm, platform) {
     return wasm.canonicalize(toJson(value));
   }
 
-  function sign(secret, body) {
-    // Empty secrets go to the core, which refuses them with empty_secret.
-    if (platform.hmacSha1 && body.length >= NATIVE_HMAC_FROM && secret.length > 0) {
-      return platform.hmacSha1(secret, body);
-    }
-    if (!isBytes(secret)) throw notBytes('secret');
-    if (!isBytes(body)) throw notBytes('body');
-    const [b, k] = toScratch(body, secret);
-    wasm.signScratch(b, k);
-    return decoder.decode(hexView);
-  }
-
-  function verify(body, signature, secrets) {
-    if (isBytes(secrets) && isBytes(body) && typeof signature === 'string') {
-      const [b, k] = toScratch(body, secrets);
-      return wasm.verifyScratch(b, k, signature);
-    }
-    return wasm.verify(bytesOf(body), signature, secrets);
-  }
-
-  // The prekeyed signer. Node's HMAC takes bodies from NATIVE_PREKEYED_FROM
-  // up; the closure keeps the secret out of the object's fields.
-  class Signer {
-    #core;
-    #native = null;
-    constructor(secret) {
-      this.#core = new wasm.Signer(secret);
-      if (platform.hmacSha1) this.#native = (body) => platform.hmacSha1(secret, body);
-    }
-
-    #sign(body) {
-      if (this.#native !== null && body.length >= NATIVE_PREKEYED_FROM) return this.#native(body);
-      this.#core.signScratch(toScratch(body, null)[0]);
-      return decoder.decode(hexView);
-    }
-
-    signString(body) {
-      if (typeof body !== 'string') throw error('TypeError', 'invalid_argument', 'body must be a string');
-      return this.#sign(body);
-    }
-
-    signBytes(body) {
-      if (!(body instanceof Uint8Array)) throw error('TypeError', 'invalid_argument', 'body must be a Uint8Array');
-      return this.#sign(body);
-    }
-
-    free() {
-      this.#core.free();
-    }
-  }
-
   function verifyParsed(value, signature, secrets) {
     return wasm.verifyJson(toJson(value), signature, secrets);
-  }
-
-  function verifyRequest(body, headers, secrets) {
-    let signature = null;
-    if (headers && typeof headers.get === 'function') signature = headers.get('x-signature');
-    else for (const [k, v] of Object.entries(headers || {})) if (k.toLowerCase() === 'x-signature') signature = v;
-    if (signature == null) return false;
-    return verify(body, Array.isArray(signature) ? signature[0] : signature, secrets);
   }
 
   // Maps a fetch failure to the core's outcome kinds.

@@ -1,14 +1,14 @@
 'use strict';
 // Node (require): the wasm module loads synchronously; no init step.
-const crypto = require('node:crypto');
 const wasm = require('./node/callpost_wasm.js');
 const { makeApi } = require('./api.cjs');
+const { hmacSha1 } = require('./node-hmac.cjs');
 
 const clients = new Set();
 let hooked = false;
 
 module.exports = makeApi(wasm, {
-  hmacSha1: (secret, body) => crypto.createHmac('sha1', secret).update(body).digest('hex'),
+  hmacSha1,
   // Flush every client when the event loop empties, so a script that never
   // calls close() still sends (or reports) what it queued.
   onExit(client) {

@@ -1,6 +1,7 @@
 // The package in headless Chromium (Debian's, driven by playwright-core): a
-// page served from 127.0.0.1 loads the web build, signs and verifies, and its
-// Client sends a batch to this server, which checks what arrived.
+// page served from 127.0.0.1 loads the web build and the verify-only one,
+// signs and verifies with both, and its Client sends a batch to this server,
+// which checks what arrived.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -29,12 +30,20 @@ const PAGE = `<!doctype html><html><head><link rel="icon" href="data:,"></head><
     const s = cp.sign('browser-secret', text);
     return [s, signer.signString(text), signer.signBytes(new TextEncoder().encode(text)), cp.verify(text, s, 'browser-secret')];
   });
+  // The verify-only module (callpost/verify) at the same sizes.
+  const { init: initVerify } = await import('/pkg/verify-web.mjs');
+  const v = await initVerify();
+  const verifySigs = sizes.map((n) => {
+    const text = '\\u00e9'.repeat(n);
+    const s = v.sign('browser-secret', text);
+    return [s, new v.Signer('browser-secret').signString(text), v.verify(text, s, ['old', 'browser-secret'])];
+  });
   let code = null;
   try { cp.stringify({ n: NaN }); } catch (e) { code = e.code; }
   const client = new cp.Client({ writeKey: 'wk_browser', endpoint: location.origin, flushAt: 3, flushAfter: 60000 });
   const ids = [client.track({ userId: 'u', event: 'A' }), client.page({ userId: 'u', name: 'Home' }), client.identify({ userId: 'u', traits: { plan: 'pro' } })];
   await client.flush();
-  window.__result = { body, signature, verified, code, ids, sizes, sigs };
+  window.__result = { body, signature, verified, code, ids, sizes, sigs, verifySigs };
 </script></body></html>`;
 
 test('the web build works in headless Chromium', async () => {
@@ -82,6 +91,7 @@ test('the web build works in headless Chromium', async () => {
     r.sizes.forEach((n, i) => {
       const want = createHmac('sha1', 'browser-secret').update('é'.repeat(n)).digest('hex');
       assert.deepEqual(r.sigs[i], [want, want, want, true], `${n} characters`);
+      assert.deepEqual(r.verifySigs[i], [want, want, true], `${n} characters, callpost/verify`);
     });
     assert.equal(r.code, 'non_finite_number');
     assert.equal(batches.length, 1);

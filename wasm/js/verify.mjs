@@ -1,0 +1,5 @@
+// Node (import 'callpost/verify'): the same module as require('callpost/verify').
+import api from './verify.cjs';
+
+export const { sign, verify, verifyRequest, Signer, init } = api;
+export default api;
