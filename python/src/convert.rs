@@ -79,7 +79,7 @@ fn raise(e: Walk) -> PyErr {
 /// core's streaming writer (no intermediate tree).
 pub fn to_json(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     let mut out = Vec::with_capacity(256);
-    write_py(&mut Writer::new(&mut out), obj, &mut Vec::new()).map_err(raise)?;
+    write_py(&mut Writer::new(&mut out), obj, &mut Stack::new()).map_err(raise)?;
     Ok(out)
 }
 
@@ -149,7 +149,7 @@ fn with_path(e: JsonError, path: String) -> JsonError {
 /// inside (`context`, `integrations`, settings).
 fn walk(obj: &Bound<'_, PyAny>) -> Result<Value, Walk> {
     let mut out = Vec::with_capacity(128);
-    write_py(&mut Writer::new(&mut out), obj, &mut Vec::new())?;
+    write_py(&mut Writer::new(&mut out), obj, &mut Stack::new())?;
     Ok(Value::from_json_slice(&out)?)
 }
 
@@ -160,7 +160,7 @@ fn walk(obj: &Bound<'_, PyAny>) -> Result<Value, Walk> {
 fn write_py(
     w: &mut Writer<'_>,
     obj: &Bound<'_, PyAny>,
-    stack: &mut Vec<usize>,
+    stack: &mut Stack,
 ) -> Result<(), Walk> {
     // Exact built-in types by pointer first: on the stable ABI every
     // `isinstance`-style check is a call into the interpreter, and these
@@ -233,22 +233,42 @@ fn write_py(
     Err(not_json(obj))
 }
 
+/// The containers being written, outermost first: for cycles and depth.
+/// At most [`MAX_DEPTH`] deep, so it is a fixed array, not a `Vec`: the
+/// walk of every call then allocates nothing for it.
+struct Stack {
+    ids: [usize; MAX_DEPTH],
+    len: usize,
+}
+
+impl Stack {
+    fn new() -> Self {
+        Self {
+            ids: [0; MAX_DEPTH],
+            len: 0,
+        }
+    }
+}
+
 /// Runs `write` for a container, with `obj` on the cycle and depth stack.
 fn nested(
     obj: &Bound<'_, PyAny>,
-    stack: &mut Vec<usize>,
-    write: impl FnOnce(&mut Vec<usize>) -> Result<(), Walk>,
+    stack: &mut Stack,
+    write: impl FnOnce(&mut Stack) -> Result<(), Walk>,
 ) -> Result<(), Walk> {
     let id = obj.as_ptr() as usize;
-    if stack.contains(&id) {
+    if stack.ids[..stack.len].contains(&id) {
         return Err(JsonError::Cycle(String::new()).into());
     }
-    if stack.len() >= MAX_DEPTH {
+    // The core's writer refuses the same depth; this keeps the array in
+    // range whichever check comes first.
+    let Some(slot) = stack.ids.get_mut(stack.len) else {
         return Err(JsonError::TooDeep.into());
-    }
-    stack.push(id);
+    };
+    *slot = id;
+    stack.len += 1;
     write(stack)?;
-    stack.pop();
+    stack.len -= 1;
     Ok(())
 }
 
@@ -278,7 +298,7 @@ fn entries_of<'a, 'py>(
 fn write_dict(
     w: &mut Writer<'_>,
     d: &Bound<'_, PyDict>,
-    stack: &mut Vec<usize>,
+    stack: &mut Stack,
 ) -> Result<(), Walk> {
     let mut mark = w.begin_object()?;
     let len = d.len();
@@ -289,10 +309,24 @@ fn write_dict(
             return write_dict_ordered(w, d, stack);
         }
         write_py(w, &v, stack).map_err(|e| e.at(Seg::Key(key.to_owned())))?;
-        unchanged(d, len)?;
+        if !runs_no_python(&v) {
+            unchanged(d, len)?;
+        }
     }
     w.end_object(mark);
     Ok(())
+}
+
+/// Whether writing `v` certainly ran no Python code: an exact `str`, `int`,
+/// `float`, `bool` or `None` (type pointer checks, no calls). After any
+/// other value, [`unchanged`] checks the dict; skipping it for these saves
+/// a call into the interpreter per entry.
+fn runs_no_python(v: &Bound<'_, PyAny>) -> bool {
+    v.is_none()
+        || v.is_exact_instance_of::<PyString>()
+        || v.is_exact_instance_of::<PyInt>()
+        || v.is_exact_instance_of::<PyFloat>()
+        || v.is_exact_instance_of::<PyBool>()
 }
 
 /// Python code can run inside a walk (a datetime's `tzinfo.utcoffset`, a
@@ -312,7 +346,7 @@ fn unchanged(d: &Bound<'_, PyDict>, len: usize) -> Result<(), PyErr> {
 fn write_dict_ordered(
     w: &mut Writer<'_>,
     d: &Bound<'_, PyDict>,
-    stack: &mut Vec<usize>,
+    stack: &mut Stack,
 ) -> Result<(), Walk> {
     let items: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = d.iter().collect();
     let entries = entries_of(&items)?;
@@ -322,7 +356,8 @@ fn write_dict_ordered(
 }
 
 fn key_str<'a>(k: &'a Bound<'_, PyAny>) -> Result<&'a str, Walk> {
-    Ok(k.cast::<PyString>()
+    Ok(k.cast_exact::<PyString>()
+        .or_else(|_| k.cast::<PyString>())
         .map_err(|_| JsonError::NonStringKey(String::new()))?
         .to_str()
         .map_err(|_| JsonError::InvalidUnicode)?)
@@ -339,7 +374,9 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
     let len = d.len();
     for (k, v) in d.iter().take(len) {
         call_entry(&mut b, &k, &v, &mut scratch)?;
-        unchanged(d, len)?;
+        if !runs_no_python(&v) {
+            unchanged(d, len)?;
+        }
     }
     b.finish().map_err(err)
 }
@@ -356,8 +393,11 @@ fn call_entry(
     let kind = CallBuilder::field_kind(key);
     if let (FieldKind::Object | FieldKind::Map, Ok(inner)) = (kind, v.cast::<PyDict>()) {
         let object = if kind == FieldKind::Object {
-            let mut stack = vec![v.as_ptr() as usize];
-            Object::Json(JsonObject::write_with(|w| write_dict(w, inner, &mut stack)).map_err(at)?)
+            let mut stack = Stack::new();
+            Object::Json(
+                JsonObject::write_with(|w| nested(v, &mut stack, |s| write_dict(w, inner, s)))
+                    .map_err(at)?,
+            )
         } else {
             match walk(v).map_err(at)? {
                 Value::Object(m) => Object::Map(m),
@@ -369,13 +409,15 @@ fn call_entry(
     }
     // Everything else: check it has a JSON form, then hand its scalar view.
     let iso;
-    let scalar = if let Ok(s) = v.cast::<PyString>() {
+    // None and exact str first: by pointer, where `cast` asks the
+    // interpreter for the type's flags.
+    let scalar = if v.is_none() {
+        Scalar::Null
+    } else if let Ok(s) = v.cast_exact::<PyString>().or_else(|_| v.cast::<PyString>()) {
         Scalar::Str(
             s.to_str()
                 .map_err(|_| json_err(&JsonError::InvalidUnicode))?,
         )
-    } else if v.is_none() {
-        Scalar::Null
     } else if v.cast::<PyBool>().is_ok() {
         Scalar::Other("boolean")
     } else if v.cast::<PyInt>().is_ok() || v.cast::<PyFloat>().is_ok() {
@@ -391,7 +433,7 @@ fn call_entry(
         Scalar::Str(&iso)
     } else {
         scratch.clear();
-        write_py(&mut Writer::new(scratch), v, &mut Vec::new()).map_err(at)?;
+        write_py(&mut Writer::new(scratch), v, &mut Stack::new()).map_err(at)?;
         match scratch.first() {
             Some(b'{') => Scalar::Other("object"),
             Some(b'[') => Scalar::Other("array"),
