@@ -13,8 +13,10 @@ command -v node >/dev/null || { echo "node is required (the JSON.stringify oracl
 step "core builds for wasm32-unknown-unknown (no I/O, no std::time, no getrandom)"
 cargo build --locked -p callpost-core --target wasm32-unknown-unknown
 
-step "clippy"
+step "rustfmt, clippy (the wasm crate also without its default features, as callpost/verify builds it)"
+if cargo fmt --version >/dev/null 2>&1; then cargo fmt --all -- --check; fi
 cargo clippy --locked --workspace --all-targets -- -D warnings
+cargo clippy --locked -p callpost-wasm --no-default-features --target wasm32-unknown-unknown -- -D warnings
 
 step "rust tests (unit, shared vectors, properties, node JSON.stringify corpus, simulations)"
 cargo test --locked --workspace

@@ -157,11 +157,7 @@ fn walk(obj: &Bound<'_, PyAny>) -> Result<Value, Walk> {
 /// call bodies and `stringify`, and the basis of [`walk`].
 /// Strings are borrowed from the `str` objects (abi3-py310 gives their
 /// UTF-8 without a temporary `bytes`).
-fn write_py(
-    w: &mut Writer<'_>,
-    obj: &Bound<'_, PyAny>,
-    stack: &mut Stack,
-) -> Result<(), Walk> {
+fn write_py(w: &mut Writer<'_>, obj: &Bound<'_, PyAny>, stack: &mut Stack) -> Result<(), Walk> {
     // Exact built-in types by pointer first: on the stable ABI every
     // `isinstance`-style check is a call into the interpreter, and these
     // few types are nearly every value in a payload.
@@ -295,11 +291,7 @@ fn entries_of<'a, 'py>(
 
 /// A dict as an object, in its own order while no key is an array index
 /// (nearly always): no list of its entries is made.
-fn write_dict(
-    w: &mut Writer<'_>,
-    d: &Bound<'_, PyDict>,
-    stack: &mut Stack,
-) -> Result<(), Walk> {
+fn write_dict(w: &mut Writer<'_>, d: &Bound<'_, PyDict>, stack: &mut Stack) -> Result<(), Walk> {
     let mut mark = w.begin_object()?;
     let len = d.len();
     for (k, v) in d.iter().take(len) {

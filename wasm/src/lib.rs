@@ -121,7 +121,11 @@ pub fn wasm_memory() -> JsValue {
 }
 
 /// The body and key the JS API wrote at the start of the scratch buffer.
-pub(crate) fn scratch_parts(s: &[u8], body_len: usize, key_len: usize) -> Result<(&[u8], &[u8]), JsValue> {
+pub(crate) fn scratch_parts(
+    s: &[u8],
+    body_len: usize,
+    key_len: usize,
+) -> Result<(&[u8], &[u8]), JsValue> {
     match body_len.checked_add(key_len) {
         Some(end) if end <= s.len() => Ok((&s[..body_len], &s[body_len..end])),
         _ => Err(usage_err(
