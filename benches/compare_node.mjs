@@ -2,9 +2,10 @@
 // Each round runs every candidate for n calls in turn; the median round is
 // reported, so machine drift hits every candidate alike.
 //   node benches/compare_node.mjs [--smoke]   (from target/bench-node)
-import { createHmac } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { join } from 'node:path';
 
 const require = createRequire(import.meta.url);
 const callpost = require('callpost');
@@ -81,4 +82,20 @@ for (const size of [64, 423, 1024, 1535, 1536, 2047, 2048, 4096, 32 * 1024, 500_
     'callpost Signer.signString (prekeyed)': () => signer.signString(body),
     'node:crypto createHmac': () => createHmac('sha1', SECRET).update(body).digest('hex'),
   }, n, rounds), 'callpost sign');
+}
+
+// A receiver's verify: in Node, bodies from 1536 B have their HMAC computed
+// by node:crypto and compared by the core; the wasm-only row is the path
+// browsers take (the same API built with no platform HMAC).
+const pkgDir = join(require.resolve('callpost/package.json'), '..');
+const wasmOnly = require(join(pkgDir, 'api.cjs')).makeSigning(require(join(pkgDir, 'verify/node/callpost_wasm.js')), {}).api;
+for (const size of [423, 4096, 32 * 1024]) {
+  const body = 'a'.repeat(size);
+  const sig = createHmac('sha1', SECRET).update(body).digest('hex');
+  const n = SMOKE ? 50 : Math.max(200, Math.min(50_000, Math.floor(20_000_000 / size / 4)));
+  report(`verify at ${size} B`, bench({
+    'callpost verify': () => String(callpost.verify(body, sig, SECRET)),
+    'callpost verify, wasm only (browsers)': () => String(wasmOnly.verify(body, sig, SECRET)),
+    'createHmac + timingSafeEqual': () => String(timingSafeEqual(Buffer.from(createHmac('sha1', SECRET).update(body).digest('hex')), Buffer.from(sig))),
+  }, n, rounds), 'callpost verify');
 }

@@ -61,7 +61,9 @@ pub use delivery::{
 pub use error::Error;
 pub use json::{stringify, JsonError, JsonObject, Map, ObjectMark, Value, Writer};
 pub use retry::{Outcome, Verdict};
-pub use signature::{sign, verify, verify_value, Secret, SignatureError, SIGNATURE_HEX_LEN};
+pub use signature::{
+    sign, verify, verify_digests, verify_value, Secret, SignatureError, SIGNATURE_HEX_LEN,
+};
 pub use timestamp::{Timestamp, TimestampError};
 pub use webhooks::{
     delete_notifications, write_body, DeleteSource, EndpointConfig, HostHmac, Request,

@@ -208,6 +208,27 @@ pub(crate) fn secrets_of(secrets: &JsValue) -> Result<Vec<core::Secret>, JsValue
         .collect()
 }
 
+/// `verify` over HMACs the host computed (Node's `node:crypto`, for large
+/// bodies), laid out in the scratch buffer as for `signScratch`: each
+/// secret's 40 lowercase hex digits one after another, then the signature.
+/// `undefined` when the digests are not that, and the JS API then verifies
+/// with the secrets. The core checks the signature and compares.
+#[wasm_bindgen(js_name = verifyDigestsScratch)]
+pub fn verify_digests_scratch(
+    digests_len: usize,
+    signature_len: usize,
+) -> Result<Option<bool>, JsValue> {
+    SCRATCH.with_borrow(|s| {
+        let (digests, signature) = scratch_parts(s, digests_len, signature_len)?;
+        // Bytes that are not UTF-8 are not 40 hex digits either: the core
+        // then says `malformed_signature`.
+        let signature = std::str::from_utf8(signature).unwrap_or_default();
+        core::verify_digests(digests, signature)
+            .transpose()
+            .map_err(sig_err)
+    })
+}
+
 /// Constant-time verification over the raw body, with rotation.
 #[wasm_bindgen]
 pub fn verify(body: &JsValue, signature: &str, secrets: &JsValue) -> Result<bool, JsValue> {

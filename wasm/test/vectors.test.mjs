@@ -285,3 +285,36 @@ test('callpost/verify loads the verify-only wasm module', async () => {
   assert.equal(verifyEntry.verifyRequest(body, {}, 's'), false);
   assert.equal(await verifyEntry.init(), verifyEntry.default);
 });
+
+test('large-body verify uses the host HMAC, and the core when the host answers wrongly', async () => {
+  const { createRequire } = await import('node:module');
+  const { join } = await import('node:path');
+  const { createHmac } = await import('node:crypto');
+  const require = createRequire(import.meta.url);
+  const dir = join(require.resolve('callpost/package.json'), '..');
+  const { makeSigning } = require(join(dir, 'api.cjs'));
+  const wasm = require(join(dir, 'verify/node/callpost_wasm.js'));
+  const body = 'x'.repeat(40_000);
+  const good = createHmac('sha1', 'key').update(body).digest('hex');
+  const calls = [];
+  const withHost = (answer) => makeSigning(wasm, { hmacSha1: (k, b) => { calls.push(b.length); return answer(k, b); } }).api;
+  // A host that answers: its digests are what the core compares.
+  const real = withHost((k, b) => createHmac('sha1', k).update(b).digest('hex'));
+  assert.equal(real.verify(body, good, ['old', 'key']), true);
+  assert.equal(real.verify(body, good.toUpperCase(), 'key'), true);
+  assert.equal(real.verify(body, good, 'other'), false);
+  assert.throws(() => real.verify(body, 'zz', 'key'), (e) => e.code === 'malformed_signature');
+  assert.deepEqual(calls, [40_000, 40_000, 40_000, 40_000, 40_000]);
+  // Not 40 lowercase hex digits: the core verifies with the secrets itself.
+  for (const answer of [() => 'NOT HEX', () => good.toUpperCase(), () => good.slice(1)]) {
+    const api = withHost(answer);
+    assert.equal(api.verify(body, good, 'key'), true);
+    assert.equal(api.verify(body, good, 'other'), false);
+  }
+  // Small bodies, empty secrets and empty lists never reach the host.
+  calls.length = 0;
+  assert.equal(real.verify('small', createHmac('sha1', 'key').update('small').digest('hex'), 'key'), true);
+  assert.throws(() => real.verify(body, good, ['key', '']), (e) => e.code === 'empty_secret');
+  assert.throws(() => real.verify(body, good, []), (e) => e.code === 'no_secrets');
+  assert.deepEqual(calls, []);
+});
