@@ -144,7 +144,7 @@ pub fn verify(body: &[u8], signature: &str, secrets: &[Secret]) -> Result<bool, 
 /// host that answered wrongly): the caller then verifies with the secrets.
 pub fn verify_digests(digests: &[u8], signature: &str) -> Option<Result<bool, SignatureError>> {
     let lower_hex = |b: &u8| matches!(b, b'0'..=b'9' | b'a'..=b'f');
-    if digests.len() % SIGNATURE_HEX_LEN != 0 || !digests.iter().all(lower_hex) {
+    if !digests.len().is_multiple_of(SIGNATURE_HEX_LEN) || !digests.iter().all(lower_hex) {
         return None;
     }
     if digests.is_empty() {
