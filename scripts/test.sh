@@ -13,10 +13,12 @@ command -v node >/dev/null || { echo "node is required (the JSON.stringify oracl
 step "core builds for wasm32-unknown-unknown (no I/O, no std::time, no getrandom)"
 cargo build --locked -p callpost-core --target wasm32-unknown-unknown
 
-step "rustfmt, clippy (the wasm crate also without its default features, as callpost/verify builds it)"
+step "rustfmt, clippy (the wasm crate also with the features callpost/verify and callpost/client build it with)"
 if cargo fmt --version >/dev/null 2>&1; then cargo fmt --all -- --check; fi
 cargo clippy --locked --workspace --all-targets -- -D warnings
-cargo clippy --locked -p callpost-wasm --no-default-features --target wasm32-unknown-unknown -- -D warnings
+for f in signing client; do
+  cargo clippy --locked -p callpost-wasm --no-default-features --features "$f" --target wasm32-unknown-unknown -- -D warnings
+done
 
 step "rust tests (unit, shared vectors, properties, node JSON.stringify corpus, simulations)"
 cargo test --locked --workspace

@@ -6,12 +6,16 @@ set -euo pipefail
 cd "$(dirname "$0")"
 root=$(cd .. && pwd)
 
-# Twice: the full module (the main entry), then the verify-only one
-# (`callpost/verify`: sign/verify alone, without the `full` feature).
+# Three modules from the one crate (features in src/lib.rs): the full one
+# (the main entry), `signing` alone (`callpost/verify`) and `client` alone
+# (`callpost/client`).
 rm -rf pkg && mkdir -p pkg
-for build in full verify; do
-  features=(); out=pkg
-  if [ "$build" = verify ]; then features=(--no-default-features); out=pkg/verify; fi
+for build in full verify client; do
+  case "$build" in
+    full) features=(); out=pkg ;;
+    verify) features=(--no-default-features --features signing); out=pkg/verify ;;
+    client) features=(--no-default-features --features client); out=pkg/client ;;
+  esac
   cargo build --locked --profile wasm-release -p callpost-wasm --target wasm32-unknown-unknown "${features[@]}"
   wasm="$root/target/wasm32-unknown-unknown/wasm-release/callpost_wasm.wasm"
   wasm-bindgen --target nodejs --out-dir "$out/node" "$wasm"
@@ -22,19 +26,20 @@ for build in full verify; do
   done
 done
 
-cp js/index.cjs js/index.mjs js/web.mjs js/api.mjs js/index.d.ts js/node-hmac.cjs \
-  js/verify.cjs js/verify.mjs js/verify-web.mjs js/verify.d.ts js/package.json pkg/
+cp js/index.cjs js/index.mjs js/web.mjs js/api.mjs js/index.d.ts js/node-platform.cjs \
+  js/verify.cjs js/verify.mjs js/verify-web.mjs js/verify.d.ts \
+  js/client.cjs js/client.mjs js/client-web.mjs js/client.d.ts js/package.json pkg/
 cp README.md pkg/README.md
 # The CommonJS copy of the API: api.mjs has no imports, and its only
-# exports are the two factories.
-if [ "$(grep -c '^export ' js/api.mjs)" != 2 ] || [ "$(grep -c '^export function make' js/api.mjs)" != 2 ]; then
-  echo "api.mjs must export exactly makeSigning and makeApi (the CommonJS copy depends on it)" >&2
+# exports are the three factories.
+if [ "$(grep -c '^export ' js/api.mjs)" != 3 ] || [ "$(grep -c '^export function make' js/api.mjs)" != 3 ]; then
+  echo "api.mjs must export exactly makeSigning, makeApi and makeClient (the CommonJS copy depends on it)" >&2
   exit 1
 fi
 sed 's/^export function make/function make/' js/api.mjs > pkg/api.cjs
-printf "\nmodule.exports = { makeApi, makeSigning };\n" >> pkg/api.cjs
+printf "\nmodule.exports = { makeApi, makeSigning, makeClient };\n" >> pkg/api.cjs
 
-for m in web verify/web; do
+for m in web verify/web client/web; do
   raw=$(wc -c < "pkg/$m/callpost_wasm_bg.wasm")
   gz=$(gzip -9 -c "pkg/$m/callpost_wasm_bg.wasm" | wc -c)
   echo "built wasm/pkg: $m/callpost_wasm_bg.wasm is $raw bytes, $gz gzipped"

@@ -4,11 +4,14 @@
 // and failover rules live in the Rust core, shared with the Python package.
 //
 // makeSigning is sign/verify/Signer alone: the `callpost/verify` entry runs it
-// over the verify-only wasm module (built without the `full` feature), and
-// makeApi builds the rest on it.
+// over the verify-only wasm module (the crate's `signing` feature), and
+// makeApi builds the rest on it. makeClient is the `callpost/client` entry's
+// part of makeApi, over the client-only module (`client`): the classes
+// reach for the wasm exports only when used, so the missing ones (webhooks,
+// signing) cost nothing there.
 //
 // This file must stay free of imports: the build derives a CommonJS copy
-// from it by dropping `export` from its two functions.
+// from it by dropping `export` from its three functions.
 
 export function makeSigning(wasm, platform) {
   // node:crypto hashes large bodies faster than wasm's software SHA-1
@@ -504,5 +507,11 @@ export function makeApi(wasm, platform) {
     Webhooks, Client, Signer, Delivery: wasm.DeliveryCore, Batcher: wasm.BatcherCore,
     USER_AGENT: 'callpost/1.0', MAX_MESSAGE_BYTES: wasm.maxMessageBytes(), init,
   };
+  return api;
+}
+
+export function makeClient(wasm, platform) {
+  const { Client, Batcher, stringify, parseTimestamp, USER_AGENT, MAX_MESSAGE_BYTES } = makeApi(wasm, platform);
+  const api = { Client, Batcher, stringify, parseTimestamp, USER_AGENT, MAX_MESSAGE_BYTES, init: async () => api };
   return api;
 }

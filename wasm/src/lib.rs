@@ -4,18 +4,29 @@
 //! converts, calls the core once and converts back. The I/O loops (fetch,
 //! timers) are in `js/api.mjs`.
 //!
-//! This file holds signing and verification, which is all a webhook
-//! receiver needs. Everything else (calls, webhooks, delivery, batching) is
-//! in `full.rs`, behind the default `full` feature: without it, link-time
-//! optimisation leaves only the HMAC, so the npm package's `callpost/verify`
-//! entry loads a module a fraction of the size (BENCHMARKS.md).
+//! The exports come in three features, so the npm package can give each
+//! kind of user only the module they need (link-time optimisation drops
+//! what no export reaches):
+//! * `signing` (`signing.rs`): sign, verify, `Signer`. Alone, it is the
+//!   `callpost/verify` module for webhook receivers.
+//! * `client` (`client.rs`): the batching client. With `calls.rs`, it is the
+//!   `callpost/client` module for apps that send calls from a browser.
+//! * `webhooks` (`webhooks.rs`): webhook requests, deliveries, audiences.
+//!
+//! The default `full` feature is all three: the main `callpost` module.
 
 use callpost_core as core;
-use js_sys::{Array, Reflect, Uint8Array};
+use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
 
-#[cfg(feature = "full")]
-mod full;
+#[cfg(any(feature = "client", feature = "webhooks"))]
+mod calls;
+#[cfg(feature = "client")]
+mod client;
+#[cfg(feature = "signing")]
+mod signing;
+#[cfg(feature = "webhooks")]
+mod webhooks;
 
 /// Error class names by concern, mirroring the Python exception classes.
 pub(crate) fn class_of(e: &core::Error) -> &'static str {
@@ -39,7 +50,7 @@ pub(crate) fn class_of(e: &core::Error) -> &'static str {
 }
 
 /// A JS `Error` with `.name` by concern and `.code` from the core.
-#[cfg(feature = "full")]
+#[cfg(any(feature = "client", feature = "webhooks"))]
 pub(crate) fn js_err<E: Into<core::Error>>(e: E) -> JsValue {
     let e: core::Error = e.into();
     error_value(class_of(&e), e.code(), &e.to_string())
@@ -49,7 +60,8 @@ pub(crate) fn js_err<E: Into<core::Error>>(e: E) -> JsValue {
 /// `core::Error`, whose `Display` and codes span every concern: through it,
 /// all of their messages stayed in the verify-only module (22.5 KB gzipped,
 /// against 16.3 KB without).
-fn sig_err(e: core::SignatureError) -> JsValue {
+#[cfg(feature = "signing")]
+pub(crate) fn sig_err(e: core::SignatureError) -> JsValue {
     error_value(
         class_of(&core::Error::Signature(e.clone())),
         e.code(),
@@ -69,20 +81,6 @@ pub(crate) fn usage_err(code: &str, message: &str) -> JsValue {
     let err = js_sys::TypeError::new(message);
     let _ = Reflect::set(&err, &"code".into(), &code.into());
     err.into()
-}
-
-/// Bytes from a `string` (UTF-8) or a `Uint8Array`.
-pub(crate) fn bytes_of(v: &JsValue, what: &str) -> Result<Vec<u8>, JsValue> {
-    if let Some(s) = v.as_string() {
-        return Ok(s.into_bytes());
-    }
-    if let Some(a) = v.dyn_ref::<Uint8Array>() {
-        return Ok(a.to_vec());
-    }
-    Err(usage_err(
-        "invalid_argument",
-        &format!("{what} must be a string or Uint8Array"),
-    ))
 }
 
 thread_local! {
@@ -133,104 +131,4 @@ pub(crate) fn scratch_parts(
             "lengths exceed the scratch buffer",
         )),
     }
-}
-
-/// Signs the body (and key) in the scratch buffer with `sign`, then puts
-/// the 40 hex digits at the buffer's start.
-fn sign_in_scratch(
-    body_len: usize,
-    key_len: usize,
-    sign: impl FnOnce(&[u8], &[u8]) -> Result<[u8; core::SIGNATURE_HEX_LEN], JsValue>,
-) -> Result<(), JsValue> {
-    SCRATCH.with_borrow_mut(|s| {
-        let (body, key) = scratch_parts(s, body_len, key_len)?;
-        let hex = sign(body, key)?;
-        s[..hex.len()].copy_from_slice(&hex);
-        Ok(())
-    })
-}
-
-/// `sign` over the scratch buffer: a `body_len`-byte body then a
-/// `key_len`-byte secret. The 40 hex digits replace the buffer's start.
-#[wasm_bindgen(js_name = signScratch)]
-pub fn sign_scratch(body_len: usize, key_len: usize) -> Result<(), JsValue> {
-    sign_in_scratch(body_len, key_len, |body, key| {
-        Ok(core::Secret::new(key).map_err(sig_err)?.sign_hex(body))
-    })
-}
-
-/// `verify` with one secret over the scratch buffer (laid out as for
-/// `signScratch`).
-#[wasm_bindgen(js_name = verifyScratch)]
-pub fn verify_scratch(body_len: usize, key_len: usize, signature: &str) -> Result<bool, JsValue> {
-    SCRATCH.with_borrow(|s| {
-        let (body, key) = scratch_parts(s, body_len, key_len)?;
-        let secret = core::Secret::new(key).map_err(sig_err)?;
-        core::verify(body, signature, &[secret]).map_err(sig_err)
-    })
-}
-
-/// A prekeyed secret: the fastest way to sign many bodies with one key.
-#[wasm_bindgen]
-pub struct Signer {
-    secret: core::Secret,
-}
-
-#[wasm_bindgen]
-impl Signer {
-    /// Keys the HMAC once.
-    #[wasm_bindgen(constructor)]
-    pub fn new(secret: &JsValue) -> Result<Signer, JsValue> {
-        Ok(Signer {
-            secret: core::Secret::new(bytes_of(secret, "secret")?).map_err(sig_err)?,
-        })
-    }
-
-    /// Signs the first `body_len` bytes of the scratch buffer; the 40 hex
-    /// digits replace the buffer's start.
-    #[wasm_bindgen(js_name = signScratch)]
-    pub fn sign_scratch(&self, body_len: usize) -> Result<(), JsValue> {
-        sign_in_scratch(body_len, 0, |body, _| Ok(self.secret.sign_hex(body)))
-    }
-}
-
-pub(crate) fn secrets_of(secrets: &JsValue) -> Result<Vec<core::Secret>, JsValue> {
-    let raw: Vec<Vec<u8>> = if Array::is_array(secrets) {
-        Array::from(secrets)
-            .iter()
-            .map(|s| bytes_of(&s, "secret"))
-            .collect::<Result<_, _>>()?
-    } else {
-        vec![bytes_of(secrets, "secret")?]
-    };
-    raw.into_iter()
-        .map(|k| core::Secret::new(k).map_err(sig_err))
-        .collect()
-}
-
-/// `verify` over HMACs the host computed (Node's `node:crypto`, for large
-/// bodies), laid out in the scratch buffer as for `signScratch`: each
-/// secret's 40 lowercase hex digits one after another, then the signature.
-/// `undefined` when the digests are not that, and the JS API then verifies
-/// with the secrets. The core checks the signature and compares.
-#[wasm_bindgen(js_name = verifyDigestsScratch)]
-pub fn verify_digests_scratch(
-    digests_len: usize,
-    signature_len: usize,
-) -> Result<Option<bool>, JsValue> {
-    SCRATCH.with_borrow(|s| {
-        let (digests, signature) = scratch_parts(s, digests_len, signature_len)?;
-        // Bytes that are not UTF-8 are not 40 hex digits either: the core
-        // then says `malformed_signature`.
-        let signature = std::str::from_utf8(signature).unwrap_or_default();
-        core::verify_digests(digests, signature)
-            .transpose()
-            .map_err(sig_err)
-    })
-}
-
-/// Constant-time verification over the raw body, with rotation.
-#[wasm_bindgen]
-pub fn verify(body: &JsValue, signature: &str, secrets: &JsValue) -> Result<bool, JsValue> {
-    core::verify(&bytes_of(body, "body")?, signature, &secrets_of(secrets)?).map_err(sig_err)
 }

@@ -1,7 +1,8 @@
 // The package in headless Chromium (Debian's, driven by playwright-core): a
-// page served from 127.0.0.1 loads the web build and the verify-only one,
-// signs and verifies with both, and its Client sends a batch to this server,
-// which checks what arrived.
+// page served from 127.0.0.1 loads the web build, the verify-only one and the
+// client-only one, signs and verifies with the first two, and a Client from
+// the first and the last each sends a batch to this server, which checks
+// what arrived.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -43,7 +44,13 @@ const PAGE = `<!doctype html><html><head><link rel="icon" href="data:,"></head><
   const client = new cp.Client({ writeKey: 'wk_browser', endpoint: location.origin, flushAt: 3, flushAfter: 60000 });
   const ids = [client.track({ userId: 'u', event: 'A' }), client.page({ userId: 'u', name: 'Home' }), client.identify({ userId: 'u', traits: { plan: 'pro' } })];
   await client.flush();
-  window.__result = { body, signature, verified, code, ids, sizes, sigs, verifySigs };
+  // The client-only module (callpost/client) sends its own batch.
+  const { init: initClient } = await import('/pkg/client-web.mjs');
+  const small = await initClient();
+  const smallClient = new small.Client({ writeKey: 'wk_client', endpoint: location.origin, flushAt: 2, flushAfter: 60000 });
+  const smallIds = [smallClient.track({ userId: 'u', event: 'B' }), smallClient.page({ userId: 'u', name: 'Cart' })];
+  await smallClient.flush();
+  window.__result = { body, signature, verified, code, ids, sizes, sigs, verifySigs, smallIds, hasWebhooks: 'Webhooks' in small };
 </script></body></html>`;
 
 test('the web build works in headless Chromium', async () => {
@@ -94,10 +101,14 @@ test('the web build works in headless Chromium', async () => {
       assert.deepEqual(r.verifySigs[i], [want, want, true], `${n} characters, callpost/verify`);
     });
     assert.equal(r.code, 'non_finite_number');
-    assert.equal(batches.length, 1);
+    assert.equal(batches.length, 2);
     assert.equal(batches[0].auth, 'Basic ' + Buffer.from('wk_browser:').toString('base64'));
     assert.deepEqual(batches[0].body.batch.map((m) => m.messageId), r.ids);
     assert.deepEqual(batches[0].body.batch.map((m) => m.type), ['track', 'page', 'identify']);
+    assert.equal(batches[1].auth, 'Basic ' + Buffer.from('wk_client:').toString('base64'));
+    assert.deepEqual(batches[1].body.batch.map((m) => m.messageId), r.smallIds);
+    assert.deepEqual(batches[1].body.batch.map((m) => m.type), ['track', 'page']);
+    assert.equal(r.hasWebhooks, false);
   } finally {
     await browser.close();
     server.close();

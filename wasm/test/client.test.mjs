@@ -1,9 +1,12 @@
-// The batching client against a real ingest server, and the CommonJS entry.
+// The batching client against a real ingest server, from the main entry and
+// from `callpost/client` (the client-only wasm module), and the CommonJS entry.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { execFileSync } from 'node:child_process';
-import { Client, Webhooks } from 'callpost';
+import * as main from 'callpost';
+import * as clientEntry from 'callpost/client';
+import { Webhooks } from 'callpost';
 
 const CALL = { type: 'track', userId: 'u1', event: 'Tested' };
 import { serve, ok } from './helpers.mjs';
@@ -11,60 +14,64 @@ import { serve, ok } from './helpers.mjs';
 const batches = (srv) => srv.received.map((r) => JSON.parse(r.body));
 const ids = (srv) => batches(srv).flatMap((b) => b.batch.map((m) => m.messageId));
 
-test('batches of flushAt with Basic auth; close() delivers everything', async () => {
-  const srv = await serve(ok);
-  try {
-    const c = new Client({ writeKey: 'wk_123', endpoint: srv.url, flushAt: 5, flushAfter: 60_000 });
-    const sent = [];
-    for (let i = 0; i < 12; i++) sent.push(c.track({ userId: 'u1', event: 'E', properties: { i } }));
-    sent.push(c.identify({ userId: 'u1', traits: { plan: 'pro' } }), c.page({ userId: 'u1', name: 'Home' }),
-      c.screen({ anonymousId: 'a', name: 'Cart' }), c.group({ userId: 'u1', groupId: 'g' }), c.alias({ previousId: 'anon', userId: 'u1' }));
-    await c.close();
-    assert.deepEqual(batches(srv).map((b) => b.batch.length), [5, 5, 5, 2]);
-    for (const r of srv.received) {
-      assert.equal(r.path, '/v1/batch');
-      assert.equal(r.headers.authorization, 'Basic ' + Buffer.from('wk_123:').toString('base64'));
-      assert.ok(r.body.length <= 500_000);
-    }
-    assert.deepEqual(ids(srv), sent);
-    assert.throws(() => c.track({ userId: 'u', event: 'late' }), (e) => e.code === 'closed');
-  } finally { srv.close(); }
-});
+for (const [entry, { Client }] of [['callpost', main], ['callpost/client', clientEntry]]) {
+  test(`batches of flushAt with Basic auth; close() delivers everything (${entry})`, async () => {
+    const srv = await serve(ok);
+    try {
+      const c = new Client({ writeKey: 'wk_123', endpoint: srv.url, flushAt: 5, flushAfter: 60_000 });
+      const sent = [];
+      for (let i = 0; i < 12; i++) sent.push(c.track({ userId: 'u1', event: 'E', properties: { i } }));
+      sent.push(c.identify({ userId: 'u1', traits: { plan: 'pro' } }), c.page({ userId: 'u1', name: 'Home' }),
+        c.screen({ anonymousId: 'a', name: 'Cart' }), c.group({ userId: 'u1', groupId: 'g' }), c.alias({ previousId: 'anon', userId: 'u1' }));
+      await c.close();
+      assert.deepEqual(batches(srv).map((b) => b.batch.length), [5, 5, 5, 2]);
+      for (const r of srv.received) {
+        assert.equal(r.path, '/v1/batch');
+        assert.equal(r.headers.authorization, 'Basic ' + Buffer.from('wk_123:').toString('base64'));
+        assert.ok(r.body.length <= 500_000);
+      }
+      assert.deepEqual(ids(srv), sent);
+      assert.throws(() => c.track({ userId: 'u', event: 'late' }), (e) => e.code === 'closed');
+    } finally { srv.close(); }
+  });
 
-test('flushAfter sends a partial batch', async () => {
-  const srv = await serve(ok);
-  try {
-    const c = new Client({ writeKey: 'wk', endpoint: srv.url, flushAfter: 200 });
-    c.track({ userId: 'u', event: 'e' });
-    await new Promise((r) => setTimeout(r, 100));
-    assert.equal(srv.received.length, 0);
-    await new Promise((r) => setTimeout(r, 400));
-    assert.equal(srv.received.length, 1);
-    await c.close();
-  } finally { srv.close(); }
-});
+  test(`flushAfter sends a partial batch (${entry})`, async () => {
+    const srv = await serve(ok);
+    try {
+      const c = new Client({ writeKey: 'wk', endpoint: srv.url, flushAfter: 200 });
+      c.track({ userId: 'u', event: 'e' });
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(srv.received.length, 0);
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(srv.received.length, 1);
+      await c.close();
+    } finally { srv.close(); }
+  });
 
-test('500 three times then 200 loses nothing; 4xx goes to onError', async () => {
-  const srv = await serve((n) => (n < 3 ? [500] : [200]));
-  const bad = await serve(() => [400]);
-  try {
-    const errors = [];
-    const c = new Client({ writeKey: 'wk', endpoint: srv.url, flushAt: 10, backoffBaseMs: 20, backoffCapMs: 100, onError: (e) => errors.push(e) });
-    const sent = Array.from({ length: 10 }, (_, i) => c.track({ userId: 'u', event: 'e', properties: { i } }));
-    await c.flush();
-    await c.close();
-    assert.equal(srv.received.length, 4);
-    assert.deepEqual(ids(srv).slice(-10), sent);
-    assert.equal(errors.length, 0);
+  test(`500 three times then 200 loses nothing; 4xx goes to onError (${entry})`, async () => {
+    const srv = await serve((n) => (n < 3 ? [500] : [200]));
+    const bad = await serve(() => [400]);
+    try {
+      const errors = [];
+      const c = new Client({ writeKey: 'wk', endpoint: srv.url, flushAt: 10, backoffBaseMs: 20, backoffCapMs: 100, onError: (e) => errors.push(e) });
+      const sent = Array.from({ length: 10 }, (_, i) => c.track({ userId: 'u', event: 'e', properties: { i } }));
+      await c.flush();
+      await c.close();
+      assert.equal(srv.received.length, 4);
+      assert.deepEqual(ids(srv).slice(-10), sent);
+      assert.equal(errors.length, 0);
 
-    const failed = [];
-    const c2 = new Client({ writeKey: 'wk', endpoint: bad.url, flushAt: 3, onError: (e, msgs) => failed.push([e.code, msgs.map((m) => m.messageId)]) });
-    const sent2 = [0, 1, 2].map((i) => c2.track({ userId: 'u', event: 'e', properties: { i } }));
-    await c2.close();
-    assert.deepEqual(failed, [['rejected', sent2]]);
-    assert.equal(bad.received.length, 1);
-  } finally { srv.close(); bad.close(); }
-});
+      const failed = [];
+      const c2 = new Client({ writeKey: 'wk', endpoint: bad.url, flushAt: 3, onError: (e, msgs) => failed.push([e.code, msgs.map((m) => m.messageId)]) });
+      const sent2 = [0, 1, 2].map((i) => c2.track({ userId: 'u', event: 'e', properties: { i } }));
+      await c2.close();
+      assert.deepEqual(failed, [['rejected', sent2]]);
+      assert.equal(bad.received.length, 1);
+    } finally { srv.close(); bad.close(); }
+  });
+}
+
+const { Client } = main;
 
 test('bad calls throw typed errors and nothing is queued', async () => {
   const c = new Client({ writeKey: 'wk', endpoint: 'http://127.0.0.1:9' });
@@ -101,4 +108,34 @@ test('require() works with no init step, and a script that never closes still se
     });
     assert.equal(ids(srv).length, 30);
   } finally { srv.close(); }
+});
+
+test('callpost/client loads the client-only wasm module, which sends the same messages', async () => {
+  const require = createRequire(import.meta.url);
+  const { join } = await import('node:path');
+  const { statSync } = await import('node:fs');
+  const dir = join(require.resolve('callpost/package.json'), '..');
+  const small = require(join(dir, 'client/node/callpost_wasm.js'));
+  // Built with the `client` feature alone: no webhooks, no signing.
+  assert.equal(typeof small.BatcherCore, 'function');
+  assert.equal(small.WebhooksCore, undefined);
+  assert.equal(small.signScratch, undefined);
+  assert.deepEqual(Object.keys(clientEntry).sort(), ['Batcher', 'Client', 'MAX_MESSAGE_BYTES', 'USER_AGENT', 'default', 'init', 'parseTimestamp', 'stringify']);
+  assert.equal(await clientEntry.init(), clientEntry.default);
+  // A size, not a time: what the feature split is for.
+  const size = (p) => statSync(join(dir, p)).size;
+  assert.ok(size('client/node/callpost_wasm_bg.wasm') < size('node/callpost_wasm_bg.wasm') * 0.8);
+  // The entry loads that module, not the full one (in a fresh process).
+  const loaded = JSON.parse(execFileSync(process.execPath, ['-e',
+    "require('callpost/client'); console.log(JSON.stringify(Object.keys(require.cache)))"], { cwd: dir }).toString());
+  assert.ok(loaded.some((f) => f.endsWith(join('client', 'node', 'callpost_wasm.js'))), loaded.join('\n'));
+  assert.ok(!loaded.some((f) => f.endsWith(join(dir, 'node', 'callpost_wasm.js'))), loaded.join('\n'));
+  // The same Batcher input gives the same batch bytes from both modules.
+  const batchOf = (api) => {
+    const b = new api.Batcher({ writeKey: 'wk', flushAt: 2 }, 1_700_000_000_000);
+    for (let i = 0; i < 2; i++) b.handleCall(1_700_000_000_000, JSON.stringify({ type: 'track', userId: 'u', event: 'e', properties: { i, x: 1.5e-7 } }), new Uint8Array(16).fill(i));
+    return b.pollRequest(1_700_000_000_000).request.body;
+  };
+  assert.equal(batchOf(clientEntry), batchOf(main));
+  assert.equal(clientEntry.stringify({ b: 1, 10: 'ten', a: [1.0, 1e21] }), main.stringify({ b: 1, 10: 'ten', a: [1.0, 1e21] }));
 });

@@ -1,0 +1,202 @@
+//! The batching client (the `client` feature; see the crate doc).
+
+use crate::calls::{call_of, millis, outcome_of, request_object, set, Options};
+use crate::{js_err, usage_err};
+use callpost_core as core;
+use js_sys::{Array, Object};
+use wasm_bindgen::prelude::*;
+
+/// The batching client's state machine (see the core's `Batcher`).
+#[wasm_bindgen(js_name = BatcherCore)]
+pub struct Batcher {
+    inner: core::Batcher,
+}
+
+#[wasm_bindgen(js_class = BatcherCore)]
+impl Batcher {
+    /// From an options object (`writeKey`, `endpoint`, `flushAt`, ...).
+    #[wasm_bindgen(constructor)]
+    pub fn new(options_obj: JsValue, now_ms: f64) -> Result<Batcher, JsValue> {
+        let o = Options::of(&options_obj)?;
+        let write_key = o
+            .string("writeKey")?
+            .ok_or_else(|| usage_err("invalid_argument", "writeKey is required"))?;
+        let d = core::BatcherConfig::new(write_key);
+        let config = core::BatcherConfig {
+            endpoint: o.string("endpoint")?.unwrap_or(d.endpoint.clone()),
+            flush_at: o.usize("flushAt")?.unwrap_or(d.flush_at),
+            flush_after_ms: o.uint("flushAfterMs")?.unwrap_or(d.flush_after_ms),
+            max_queue: o.usize("maxQueue")?.unwrap_or(d.max_queue),
+            max_attempts: o
+                .uint("maxAttempts")?
+                .map_or(d.max_attempts, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+            max_retry_ms: o.uint("maxRetryMs")?.unwrap_or(d.max_retry_ms),
+            request_timeout_ms: o.uint("requestTimeoutMs")?.unwrap_or(d.request_timeout_ms),
+            max_in_flight: o.usize("maxInFlight")?.unwrap_or(d.max_in_flight),
+            backoff: core::retry::Backoff {
+                base_ms: o.uint("backoffBaseMs")?.unwrap_or(d.backoff.base_ms),
+                cap_ms: o.uint("backoffCapMs")?.unwrap_or(d.backoff.cap_ms),
+            },
+            library_name: o.string("libraryName")?.unwrap_or(d.library_name.clone()),
+            library_version: o
+                .string("libraryVersion")?
+                .unwrap_or(d.library_version.clone()),
+            jitter_seed: o.uint("seed")?.unwrap_or(0),
+            ..d
+        };
+        Ok(Batcher {
+            inner: core::Batcher::new(config, millis(now_ms)).map_err(js_err)?,
+        })
+    }
+
+    /// Queues a call (JSON text); `random` is 16 bytes for its messageId.
+    #[wasm_bindgen(js_name = handleCall)]
+    pub fn handle_call(
+        &mut self,
+        now_ms: f64,
+        call_json: &JsValue,
+        random: &[u8],
+    ) -> Result<String, JsValue> {
+        let random: [u8; 16] = random
+            .try_into()
+            .map_err(|_| usage_err("invalid_argument", "random must be exactly 16 bytes"))?;
+        let call = call_of(call_json)?;
+        self.inner
+            .handle_call(millis(now_ms), call, random)
+            .map_err(js_err)
+    }
+
+    /// Makes everything due now.
+    pub fn flush(&mut self, now_ms: f64) {
+        self.inner.flush(millis(now_ms));
+    }
+
+    /// Reports whatever is left as failed; refuses later calls.
+    pub fn shutdown(&mut self) {
+        self.inner.shutdown();
+    }
+
+    /// `{batchId, attempt, messageCount, request, deadlineMs}`, or undefined.
+    #[wasm_bindgen(js_name = pollRequest)]
+    pub fn poll_request(&mut self, now_ms: f64) -> JsValue {
+        let Some(b) = self.inner.poll_request(millis(now_ms)) else {
+            return JsValue::UNDEFINED;
+        };
+        let o = Object::new();
+        set(&o, "batchId", b.batch_id as f64);
+        set(&o, "attempt", b.attempt);
+        set(&o, "messageCount", b.message_count as f64);
+        set(&o, "request", request_object(b.request));
+        set(&o, "deadlineMs", b.deadline as f64);
+        o.into()
+    }
+
+    /// Reports an upload's status (with the raw Retry-After) or error kind.
+    #[wasm_bindgen(js_name = handleResponse)]
+    pub fn handle_response(
+        &mut self,
+        now_ms: f64,
+        batch_id: f64,
+        status: Option<u16>,
+        retry_after: Option<String>,
+        error: Option<String>,
+        message: Option<String>,
+    ) -> Result<(), JsValue> {
+        let outcome = outcome_of(status, retry_after, error, message.unwrap_or_default())?;
+        self.inner
+            .handle_response(millis(now_ms), batch_id as u64, outcome);
+        Ok(())
+    }
+
+    /// Call when `now` reaches `pollTimeout()`.
+    #[wasm_bindgen(js_name = handleTimeout)]
+    pub fn handle_timeout(&mut self, now_ms: f64) {
+        self.inner.handle_timeout(millis(now_ms));
+    }
+
+    /// When to wake next (ms), or undefined.
+    #[wasm_bindgen(js_name = pollTimeout)]
+    pub fn poll_timeout(&self) -> Option<f64> {
+        self.inner.poll_timeout().map(|t| t as f64)
+    }
+
+    /// The next event: `{kind: "delivered" | "retrying" | "failed", ...}`.
+    #[wasm_bindgen(js_name = pollEvent)]
+    pub fn poll_event(&mut self) -> JsValue {
+        let Some(ev) = self.inner.poll_event() else {
+            return JsValue::UNDEFINED;
+        };
+        let o = Object::new();
+        match ev {
+            core::BatcherEvent::Delivered {
+                batch_id,
+                message_ids,
+            } => {
+                set(&o, "kind", "delivered");
+                set(&o, "batchId", batch_id as f64);
+                set(
+                    &o,
+                    "messageIds",
+                    message_ids
+                        .into_iter()
+                        .map(JsValue::from)
+                        .collect::<Array>(),
+                );
+            }
+            core::BatcherEvent::Retrying {
+                batch_id,
+                attempt,
+                retry_at,
+                outcome,
+            } => {
+                set(&o, "kind", "retrying");
+                set(&o, "batchId", batch_id as f64);
+                set(&o, "attempt", attempt);
+                set(&o, "retryAtMs", retry_at as f64);
+                set(&o, "reason", outcome.to_string());
+            }
+            core::BatcherEvent::Failed {
+                batch_id,
+                messages,
+                reason,
+            } => {
+                set(&o, "kind", "failed");
+                set(
+                    &o,
+                    "batchId",
+                    batch_id.map_or(JsValue::NULL, |b| (b as f64).into()),
+                );
+                set(&o, "code", reason.code());
+                set(&o, "reason", reason.to_string());
+                let list = Array::new();
+                for m in messages {
+                    let item = Object::new();
+                    set(&item, "messageId", m.message_id);
+                    set(&item, "json", m.json);
+                    list.push(&item);
+                }
+                set(&o, "messages", list);
+            }
+            _ => set(&o, "kind", "unknown"),
+        }
+        o.into()
+    }
+
+    /// Messages queued and not yet in a batch.
+    #[wasm_bindgen(getter)]
+    pub fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+
+    /// Messages in batches uploading or waiting to retry.
+    #[wasm_bindgen(getter, js_name = inBatches)]
+    pub fn in_batches(&self) -> usize {
+        self.inner.in_batches()
+    }
+
+    /// True when nothing is queued, uploading or waiting.
+    #[wasm_bindgen(getter)]
+    pub fn idle(&self) -> bool {
+        self.inner.is_idle()
+    }
+}
