@@ -190,6 +190,22 @@ proptest! {
     }
 
     #[test]
+    fn long_strings_parse_back(
+        runs in prop::collection::vec(("[a-z é]{0,150}", "[\x00-\x1f\"\\\\]{0,2}"), 0..6),
+    ) {
+        // The parser's string scans (the tree parser's and the scanner that
+        // keeps canonical `properties` text) share the writer's block scan:
+        // each must stop exactly at each escape.
+        let s: String = runs.into_iter().flat_map(|(a, b)| [a, b]).collect();
+        let quoted = serde_json::to_string(&s).unwrap();
+        prop_assert_eq!(Value::from_json_str(&quoted).unwrap(), Value::String(s.clone()));
+        let call = format!(r#"{{"type":"track","userId":"u","event":"e","properties":{{"s":{quoted}}}}}"#);
+        let call = Call::from_json_str(&call).unwrap();
+        let props = call.properties.as_ref().unwrap().to_map();
+        prop_assert_eq!(props.get("s"), Some(&Value::String(s)));
+    }
+
+    #[test]
     fn text_objects_give_the_same_body_as_maps(call in call()) {
         let now = Timestamp::from_millis(1_700_000_000_000).unwrap();
         let as_text = |o: &Option<Object>| o.as_ref().map(|o| {

@@ -774,9 +774,71 @@ fn needs_escape(x: u64) -> bool {
     below_space || has_zero(x ^ (ONES * b'"' as u64)) || has_zero(x ^ (ONES * b'\\' as u64))
 }
 
-/// Bytes per step of [`write_string`]'s vector scan (measured there).
-#[cfg(any(target_feature = "sse2", target_feature = "neon"))]
+/// Bytes per step of [`plain_until`]'s vector scan, and how far its
+/// eight-byte scan goes before switching to it.
 const SCAN_BLOCK: usize = 64;
+
+/// The index of the first byte at or after `i` that a JSON string cannot
+/// hold as it is (`"`, `\\` or a control character), or `bytes.len()`. The
+/// writer escapes there; the parser's string scan stops there. All three
+/// are ASCII, so the index is always a char boundary.
+#[inline]
+pub(crate) fn plain_until(bytes: &[u8], mut i: usize) -> usize {
+    // Eight bytes at a time (SWAR) first: most strings are keys and short
+    // values, and end within 64 bytes, where the block scan's setup showed
+    // (a 423-byte body: 346 -> 321 ns without it, one run). A run that
+    // gets past 64 bytes goes on in `long_run`, out of this hot loop.
+    let first = i.saturating_add(SCAN_BLOCK);
+    while let Some(Ok(chunk)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
+        if needs_escape(u64::from_le_bytes(chunk)) {
+            break;
+        }
+        i += 8;
+        if i >= first {
+            i = long_run(bytes, i);
+            break;
+        }
+    }
+    while let Some(&b) = bytes.get(i) {
+        if b < 0x20 || b == b'"' || b == b'\\' {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
+/// [`plain_until`] past its first 64 plain bytes: a long run. It skips 64
+/// bytes at a time while none needs attention. The test is a branch-free
+/// OR over a fixed-size block, which LLVM turns into vector compares (the
+/// workspace forbids `unsafe`, so no hand-written intrinsics). 64, not 32:
+/// the reduction and branch run half as often, and a 32 KB scan went from
+/// 2.53 to 1.12 µs in a standalone A/B (128 gave 1.01). Only where vectors
+/// are baseline: wasm32 without simd128 would run it byte by byte, slower
+/// than the SWAR, which finishes the run.
+fn long_run(bytes: &[u8], mut i: usize) -> usize {
+    #[cfg(any(target_feature = "sse2", target_feature = "neon"))]
+    while let Some(Ok(block)) = bytes
+        .get(i..i + SCAN_BLOCK)
+        .map(<&[u8; SCAN_BLOCK]>::try_from)
+    {
+        let mut hit = false;
+        for &b in block {
+            hit |= (b < 0x20) | (b == b'"') | (b == b'\\');
+        }
+        if hit {
+            break;
+        }
+        i += SCAN_BLOCK;
+    }
+    while let Some(Ok(chunk)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
+        if needs_escape(u64::from_le_bytes(chunk)) {
+            break;
+        }
+        i += 8;
+    }
+    i
+}
 
 /// Writes a quoted string escaped exactly as `JSON.stringify` escapes it.
 pub fn write_string(s: &str, out: &mut Vec<u8>) {
@@ -784,67 +846,23 @@ pub fn write_string(s: &str, out: &mut Vec<u8>) {
     out.reserve(s.len() + 2);
     out.push(b'"');
     let bytes = s.as_bytes();
-    // Short strings (most keys and values) skip the block scan: its setup
-    // showed in a 423-byte body (one run: 346 → 321 ns without it; the
-    // machine's noise is of the same order).
-    #[cfg(any(target_feature = "sse2", target_feature = "neon"))]
-    let long = bytes.len() >= SCAN_BLOCK;
     let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        // Skip 64 bytes at a time while none needs escaping. The test is a
-        // branch-free OR over a fixed-size block, which LLVM turns into
-        // vector compares (the workspace forbids `unsafe`, so no
-        // hand-written intrinsics). 64, not 32: the reduction and branch
-        // run half as often, and a 32 KB scan went from 2.53 to 1.12 µs in
-        // a standalone A/B (128 gave 1.01). Only where vectors are
-        // baseline: wasm32 without simd128 would run it byte by byte,
-        // slower than the SWAR below.
-        #[cfg(any(target_feature = "sse2", target_feature = "neon"))]
-        while let Some(block) = bytes.get(i..i + SCAN_BLOCK).filter(|_| long) {
-            let Ok(block) = <&[u8; SCAN_BLOCK]>::try_from(block) else {
-                break;
-            };
-            let mut hit = false;
-            for &b in block {
-                hit |= (b < 0x20) | (b == b'"') | (b == b'\\');
-            }
-            if hit {
-                break;
-            }
-            i += SCAN_BLOCK;
-        }
-        // Then eight at a time, for short strings and around escapes.
-        while let Some(chunk) = bytes.get(i..i + 8) {
-            let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
-                break;
-            };
-            if needs_escape(u64::from_le_bytes(chunk)) {
-                break;
-            }
-            i += 8;
-        }
+    loop {
+        let i = plain_until(bytes, start);
         let Some(&b) = bytes.get(i) else {
             break;
         };
-        i += 1;
-        let esc = ESCAPE[b as usize];
-        if esc == 0 {
-            continue;
-        }
-        let i = i - 1;
         out.extend_from_slice(&bytes[start..i]);
-        if esc == b'u' {
-            out.extend_from_slice(&[
+        match ESCAPE[b as usize] {
+            b'u' => out.extend_from_slice(&[
                 b'\\',
                 b'u',
                 b'0',
                 b'0',
                 HEX[(b >> 4) as usize],
                 HEX[(b & 15) as usize],
-            ]);
-        } else {
-            out.extend_from_slice(&[b'\\', esc]);
+            ]),
+            esc => out.extend_from_slice(&[b'\\', esc]),
         }
         start = i + 1;
     }

@@ -18,7 +18,7 @@
 //! Numbers go through `str::parse::<f64>`, which is correctly rounded, so a
 //! literal reads as the same double `JSON.parse` gives.
 
-use super::{array_index, needs_escape, JsonError, Map, Value, MAX_DEPTH};
+use super::{array_index, JsonError, Map, Value, MAX_DEPTH};
 use std::borrow::Cow;
 use std::collections::HashSet;
 
@@ -303,22 +303,7 @@ impl<'a> Parser<'a> {
     /// `"`, `\` and controls) and returns where they end. Those three are
     /// ASCII, so the end is always a char boundary.
     fn plain_run(&mut self) -> usize {
-        let bytes = self.bytes();
-        while let Some(chunk) = bytes.get(self.pos..self.pos + 8) {
-            let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
-                break;
-            };
-            if needs_escape(u64::from_le_bytes(chunk)) {
-                break;
-            }
-            self.pos += 8;
-        }
-        while let Some(&b) = bytes.get(self.pos) {
-            if b == b'"' || b == b'\\' || b < 0x20 {
-                break;
-            }
-            self.pos += 1;
-        }
+        self.pos = super::plain_until(self.bytes(), self.pos);
         self.pos
     }
 
