@@ -15,12 +15,16 @@
 
 export function makeSigning(wasm, platform) {
   // node:crypto hashes large bodies faster than wasm's software SHA-1
-  // (SHA-NI). With the scratch-buffer path below, sign() in wasm is faster
-  // up to about 1.6 KB on the development machine (1.03x at 1536 B, 0.96x
-  // at 1792 B). A prekeyed secret (Signer, Webhooks) skips the key setup in
-  // wasm, which moves the crossover to about 2 KB (BENCHMARKS.md).
-  const NATIVE_HMAC_FROM = 1536;
-  const NATIVE_PREKEYED_FROM = 2048;
+  // (SHA-NI). Where the two cross moves with the machine's state: sign() in
+  // wasm was 1.03x faster than createHmac at 1536 B in one session and
+  // 1.07x slower in the next (wasm against node: 0.96 at 1280 B, 1.01 at
+  // 1408 B). The thresholds sit below the worse crossover, so sign() is
+  // never slower than the platform: between them and the better crossover
+  // wasm would only have been a few percent faster. A prekeyed secret
+  // (Signer, Webhooks) skips the key setup in wasm, which moves its
+  // crossover to about 2 KB (0.92 at 1792 B, 1.03 at 2047 B) (BENCHMARKS.md).
+  const NATIVE_HMAC_FROM = 1280;
+  const NATIVE_PREKEYED_FROM = 1792;
   const encoder = new TextEncoder();
   const decoder = new TextDecoder('utf-8', { fatal: true });
 
