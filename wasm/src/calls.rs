@@ -10,7 +10,14 @@ pub(crate) fn set(o: &Object, k: &str, v: impl Into<JsValue>) {
     let _ = Reflect::set(o, &k.into(), &v.into());
 }
 
-pub(crate) fn request_object(r: core::Request) -> JsValue {
+/// The body as a JS string. Bodies are UTF-8 JSON the core wrote, so this
+/// cannot fail today; if it ever did, the caller gets an error instead of an
+/// empty body that would go out signed over other bytes.
+pub(crate) fn body_string(body: Vec<u8>) -> Result<String, JsValue> {
+    String::from_utf8(body).map_err(|_| js_err(core::JsonError::InvalidUnicode))
+}
+
+pub(crate) fn request_object(r: core::Request) -> Result<JsValue, JsValue> {
     let o = Object::new();
     set(&o, "method", r.method);
     set(&o, "url", r.url);
@@ -19,10 +26,9 @@ pub(crate) fn request_object(r: core::Request) -> JsValue {
         headers.push(&Array::of2(&k.into(), &v.into()));
     }
     set(&o, "headers", headers);
-    // Bodies are UTF-8 JSON written by the core, so this cannot fail; a
-    // string body is what fetch encodes back to the same bytes.
-    set(&o, "body", String::from_utf8(r.body).unwrap_or_default());
-    o.into()
+    // A string body is what fetch encodes back to the same bytes.
+    set(&o, "body", body_string(r.body)?);
+    Ok(o.into())
 }
 
 /// A call from its JSON text, as a `string` or as UTF-8 bytes. The JS API

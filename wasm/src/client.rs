@@ -78,17 +78,17 @@ impl Batcher {
 
     /// `{batchId, attempt, messageCount, request, deadlineMs}`, or undefined.
     #[wasm_bindgen(js_name = pollRequest)]
-    pub fn poll_request(&mut self, now_ms: f64) -> JsValue {
+    pub fn poll_request(&mut self, now_ms: f64) -> Result<JsValue, JsValue> {
         let Some(b) = self.inner.poll_request(millis(now_ms)) else {
-            return JsValue::UNDEFINED;
+            return Ok(JsValue::UNDEFINED);
         };
         let o = Object::new();
         set(&o, "batchId", b.batch_id as f64);
         set(&o, "attempt", b.attempt);
         set(&o, "messageCount", b.message_count as f64);
-        set(&o, "request", request_object(b.request));
+        set(&o, "request", request_object(b.request)?);
         set(&o, "deadlineMs", b.deadline as f64);
-        o.into()
+        Ok(o.into())
     }
 
     /// Reports an upload's status (with the raw Retry-After) or error kind.

@@ -1,7 +1,7 @@
 //! Webhook requests, deliveries and audiences (the `webhooks` feature; see
 //! the crate doc).
 
-use crate::calls::{call_of, millis, outcome_of, request_object, set, Options};
+use crate::calls::{body_string, call_of, millis, outcome_of, request_object, set, Options};
 use crate::js_err;
 use crate::signing::secrets_of;
 use callpost_core as core;
@@ -108,9 +108,7 @@ impl Webhooks {
         endpoint: usize,
         now_ms: f64,
     ) -> Result<JsValue, JsValue> {
-        Ok(request_object(
-            self.signed_request(call_json, endpoint, now_ms)?,
-        ))
+        request_object(self.signed_request(call_json, endpoint, now_ms)?)
     }
 
     /// [`Webhooks::request`] as `[url, headers, body]`, the headers packed
@@ -134,7 +132,7 @@ impl Webhooks {
             packed.push('\n');
             packed.push_str(v);
         }
-        let body = String::from_utf8(r.body).unwrap_or_default();
+        let body = body_string(r.body)?;
         Ok(Array::of3(&r.url.into(), &packed.into(), &body.into()))
     }
 
@@ -191,18 +189,18 @@ impl Delivery {
 
     /// `{endpoint, attempt, request, deadlineMs}` to send now, or undefined.
     #[wasm_bindgen(js_name = pollRequest)]
-    pub fn poll_request(&mut self, now_ms: f64, webhooks: &Webhooks) -> JsValue {
+    pub fn poll_request(&mut self, now_ms: f64, webhooks: &Webhooks) -> Result<JsValue, JsValue> {
         let now = millis(now_ms);
         let polled = webhooks.with_hmac(|h| self.inner.poll_request_with(now, &webhooks.inner, h));
         let Some(a) = polled else {
-            return JsValue::UNDEFINED;
+            return Ok(JsValue::UNDEFINED);
         };
         let o = Object::new();
         set(&o, "endpoint", a.endpoint as f64);
         set(&o, "attempt", a.attempt);
-        set(&o, "request", request_object(a.request));
+        set(&o, "request", request_object(a.request)?);
         set(&o, "deadlineMs", a.deadline as f64);
-        o.into()
+        Ok(o.into())
     }
 
     /// Reports a status (with the raw Retry-After) or an error kind.
