@@ -784,23 +784,27 @@ const SCAN_BLOCK: usize = 64;
 /// are ASCII, so the index is always a char boundary.
 #[inline]
 pub(crate) fn plain_until(bytes: &[u8], mut i: usize) -> usize {
-    // Eight bytes at a time (SWAR) first: most strings are keys and short
-    // values, and end within 64 bytes, where the block scan's setup showed
-    // (a 423-byte body: 346 -> 321 ns without it, one run). A run that
-    // gets past 64 bytes goes on in `long_run`, out of this hot loop.
-    let first = i.saturating_add(SCAN_BLOCK);
+    // Eight bytes at a time (SWAR): most strings are keys and short values,
+    // and end within 64 bytes, where the block scan's setup showed (a
+    // 423-byte body: 346 -> 321 ns without it, one run). A run that gets
+    // past 64 plain bytes goes through `skip_blocks` once, out of this hot
+    // loop, which then finishes it.
+    let mut blocks_from = i.saturating_add(SCAN_BLOCK);
     while let Some(Ok(chunk)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
         if needs_escape(u64::from_le_bytes(chunk)) {
             break;
         }
         i += 8;
-        if i >= first {
-            i = long_run(bytes, i);
-            break;
+        if i >= blocks_from {
+            #[cfg(any(target_feature = "sse2", target_feature = "neon"))]
+            {
+                i = skip_blocks(bytes, i);
+            }
+            blocks_from = usize::MAX;
         }
     }
     while let Some(&b) = bytes.get(i) {
-        if b < 0x20 || b == b'"' || b == b'\\' {
+        if ESCAPE[b as usize] != 0 {
             break;
         }
         i += 1;
@@ -808,16 +812,16 @@ pub(crate) fn plain_until(bytes: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// [`plain_until`] past its first 64 plain bytes: a long run. It skips 64
-/// bytes at a time while none needs attention. The test is a branch-free
-/// OR over a fixed-size block, which LLVM turns into vector compares (the
-/// workspace forbids `unsafe`, so no hand-written intrinsics). 64, not 32:
-/// the reduction and branch run half as often, and a 32 KB scan went from
-/// 2.53 to 1.12 µs in a standalone A/B (128 gave 1.01). Only where vectors
-/// are baseline: wasm32 without simd128 would run it byte by byte, slower
-/// than the SWAR, which finishes the run.
-fn long_run(bytes: &[u8], mut i: usize) -> usize {
-    #[cfg(any(target_feature = "sse2", target_feature = "neon"))]
+/// For [`plain_until`], past 64 plain bytes: skips 64 bytes at a time while
+/// none needs attention. The test is a branch-free OR over a fixed-size
+/// block, which LLVM turns into vector compares (the workspace forbids
+/// `unsafe`, so no hand-written intrinsics). 64, not 32: the reduction and
+/// branch run half as often, and a 32 KB scan went from 2.53 to 1.12 µs in
+/// a standalone A/B (128 gave 1.01). Only where vectors are baseline:
+/// wasm32 without simd128 would run it byte by byte, slower than the SWAR,
+/// so there it is not called.
+#[cfg(any(target_feature = "sse2", target_feature = "neon"))]
+fn skip_blocks(bytes: &[u8], mut i: usize) -> usize {
     while let Some(Ok(block)) = bytes
         .get(i..i + SCAN_BLOCK)
         .map(<&[u8; SCAN_BLOCK]>::try_from)
@@ -830,12 +834,6 @@ fn long_run(bytes: &[u8], mut i: usize) -> usize {
             break;
         }
         i += SCAN_BLOCK;
-    }
-    while let Some(Ok(chunk)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
-        if needs_escape(u64::from_le_bytes(chunk)) {
-            break;
-        }
-        i += 8;
     }
     i
 }
