@@ -347,10 +347,17 @@ fn write_dict_ordered(
     })
 }
 
+/// `v` as a `str`: an exact `str` by pointer first, where `cast` asks the
+/// interpreter for the type's flags (a call on the stable ABI).
+fn py_str<'a, 'py>(v: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyString>> {
+    v.cast_exact::<PyString>()
+        .or_else(|_| v.cast::<PyString>())
+        .ok()
+}
+
 fn key_str<'a>(k: &'a Bound<'_, PyAny>) -> Result<&'a str, Walk> {
-    Ok(k.cast_exact::<PyString>()
-        .or_else(|_| k.cast::<PyString>())
-        .map_err(|_| JsonError::NonStringKey(String::new()))?
+    Ok(py_str(k)
+        .ok_or_else(|| JsonError::NonStringKey(String::new()))?
         .to_str()
         .map_err(|_| JsonError::InvalidUnicode)?)
 }
@@ -401,11 +408,10 @@ fn call_entry(
     }
     // Everything else: check it has a JSON form, then hand its scalar view.
     let iso;
-    // None and exact str first: by pointer, where `cast` asks the
-    // interpreter for the type's flags.
+    // None first: by pointer, as `py_str` tries an exact `str`.
     let scalar = if v.is_none() {
         Scalar::Null
-    } else if let Ok(s) = v.cast_exact::<PyString>().or_else(|_| v.cast::<PyString>()) {
+    } else if let Some(s) = py_str(v) {
         Scalar::Str(
             s.to_str()
                 .map_err(|_| json_err(&JsonError::InvalidUnicode))?,
