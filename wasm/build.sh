@@ -31,13 +31,13 @@ cp js/index.cjs js/index.mjs js/web.mjs js/api.mjs js/index.d.ts js/node-platfor
   js/client.cjs js/client.mjs js/client-web.mjs js/client.d.ts js/package.json pkg/
 cp README.md pkg/README.md
 # The CommonJS copy of the API: api.mjs has no imports, and its only
-# exports are the three factories.
-if [ "$(grep -c '^export ' js/api.mjs)" != 3 ] || [ "$(grep -c '^export function make' js/api.mjs)" != 3 ]; then
-  echo "api.mjs must export exactly makeSigning, makeApi and makeClient (the CommonJS copy depends on it)" >&2
+# exports are the three factories and webInit.
+if [ "$(grep -c '^export ' js/api.mjs)" != 4 ] || [ "$(grep -c '^export function \(make\|webInit\)' js/api.mjs)" != 4 ]; then
+  echo "api.mjs must export exactly makeSigning, makeApi, makeClient and webInit (the CommonJS copy depends on it)" >&2
   exit 1
 fi
-sed 's/^export function make/function make/' js/api.mjs > pkg/api.cjs
-printf "\nmodule.exports = { makeApi, makeSigning, makeClient };\n" >> pkg/api.cjs
+sed 's/^export function /function /' js/api.mjs > pkg/api.cjs
+printf "\nmodule.exports = { makeApi, makeSigning, makeClient, webInit };\n" >> pkg/api.cjs
 
 for m in web verify/web client/web; do
   raw=$(wc -c < "pkg/$m/callpost_wasm_bg.wasm")

@@ -10,8 +10,11 @@
 // reach for the wasm exports only when used, so the missing ones (webhooks,
 // signing) cost nothing there.
 //
+// webInit is the browsers' `init()` of each entry (web.mjs, client-web.mjs,
+// verify-web.mjs).
+//
 // This file must stay free of imports: the build derives a CommonJS copy
-// from it by dropping `export` from its three functions.
+// from it by dropping `export` from its four functions.
 
 export function makeSigning(wasm, platform) {
   // node:crypto hashes large bodies faster than wasm's software SHA-1
@@ -518,4 +521,18 @@ export function makeClient(wasm, platform) {
   const { Client, Batcher, stringify, parseTimestamp, USER_AGENT, MAX_MESSAGE_BYTES } = makeApi(wasm, platform);
   const api = { Client, Batcher, stringify, parseTimestamp, USER_AGENT, MAX_MESSAGE_BYTES, init: async () => api };
   return api;
+}
+
+// An entry's `init(input)` for browsers, bundlers and edge runtimes: loads
+// its wasm module once (`input`: a URL, a WebAssembly.Module or the bytes,
+// else the module beside the glue), then builds the API with `make`.
+export function webInit(initWasm, wasm, make) {
+  let api;
+  return async function init(input) {
+    if (!api) {
+      await initWasm(input === undefined ? undefined : { module_or_path: input });
+      api = make(wasm, {});
+    }
+    return api;
+  };
 }

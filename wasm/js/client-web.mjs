@@ -3,16 +3,7 @@
 //   const { Client } = await init();
 // `init(module)` also takes a WebAssembly.Module or the .wasm bytes.
 import initWasm, * as wasm from './client/web/callpost_wasm.js';
-import { makeClient } from './api.mjs';
+import { makeClient, webInit } from './api.mjs';
 
-let api;
-
-export async function init(input) {
-  if (!api) {
-    await initWasm(input === undefined ? undefined : { module_or_path: input });
-    api = makeClient(wasm, {});
-  }
-  return api;
-}
-
+export const init = webInit(initWasm, wasm, makeClient);
 export default init;

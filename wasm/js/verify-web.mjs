@@ -3,16 +3,7 @@
 //   const { verifyRequest } = await init();
 // `init(module)` also takes a WebAssembly.Module or the .wasm bytes.
 import initWasm, * as wasm from './verify/web/callpost_wasm.js';
-import { makeSigning } from './api.mjs';
+import { makeSigning, webInit } from './api.mjs';
 
-let api;
-
-export async function init(input) {
-  if (!api) {
-    await initWasm(input === undefined ? undefined : { module_or_path: input });
-    api = makeSigning(wasm, {}).api;
-  }
-  return api;
-}
-
+export const init = webInit(initWasm, wasm, (w, p) => makeSigning(w, p).api);
 export default init;

@@ -3,16 +3,7 @@
 // `init(module)` also takes a WebAssembly.Module or the .wasm bytes, for
 // runtimes that bundle the module themselves (Workers, Deno).
 import initWasm, * as wasm from './web/callpost_wasm.js';
-import { makeApi } from './api.mjs';
+import { makeApi, webInit } from './api.mjs';
 
-let api;
-
-export async function init(input) {
-  if (!api) {
-    await initWasm(input === undefined ? undefined : { module_or_path: input });
-    api = makeApi(wasm, {});
-  }
-  return api;
-}
-
+export const init = webInit(initWasm, wasm, makeApi);
 export default init;

@@ -7,14 +7,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join, normalize } from 'node:path';
 import { chromium } from 'playwright-core';
 import { sign } from 'callpost';
 import { createHmac } from 'node:crypto';
+import { pkgDir } from './helpers.mjs';
 
-const require = createRequire(import.meta.url);
-const pkgDir = join(require.resolve('callpost/package.json'), '..');
 
 const PAGE = `<!doctype html><html><head><link rel="icon" href="data:,"></head><body><script type="module">
   import { init } from '/pkg/web.mjs';

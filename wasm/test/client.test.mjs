@@ -3,13 +3,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { execFileSync } from 'node:child_process';
 import * as main from 'callpost';
 import * as clientEntry from 'callpost/client';
 import { Webhooks } from 'callpost';
 
 const CALL = { type: 'track', userId: 'u1', event: 'Tested' };
-import { serve, ok } from './helpers.mjs';
+import { join } from 'node:path';
+import { serve, ok, pkgDir, pkgRequire, pkgSize, loadedBy } from './helpers.mjs';
 
 const batches = (srv) => srv.received.map((r) => JSON.parse(r.body));
 const ids = (srv) => batches(srv).flatMap((b) => b.batch.map((m) => m.messageId));
@@ -111,11 +111,7 @@ test('require() works with no init step, and a script that never closes still se
 });
 
 test('callpost/client loads the client-only wasm module, which sends the same messages', async () => {
-  const require = createRequire(import.meta.url);
-  const { join } = await import('node:path');
-  const { statSync } = await import('node:fs');
-  const dir = join(require.resolve('callpost/package.json'), '..');
-  const small = require(join(dir, 'client/node/callpost_wasm.js'));
+  const small = pkgRequire('client/node/callpost_wasm.js');
   // Built with the `client` feature alone: no webhooks, no signing.
   assert.equal(typeof small.BatcherCore, 'function');
   assert.equal(small.WebhooksCore, undefined);
@@ -123,13 +119,11 @@ test('callpost/client loads the client-only wasm module, which sends the same me
   assert.deepEqual(Object.keys(clientEntry).sort(), ['Batcher', 'Client', 'MAX_MESSAGE_BYTES', 'USER_AGENT', 'default', 'init', 'parseTimestamp', 'stringify']);
   assert.equal(await clientEntry.init(), clientEntry.default);
   // A size, not a time: what the feature split is for.
-  const size = (p) => statSync(join(dir, p)).size;
-  assert.ok(size('client/node/callpost_wasm_bg.wasm') < size('node/callpost_wasm_bg.wasm') * 0.8);
-  // The entry loads that module, not the full one (in a fresh process).
-  const loaded = JSON.parse(execFileSync(process.execPath, ['-e',
-    "require('callpost/client'); console.log(JSON.stringify(Object.keys(require.cache)))"], { cwd: dir }).toString());
+  assert.ok(pkgSize('client/node/callpost_wasm_bg.wasm') < pkgSize('node/callpost_wasm_bg.wasm') * 0.8);
+  // The entry loads that module, not the full one.
+  const loaded = loadedBy('callpost/client');
   assert.ok(loaded.some((f) => f.endsWith(join('client', 'node', 'callpost_wasm.js'))), loaded.join('\n'));
-  assert.ok(!loaded.some((f) => f.endsWith(join(dir, 'node', 'callpost_wasm.js'))), loaded.join('\n'));
+  assert.ok(!loaded.some((f) => f.endsWith(join(pkgDir, 'node', 'callpost_wasm.js'))), loaded.join('\n'));
   // The same Batcher input gives the same batch bytes from both modules.
   const batchOf = (api) => {
     const b = new api.Batcher({ writeKey: 'wk', flushAt: 2 }, 1_700_000_000_000);

@@ -1,10 +1,25 @@
 // Real HTTP(S) servers on 127.0.0.1 and the shared vectors.
-import { readFileSync, mkdtempSync } from 'node:fs';
+import { readFileSync, mkdtempSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { createServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+
+// The installed package's directory, and its files that the exports map
+// does not list (the wasm modules' glue, api.cjs).
+const require = createRequire(import.meta.url);
+export const pkgDir = join(require.resolve('callpost/package.json'), '..');
+export const pkgRequire = (file) => require(join(pkgDir, file));
+export const pkgSize = (file) => statSync(join(pkgDir, file)).size;
+
+// The files a Node process loads for `require(entry)`: a fresh process, so
+// the test file's own imports do not count.
+export function loadedBy(entry) {
+  const script = `require(${JSON.stringify(entry)}); console.log(JSON.stringify(Object.keys(require.cache)))`;
+  return JSON.parse(execFileSync(process.execPath, ['-e', script], { cwd: pkgDir }).toString());
+}
 
 export const vectors = (name) => JSON.parse(readFileSync(new URL(`../../testdata/${name}`, import.meta.url), 'utf8'));
 

@@ -3,7 +3,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as callpost from 'callpost';
 import * as verifyEntry from 'callpost/verify';
-import { vectors } from './helpers.mjs';
+import { join } from 'node:path';
+import { vectors, pkgDir, pkgRequire, pkgSize, loadedBy } from './helpers.mjs';
 
 // The main entry and `callpost/verify` (the verify-only wasm module) must
 // sign and verify alike.
@@ -255,28 +256,19 @@ test(`sign, Signer and verify agree with node:crypto at every size, across wasm 
 }
 
 test('callpost/verify loads the verify-only wasm module', async () => {
-  const { createRequire } = await import('node:module');
-  const { join } = await import('node:path');
-  const { statSync } = await import('node:fs');
-  const require = createRequire(import.meta.url);
-  const dir = join(require.resolve('callpost/package.json'), '..');
-  const small = require(join(dir, 'verify/node/callpost_wasm.js'));
-  const full = require(join(dir, 'node/callpost_wasm.js'));
+  const small = pkgRequire('verify/node/callpost_wasm.js');
+  const full = pkgRequire('node/callpost_wasm.js');
   // Built without the `full` feature: the signing exports only.
   assert.equal(typeof small.signScratch, 'function');
   assert.equal(small.WebhooksCore, undefined);
   assert.equal(small.BatcherCore, undefined);
   assert.equal(typeof full.WebhooksCore, 'function');
-  // And the entry loads that module, not the full one (a fresh process, so
-  // this file's own imports do not count).
-  const { execFileSync } = await import('node:child_process');
-  const loaded = JSON.parse(execFileSync(process.execPath, ['-e',
-    "require('callpost/verify'); console.log(JSON.stringify(Object.keys(require.cache)))"], { cwd: dir }).toString());
+  // And the entry loads that module, not the full one.
+  const loaded = loadedBy('callpost/verify');
   assert.ok(loaded.some((f) => f.endsWith(join('verify', 'node', 'callpost_wasm.js'))), loaded.join('\n'));
-  assert.ok(!loaded.some((f) => f.endsWith(join(dir, 'node', 'callpost_wasm.js'))), loaded.join('\n'));
+  assert.ok(!loaded.some((f) => f.endsWith(join(pkgDir, 'node', 'callpost_wasm.js'))), loaded.join('\n'));
   // Link-time optimisation then leaves the HMAC alone (a size, not a time).
-  const size = (p) => statSync(join(dir, p)).size;
-  assert.ok(size('verify/node/callpost_wasm_bg.wasm') * 4 < size('node/callpost_wasm_bg.wasm'));
+  assert.ok(pkgSize('verify/node/callpost_wasm_bg.wasm') * 4 < pkgSize('node/callpost_wasm_bg.wasm'));
   // verifyRequest reads X-Signature from either header form.
   const body = '{"type":"track"}';
   const signature = verifyEntry.sign('s', body);
@@ -287,13 +279,9 @@ test('callpost/verify loads the verify-only wasm module', async () => {
 });
 
 test('large-body verify uses the host HMAC, and the core when the host answers wrongly', async () => {
-  const { createRequire } = await import('node:module');
-  const { join } = await import('node:path');
   const { createHmac } = await import('node:crypto');
-  const require = createRequire(import.meta.url);
-  const dir = join(require.resolve('callpost/package.json'), '..');
-  const { makeSigning } = require(join(dir, 'api.cjs'));
-  const wasm = require(join(dir, 'verify/node/callpost_wasm.js'));
+  const { makeSigning } = pkgRequire('api.cjs');
+  const wasm = pkgRequire('verify/node/callpost_wasm.js');
   const body = 'x'.repeat(40_000);
   const good = createHmac('sha1', 'key').update(body).digest('hex');
   const calls = [];
