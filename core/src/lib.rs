@@ -62,7 +62,7 @@ pub use error::Error;
 pub use json::{stringify, JsonError, JsonObject, Map, ObjectMark, Value, Writer};
 pub use retry::{Outcome, Verdict};
 pub use signature::{
-    sign, verify, verify_digests, verify_value, Secret, SignatureError, SIGNATURE_HEX_LEN,
+    sign, verify, verify_digests, verify_value, KeyCache, Secret, SignatureError, SIGNATURE_HEX_LEN,
 };
 pub use timestamp::{Timestamp, TimestampError};
 pub use webhooks::{

@@ -17,10 +17,25 @@ fn stringify(value: &Bound<'_, PyAny>) -> PyResult<String> {
     String::from_utf8(to_json(value)?).map_err(|_| err(core::JsonError::InvalidUnicode))
 }
 
+/// The last secret `sign` or `verify` was given, prekeyed (see
+/// `core::KeyCache`). Calls hold the GIL, so the lock is uncontended; if it
+/// is ever busy, the call keys its own secret instead of waiting.
+static KEYS: std::sync::Mutex<core::KeyCache> = std::sync::Mutex::new(core::KeyCache::new());
+
+/// `f` with `key`'s prekeyed secret.
+fn with_secret<T>(key: &[u8], f: impl FnOnce(&core::Secret) -> T) -> PyResult<T> {
+    match KEYS.try_lock() {
+        Ok(mut keys) => Ok(f(keys.secret(key).map_err(err)?)),
+        Err(_) => Ok(f(&core::Secret::new(key).map_err(err)?)),
+    }
+}
+
 /// Lowercase hex HMAC-SHA1 of `body`, keyed with `secret`.
 #[pyfunction]
 fn sign(secret: &Bound<'_, PyAny>, body: &Bound<'_, PyAny>) -> PyResult<String> {
-    core::sign(bytes_of(secret, "secret")?, bytes_of(body, "body")?).map_err(err)
+    let key = bytes_of(secret, "secret")?;
+    let body = bytes_of(body, "body")?;
+    with_secret(&key, |s| s.sign(&body))
 }
 
 fn secrets_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<core::Secret>> {
@@ -39,7 +54,15 @@ fn secrets_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<core::Secret>> {
 /// Verifies `signature` over the raw `body` against one secret or several.
 #[pyfunction]
 fn verify(body: &Bound<'_, PyAny>, signature: &str, secrets: &Bound<'_, PyAny>) -> PyResult<bool> {
-    core::verify(&bytes_of(body, "body")?, signature, &secrets_of(secrets)?).map_err(err)
+    let body = bytes_of(body, "body")?;
+    if secrets.cast::<PyString>().is_ok() || secrets.cast::<PyBytes>().is_ok() {
+        let key = bytes_of(secrets, "secret")?;
+        return with_secret(&key, |s| {
+            core::verify(&body, signature, std::slice::from_ref(s))
+        })?
+        .map_err(err);
+    }
+    core::verify(&body, signature, &secrets_of(secrets)?).map_err(err)
 }
 
 /// Verifies a parsed body by re-stringifying it as JavaScript does.

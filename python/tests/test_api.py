@@ -152,6 +152,24 @@ def test_sign_and_verify_accept_str_and_bytes_and_rotation() -> None:
         callpost.sign(123, body)  # type: ignore[arg-type]
 
 
+def test_sign_and_verify_agree_with_hmac_when_the_secret_changes() -> None:
+    # The core keeps the last secret prekeyed: same-length secrets, a prefix,
+    # an empty one (refused) and back again must each sign with their own key.
+    import hashlib
+    import hmac
+
+    body = b'{"type":"track","event":"e"}'
+    for key in ["k1", "k1", "k2", "K1", "k", "k12", "", "k12", "k" * 100, "k1"]:
+        if not key:
+            with pytest.raises(callpost.SignatureError):
+                callpost.sign(key, body)
+            continue
+        want = hmac.new(key.encode(), body, hashlib.sha1).hexdigest()
+        assert callpost.sign(key, body) == want, key
+        assert callpost.verify(body, want, key)
+        assert not callpost.verify(body, hmac.new(b"other", body, hashlib.sha1).hexdigest(), key)
+
+
 def test_verify_request_reads_the_header_case_insensitively() -> None:
     body = b'{"a":1}'
     sig = callpost.sign("k", body)

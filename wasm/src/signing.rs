@@ -34,12 +34,18 @@ fn sign_in_scratch(
     })
 }
 
+thread_local! {
+    /// The last secret `sign` or `verify` was given, prekeyed (see
+    /// `core::KeyCache`).
+    static KEYS: std::cell::RefCell<core::KeyCache> = std::cell::RefCell::default();
+}
+
 /// `sign` over the scratch buffer: a `body_len`-byte body then a
 /// `key_len`-byte secret. The 40 hex digits replace the buffer's start.
 #[wasm_bindgen(js_name = signScratch)]
 pub fn sign_scratch(body_len: usize, key_len: usize) -> Result<(), JsValue> {
     sign_in_scratch(body_len, key_len, |body, key| {
-        Ok(core::Secret::new(key).map_err(sig_err)?.sign_hex(body))
+        KEYS.with_borrow_mut(|keys| Ok(keys.secret(key).map_err(sig_err)?.sign_hex(body)))
     })
 }
 
@@ -49,8 +55,10 @@ pub fn sign_scratch(body_len: usize, key_len: usize) -> Result<(), JsValue> {
 pub fn verify_scratch(body_len: usize, key_len: usize, signature: &str) -> Result<bool, JsValue> {
     SCRATCH.with_borrow(|s| {
         let (body, key) = scratch_parts(s, body_len, key_len)?;
-        let secret = core::Secret::new(key).map_err(sig_err)?;
-        core::verify(body, signature, &[secret]).map_err(sig_err)
+        KEYS.with_borrow_mut(|keys| {
+            let secret = keys.secret(key).map_err(sig_err)?;
+            core::verify(body, signature, std::slice::from_ref(secret)).map_err(sig_err)
+        })
     })
 }
 
