@@ -187,12 +187,29 @@ impl EnqueueError {
 }
 
 /// A queued message: its id and its serialized JSON.
+///
+/// Both live in one exactly sized allocation (the id, then the JSON): a
+/// client that cannot flush holds every message it accepted, and the pages
+/// it touches for them (zeroed by the kernel on first touch) were a quarter
+/// of `track()`'s CPU with a growing queue. Two `String`s and the spare
+/// capacity of the writer's buffer took 736 bytes of memory per 423 B
+/// track call; this takes 608.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Message {
+    text: Box<str>,
+    id_len: usize,
+}
+
+impl Message {
     /// `messageId`.
-    pub message_id: String,
+    pub fn message_id(&self) -> &str {
+        self.text.get(..self.id_len).unwrap_or_default()
+    }
+
     /// The message object, in `JSON.stringify` form.
-    pub json: String,
+    pub fn json(&self) -> &str {
+        self.text.get(self.id_len..).unwrap_or_default()
+    }
 }
 
 /// Why a batch's messages are reported failed.
@@ -318,6 +335,8 @@ pub struct Batcher {
     /// `{"library":…}` as JSON text, the context of calls that have none.
     library_context: String,
     queue: VecDeque<Message>,
+    /// Where `handle_call` writes a message before it is queued.
+    scratch: Vec<u8>,
     batches: Vec<Batch>,
     next_batch_id: u64,
     last_flush: i64,
@@ -378,6 +397,7 @@ impl Batcher {
             },
             library: Value::Object(lib),
             queue: VecDeque::new(),
+            scratch: Vec::new(),
             batches: Vec::new(),
             next_batch_id: 1,
             last_flush: now,
@@ -406,35 +426,41 @@ impl Batcher {
         if self.queue.len() >= self.config.max_queue {
             return Err(EnqueueError::QueueFull(self.queue.len()));
         }
-        let message_id = match call.message_id.take().filter(|m| !m.is_empty()) {
-            Some(id) => id,
-            None => uuid::Builder::from_random_bytes(random)
-                .into_uuid()
-                .hyphenated()
-                .to_string(),
-        };
-        call.message_id = Some(message_id.clone());
+        if call.message_id.as_ref().is_none_or(|m| m.is_empty()) {
+            let id = uuid::Builder::from_random_bytes(random).into_uuid();
+            call.message_id = Some(id.hyphenated().to_string());
+        }
         if call.timestamp.is_none() {
             call.timestamp = Some(Timestamp::from_millis(now).map_err(CallError::from)?);
         }
-        let mut json = Vec::with_capacity(call.capacity_hint());
         if let Some(context) = &mut call.context {
             context.insert("library".into(), self.library.clone());
         }
+        let message_id = call.message_id.as_deref().unwrap_or_default();
+        // The id, then the message (see `Message`), written in a buffer kept
+        // for the next call and then copied to an allocation of exactly its
+        // size: shrinking a larger one leaves holes in the heap between the
+        // queued messages.
+        let text = &mut self.scratch;
+        text.clear();
+        text.reserve(message_id.len() + call.capacity_hint());
+        text.extend_from_slice(message_id.as_bytes());
         // Most calls carry no context: theirs is the library's, as text.
-        call.write_message_with_context(&mut json, Some(&self.library_context))
+        call.write_message_with_context(text, Some(&self.library_context))
             .map_err(CallError::from)?;
-        if json.len() > MAX_MESSAGE_BYTES {
-            return Err(EnqueueError::MessageTooLarge(json.len()));
+        let json_len = text.len() - message_id.len();
+        if json_len > MAX_MESSAGE_BYTES {
+            return Err(EnqueueError::MessageTooLarge(json_len));
         }
         // The writer emits UTF-8 only (see json::Value::to_json_string).
-        let json = String::from_utf8(json)
+        let text = std::str::from_utf8(text)
             .map_err(|_| CallError::Json(crate::JsonError::InvalidUnicode))?;
+        let id_len = message_id.len();
         self.queue.push_back(Message {
-            message_id: message_id.clone(),
-            json,
+            text: text.into(),
+            id_len,
         });
-        Ok(message_id)
+        Ok(call.message_id.unwrap_or_default())
     }
 
     /// Makes everything queued due now, and brings every batch waiting to
@@ -487,14 +513,15 @@ impl Batcher {
         b.state = BatchState::InFlight { since: now };
         b.attempts += 1;
         b.first_sent.get_or_insert(now);
-        let body_len = ENVELOPE_BYTES + b.messages.iter().map(|m| m.json.len() + 1).sum::<usize>();
+        let body_len =
+            ENVELOPE_BYTES + b.messages.iter().map(|m| m.json().len() + 1).sum::<usize>();
         let mut body = Vec::with_capacity(body_len);
         body.extend_from_slice(ENVELOPE_HEAD);
         for (i, m) in b.messages.iter().enumerate() {
             if i > 0 {
                 body.push(b',');
             }
-            body.extend_from_slice(m.json.as_bytes());
+            body.extend_from_slice(m.json().as_bytes());
         }
         body.extend_from_slice(ENVELOPE_MID);
         // sentAt is advisory (Segment uses it to correct clock skew), so a
@@ -533,7 +560,11 @@ impl Batcher {
         match outcome.verdict() {
             Verdict::Success => {
                 let b = self.batches.remove(pos);
-                let message_ids = b.messages.into_iter().map(|m| m.message_id).collect();
+                let message_ids = b
+                    .messages
+                    .iter()
+                    .map(|m| m.message_id().to_owned())
+                    .collect();
                 self.events.push_back(BatcherEvent::Delivered {
                     batch_id,
                     message_ids,
@@ -643,7 +674,7 @@ impl Batcher {
             let mut size = ENVELOPE_BYTES;
             let mut messages = Vec::new();
             while let Some(m) = self.queue.front() {
-                let add = m.json.len() + usize::from(!messages.is_empty());
+                let add = m.json().len() + usize::from(!messages.is_empty());
                 if messages.len() == self.config.flush_at || size + add > MAX_BATCH_BYTES {
                     break;
                 }

@@ -222,7 +222,7 @@ fn four_xx_fails_for_good_and_reports_the_messages() {
         T0,
     )
     .unwrap();
-    b.handle_call(T0, track(0, 0), random(0)).unwrap();
+    let id0 = b.handle_call(T0, track(0, 0), random(0)).unwrap();
     b.handle_call(T0, track(1, 0), random(1)).unwrap();
     let req = b.poll_request(T0).unwrap();
     b.handle_response(T0 + 5, req.batch_id, Outcome::status(400));
@@ -236,7 +236,16 @@ fn four_xx_fails_for_good_and_reports_the_messages() {
         panic!("{ev:?}")
     };
     assert_eq!(messages.len(), 2);
-    assert!(messages[0].json.contains("\"user-0\""));
+    assert!(messages[0].json().contains("\"user-0\""));
+    // The id and the JSON share one allocation; each accessor gets its own.
+    assert_eq!(messages[0].message_id(), id0);
+    let head = format!("{{\"type\":\"track\",\"messageId\":\"{id0}\",");
+    assert!(
+        messages[0].json().starts_with(&head),
+        "{}",
+        messages[0].json()
+    );
+    assert!(messages[0].json().ends_with('}'));
     assert!(b.is_idle());
     assert!(b.poll_request(T0 + 100_000).is_none(), "never retried");
 }
@@ -490,7 +499,7 @@ proptest! {
             while let Some(e) = b.poll_event() {
                 let (ids, kind): (Vec<String>, &'static str) = match e {
                     BatcherEvent::Delivered { message_ids, .. } => (message_ids, "delivered"),
-                    BatcherEvent::Failed { messages, .. } => (messages.into_iter().map(|m| m.message_id).collect(), "failed"),
+                    BatcherEvent::Failed { messages, .. } => (messages.iter().map(|m| m.message_id().to_owned()).collect(), "failed"),
                     _ => continue,
                 };
                 for id in ids {

@@ -589,7 +589,7 @@ impl Batcher {
                 d.set_item("reason", reason.to_string())?;
                 let list = PyList::empty(py);
                 for m in messages {
-                    list.append((m.message_id, m.json))?;
+                    list.append((m.message_id(), m.json()))?;
                 }
                 d.set_item("messages", list)?;
             }

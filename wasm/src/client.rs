@@ -171,8 +171,8 @@ impl Batcher {
                 let list = Array::new();
                 for m in messages {
                     let item = Object::new();
-                    set(&item, "messageId", m.message_id);
-                    set(&item, "json", m.json);
+                    set(&item, "messageId", m.message_id());
+                    set(&item, "json", m.json());
                     list.push(&item);
                 }
                 set(&o, "messages", list);
