@@ -537,9 +537,9 @@ impl Batcher {
                 method: "POST",
                 url: self.url.clone(),
                 headers: vec![
-                    ("User-Agent".into(), self.user_agent.clone()),
+                    ("User-Agent".into(), self.user_agent.clone().into()),
                     ("Content-Type".into(), "application/json".into()),
-                    ("Authorization".into(), self.authorization.clone()),
+                    ("Authorization".into(), self.authorization.clone().into()),
                 ],
                 body,
             },

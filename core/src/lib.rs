@@ -66,6 +66,6 @@ pub use signature::{
 };
 pub use timestamp::{Timestamp, TimestampError};
 pub use webhooks::{
-    delete_notifications, write_body, DeleteSource, EndpointConfig, HostHmac, Request,
+    delete_notifications, write_body, DeleteSource, EndpointConfig, HeaderText, HostHmac, Request,
     SettingsError, Webhooks,
 };

@@ -7,6 +7,7 @@ use crate::routing::{is_enabled, WEBHOOKS};
 use crate::signature::{Secret, SignatureError};
 use crate::timestamp::Timestamp;
 use crate::weburl::UrlError;
+use std::borrow::Cow;
 use std::fmt;
 
 /// Endpoints per destination: "Maximum 5 entries" (destination settings).
@@ -261,6 +262,12 @@ fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
+/// A header name or value: most are constants (`User-Agent`,
+/// `Content-Type`), which are borrowed, so building a request allocates only
+/// for the values that change (`X-Signature`, `Idempotency-Key`): six
+/// allocations fewer per webhook request.
+pub type HeaderText = Cow<'static, str>;
+
 /// An HTTP request ready to send.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Request {
@@ -269,7 +276,7 @@ pub struct Request {
     /// The full URL.
     pub url: String,
     /// Headers in the order to send them.
-    pub headers: Vec<(String, String)>,
+    pub headers: Vec<(HeaderText, HeaderText)>,
     /// The body bytes, which are also what `X-Signature` signs.
     pub body: Vec<u8>,
 }
@@ -278,7 +285,7 @@ pub struct Request {
 /// credentials, and bodies hold customer data.
 impl fmt::Debug for Request {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_ref()).collect();
         f.debug_struct("Request")
             .field("method", &self.method)
             .field("url", &self.url)
@@ -294,7 +301,7 @@ impl Request {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+            .map(|(_, v)| v.as_ref())
     }
 }
 
@@ -429,14 +436,18 @@ impl Webhooks {
             .get(endpoint)
             .ok_or(crate::Error::Endpoint(endpoint))?;
         let mut headers = Vec::with_capacity(4 + ep.headers.len());
-        headers.push(("User-Agent".to_owned(), USER_AGENT.to_owned()));
-        headers.push(("Content-Type".to_owned(), "application/json".to_owned()));
-        headers.extend(ep.headers.iter().cloned());
+        headers.push(("User-Agent".into(), USER_AGENT.into()));
+        headers.push(("Content-Type".into(), "application/json".into()));
+        headers.extend(
+            ep.headers
+                .iter()
+                .map(|(n, v)| (n.clone().into(), v.clone().into())),
+        );
         if let Some(secret) = &self.secret {
             let signature = hmac
                 .and_then(|hmac| hmac(&body))
                 .unwrap_or_else(|| secret.sign(&body));
-            headers.push(("X-Signature".to_owned(), signature));
+            headers.push(("X-Signature".into(), signature.into()));
         }
         // Receivers de-duplicate retried deliveries with it. Only visible
         // ASCII can travel in a header, so other ids are left out rather
@@ -444,7 +455,7 @@ impl Webhooks {
         if let Some(id) =
             message_id.filter(|id| !id.is_empty() && id.bytes().all(|b| (0x21..0x7f).contains(&b)))
         {
-            headers.push(("Idempotency-Key".to_owned(), id.to_owned()));
+            headers.push(("Idempotency-Key".into(), id.to_owned().into()));
         }
         Ok(Request {
             method: "POST",

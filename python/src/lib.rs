@@ -104,8 +104,12 @@ impl Request {
         &self.inner.url
     }
     #[getter]
-    fn headers(&self) -> Vec<(String, String)> {
-        self.inner.headers.clone()
+    fn headers(&self) -> Vec<(&str, &str)> {
+        self.inner
+            .headers
+            .iter()
+            .map(|(n, v)| (&**n, &**v))
+            .collect()
     }
     #[getter]
     fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
@@ -116,7 +120,7 @@ impl Request {
         self.inner.header(name).map(str::to_owned)
     }
     fn __repr__(&self) -> String {
-        let names: Vec<&str> = self.inner.headers.iter().map(|(n, _)| n.as_str()).collect();
+        let names: Vec<&str> = self.inner.headers.iter().map(|(n, _)| &**n).collect();
         format!(
             "Request(method={:?}, url={:?}, header_names={:?}, body_len={})",
             self.inner.method,

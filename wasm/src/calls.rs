@@ -23,7 +23,7 @@ pub(crate) fn request_object(r: core::Request) -> Result<JsValue, JsValue> {
     set(&o, "url", r.url);
     let headers = Array::new();
     for (k, v) in r.headers {
-        headers.push(&Array::of2(&k.into(), &v.into()));
+        headers.push(&Array::of2(&JsValue::from(&*k), &JsValue::from(&*v)));
     }
     set(&o, "headers", headers);
     // A string body is what fetch encodes back to the same bytes.
