@@ -504,6 +504,9 @@ impl<'a> Parser<'a> {
         if integral && token.len() <= 15 {
             return (token != "-0").then_some(());
         }
+        if short_decimal_prints_as_itself(token) {
+            return Some(());
+        }
         let f: f64 = token.parse().ok()?;
         let mut out = Vec::with_capacity(32);
         super::write_number(f, &mut out).ok()?;
@@ -511,10 +514,105 @@ impl<'a> Parser<'a> {
     }
 }
 
+/// Whether a number token with a fraction and no exponent is already what
+/// `JSON.stringify` prints for it, decided from its digits alone: parsing a
+/// double and printing it back cost more than the rest of the scan for
+/// prices and rates. True for at most 15 significant digits, no trailing
+/// zero in the fraction, and fixed notation:
+///
+/// * Every decimal of 15 or fewer significant digits comes back from the
+///   nearest double unchanged (`DBL_DIG` is 15), so two of them never share
+///   a double. The shortest form that reads back as the same double
+///   therefore has these same digits, and no fewer.
+/// * ECMAScript (Number::toString) prints fixed notation from 1e-6 up to
+///   1e21. 15 digits with a non-zero integer part stay under 1e15; with a
+///   zero one, at most five zeros may follow the point (0.000001 prints
+///   so, 0.0000001 as 1e-7).
+///
+/// Anything else (exponents, trailing zeros, longer numbers) takes the
+/// parse-and-print comparison; `false` here is never wrong, only slower.
+pub(crate) fn short_decimal_prints_as_itself(token: &str) -> bool {
+    let unsigned = token.strip_prefix('-').unwrap_or(token).as_bytes();
+    let Some(dot) = unsigned.iter().position(|&b| b == b'.') else {
+        return false;
+    };
+    let (int, frac) = (&unsigned[..dot], &unsigned[dot + 1..]);
+    if !frac.iter().all(u8::is_ascii_digit) || !frac.last().is_some_and(|&b| b != b'0') {
+        return false;
+    }
+    let significant = if int == b"0" {
+        let zeros = frac.iter().take_while(|&&b| b == b'0').count();
+        if zeros > 5 {
+            return false;
+        }
+        frac.len() - zeros
+    } else {
+        int.len() + frac.len()
+    };
+    significant <= 15
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn short_decimals_are_judged_by_their_digits() {
+        let itself = [
+            "0.5",
+            "-0.5",
+            "129.95",
+            "9.6",
+            "0.000001",
+            "-0.000123",
+            "12345678901234.5",
+            "0.123456789012345",
+            "1.00000000000001",
+        ];
+        let not = [
+            "1.0",
+            "0.0",
+            "-0.0",
+            "1.50",
+            "0.0000001",
+            "1234567890123456.5",
+            "0.1234567890123456",
+            "1.5e3",
+            "15",
+            "-7",
+            "1.5E3",
+        ];
+        for t in itself {
+            assert!(short_decimal_prints_as_itself(t), "{t}");
+            let mut out = Vec::new();
+            super::super::write_number(t.parse().unwrap(), &mut out).unwrap();
+            assert_eq!(out, t.as_bytes());
+        }
+        for t in not {
+            assert!(!short_decimal_prints_as_itself(t), "{t}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20_000))]
+
+        /// Whenever the digit rule says "prints as itself", JavaScript's
+        /// own algorithm (ryu-js) prints the parsed double as that text.
+        #[test]
+        fn the_digit_rule_agrees_with_javascript(
+            neg in proptest::bool::ANY,
+            int in "(0|[1-9][0-9]{0,16})",
+            frac in "[0-9]{0,17}[1-9]",
+        ) {
+            let t = format!("{}{int}.{frac}", if neg { "-" } else { "" });
+            if short_decimal_prints_as_itself(&t) {
+                let f: f64 = t.parse().unwrap();
+                let mut js = ryu_js::Buffer::new();
+                proptest::prop_assert_eq!(js.format(f), t.as_str());
+            }
+        }
+    }
 
     fn canonical(text: &str) -> bool {
         let mut p = Parser::new(text);
