@@ -344,13 +344,23 @@ export function makeApi(wasm, platform) {
     }
 
     request(call, endpoint = 0, nowMs = Date.now()) {
-      // One crossing with three strings; building the object property by
-      // property from wasm costs more than the core's whole job.
-      const [url, packed, body] = this._core.requestParts(callJson(call), endpoint, nowMs);
-      const h = packed.split('\n');
+      // One crossing, one string: building the object property by property
+      // from wasm costs more than the core's whole job.
+      const s = this._core.requestParts(callJson(call), endpoint, nowMs);
+      // "<n>\n<url>\n<name>\n<value>…\n<body>" (see requestParts).
+      let end = s.indexOf('\n');
+      const n = +s.slice(0, end);
+      let at = end + 1;
+      end = s.indexOf('\n', at);
+      const url = s.slice(at, end);
       const headers = [];
-      for (let i = 0; i < h.length; i += 2) headers.push([h[i], h[i + 1]]);
-      return { method: 'POST', url, headers, body };
+      for (let i = 0; i < n; i++) {
+        const mid = s.indexOf('\n', end + 1);
+        at = s.indexOf('\n', mid + 1);
+        headers.push([s.slice(end + 1, mid), s.slice(mid + 1, at)]);
+        end = at;
+      }
+      return { method: 'POST', url, headers, body: s.slice(end + 1) };
     }
 
     isEnabledFor(call) {

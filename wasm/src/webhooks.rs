@@ -5,7 +5,7 @@ use crate::calls::{body_string, call_of, millis, outcome_of, request_object, set
 use crate::js_err;
 use crate::signing::secrets_of;
 use callpost_core as core;
-use js_sys::{Array, Object, Uint8Array};
+use js_sys::{Object, Uint8Array};
 use wasm_bindgen::prelude::*;
 
 /// A value from JSON text the core wrote (outcomes, logs): the core owns
@@ -111,29 +111,34 @@ impl Webhooks {
         request_object(self.signed_request(call_json, endpoint, now_ms)?)
     }
 
-    /// [`Webhooks::request`] as `[url, headers, body]`, the headers packed
-    /// as `name\nvalue\n…` (header names and values never hold a newline:
-    /// the core refuses CR and LF in them). The JS `Webhooks.request` uses
-    /// this: three strings cross the boundary instead of a dozen values.
+    /// [`Webhooks::request`] as one string: the header count, the URL,
+    /// each header's name and value, one per line, then the body (URLs,
+    /// header names and values never hold a newline: the core refuses CR
+    /// and LF in them, and a URL has none after parsing). The JS
+    /// `Webhooks.request` uses this: one string crosses the boundary instead
+    /// of a dozen values, or an array of three.
     #[wasm_bindgen(js_name = requestParts)]
     pub fn request_parts(
         &self,
         call_json: &JsValue,
         endpoint: usize,
         now_ms: f64,
-    ) -> Result<Array, JsValue> {
+    ) -> Result<String, JsValue> {
         let r = self.signed_request(call_json, endpoint, now_ms)?;
-        let mut packed = String::with_capacity(160);
-        for (i, (k, v)) in r.headers.iter().enumerate() {
-            if i > 0 {
-                packed.push('\n');
-            }
+        let body = body_string(r.body)?;
+        let mut packed = String::with_capacity(200 + r.url.len() + body.len());
+        packed.push_str(&r.headers.len().to_string());
+        packed.push('\n');
+        packed.push_str(&r.url);
+        for (k, v) in &r.headers {
+            packed.push('\n');
             packed.push_str(k);
             packed.push('\n');
             packed.push_str(v);
         }
-        let body = body_string(r.body)?;
-        Ok(Array::of3(&r.url.into(), &packed.into(), &body.into()))
+        packed.push('\n');
+        packed.push_str(&body);
+        Ok(packed)
     }
 
     /// Whether the call's integrations let it reach Webhooks.

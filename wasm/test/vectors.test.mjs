@@ -32,6 +32,24 @@ test('webhook requests', () => {
   }
 });
 
+test('request() unpacks empty header values and bodies with escaped newlines', () => {
+  // requestParts hands over one string, header count first; an empty value
+  // is two newlines in a row and must not end the header list early.
+  const hooks = new callpost.Webhooks({
+    endpoints: [{ url: 'https://example.com/h', headers: { 'X-Empty': '', 'X-After': 'v' } }],
+    sharedSecret: 's',
+  });
+  const call = { type: 'track', userId: 'u', event: 'line\nbreak', messageId: 'm-1', timestamp: '2026-11-22T10:00:00.000Z' };
+  const req = hooks.request(call, 0, 0);
+  assert.deepEqual(req.headers.map(([k]) => k), ['User-Agent', 'Content-Type', 'X-Empty', 'X-After', 'X-Signature', 'Idempotency-Key']);
+  assert.deepEqual(req.headers[2], ['X-Empty', '']);
+  assert.deepEqual(req.headers[3], ['X-After', 'v']);
+  assert.equal(req.headers[4][1], callpost.sign('s', req.body));
+  assert.equal(req.headers[5][1], 'm-1');
+  assert.equal(req.url, 'https://example.com/h');
+  assert.equal(JSON.parse(req.body).event, 'line\nbreak');
+});
+
 test('stringify', () => {
   for (const c of vectors('stringify.json')) assert.equal(callpost.stringify(JSON.parse(c.input)), c.expected, c.input);
 });
