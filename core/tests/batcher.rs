@@ -164,6 +164,16 @@ fn invalid_calls_and_a_full_queue_are_typed_errors() {
         Batcher::new(bad, T0).unwrap_err().code(),
         "invalid_endpoint"
     );
+    // A working batcher's Debug shows neither the write key (it is in the
+    // Authorization header, base64) nor the messages it holds.
+    let mut b = Batcher::new(config(), T0).unwrap();
+    b.handle_call(T0, track(7, 3), random(7)).unwrap();
+    let shown = format!("{b:?}");
+    let basic = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, "wk_test:");
+    for secret in ["wk_test", &basic, "user-7", "Tested"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    assert!(shown.contains("queued: 1"), "{shown}");
     // Credentials in a refused endpoint appear in neither the error nor Debug.
     let with_password = BatcherConfig {
         endpoint: "https://wk:hunter2@api.example/".into(),

@@ -466,3 +466,15 @@ fn outcome_and_log_json_have_the_serde_shape() {
     // Delivered and gave up; every verdict appeared in some log.
     assert_eq!(kinds.len(), 5, "{kinds:?}");
 }
+
+#[test]
+fn debug_shows_the_body_length_not_the_body() {
+    let c =
+        Call::from_json_str(r#"{"type":"track","userId":"user-4f2a","event":"Checkout"}"#).unwrap();
+    let d = Delivery::new(&hooks(1), &c, T0, config(1)).unwrap();
+    let shown = format!("{d:?}");
+    for data in ["user-4f2a", "Checkout"] {
+        assert!(!shown.contains(data), "{shown}");
+    }
+    assert!(shown.contains("body_len"), "{shown}");
+}

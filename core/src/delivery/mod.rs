@@ -159,7 +159,7 @@ enum Phase {
 /// When a round fails, the next round starts after a backoff. An endpoint
 /// that rejects the call (3xx, 4xx other than 408/429, TLS failure) is not
 /// tried again.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Delivery {
     message_id: Option<String>,
     body: String,
@@ -175,6 +175,23 @@ pub struct Delivery {
     outcome_taken: bool,
     config: DeliveryConfig,
     rng: Jitter,
+}
+
+/// The body holds customer data: `Debug` shows its length, as `Request`'s
+/// does.
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("message_id", &self.message_id)
+            .field("body_len", &self.body.len())
+            .field("rejected", &self.rejected)
+            .field("cursor", &self.cursor)
+            .field("round", &self.round)
+            .field("phase", &self.phase)
+            .field("attempts", &self.attempts)
+            .field("outcome", &self.outcome)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Delivery {
