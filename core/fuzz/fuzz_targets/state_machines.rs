@@ -56,11 +56,11 @@ fn batcher(input: &Input) {
     let mut reported = HashSet::new();
     let mut in_flight: Vec<u64> = Vec::new();
     let mut i = 0u64;
-    let mut drain = |b: &mut Batcher, reported: &mut HashSet<String>| {
+    let drain = |b: &mut Batcher, reported: &mut HashSet<String>| {
         while let Some(ev) = b.poll_event() {
             let ids: Vec<String> = match ev {
                 BatcherEvent::Delivered { message_ids, .. } => message_ids,
-                BatcherEvent::Failed { messages, .. } => messages.into_iter().map(|m| m.message_id).collect(),
+                BatcherEvent::Failed { messages, .. } => messages.iter().map(|m| m.message_id().to_owned()).collect(),
                 _ => continue,
             };
             for id in ids {
