@@ -1,5 +1,5 @@
 // `callpost/verify`: what a webhook receiver needs (sign, verify,
-// verifyRequest, Signer), over a wasm module about a tenth the size of the
+// verifyRequest, Signer), over a wasm module about a seventh the size of the
 // full package's. The functions are the main entry's; see index.d.ts.
 import type { sign, verify, verifyRequest, Signer } from './index.js';
 
