@@ -372,9 +372,27 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
     let mut scratch = Vec::new();
     let len = d.len();
     for (k, v) in d.iter().take(len) {
-        call_entry(&mut b, &k, &v, &mut scratch)?;
+        call_entry(&mut b, key_str(&k).map_err(raise)?, &v, &mut scratch)?;
         if !runs_no_python(&v) {
             unchanged(d, len)?;
+        }
+    }
+    b.finish().map_err(err)
+}
+
+/// A call from its fields, by their Segment names (`userId`, ...): what
+/// `call_from_dict` makes of a dict holding them, without the dict. `None`
+/// fields are absent, as a `None` value in the dict is.
+pub fn call_from_fields(
+    kind: &str,
+    fields: &[(&str, Option<&Bound<'_, PyAny>>)],
+) -> PyResult<Call> {
+    let mut b = CallBuilder::new();
+    let mut scratch = Vec::new();
+    b.scalar("type", Scalar::Str(kind));
+    for (key, v) in fields {
+        if let Some(v) = v.filter(|v| !v.is_none()) {
+            call_entry(&mut b, key, v, &mut scratch)?;
         }
     }
     b.finish().map_err(err)
@@ -383,12 +401,11 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
 /// One `key: value` of a call dict into the builder.
 fn call_entry(
     b: &mut CallBuilder,
-    k: &Bound<'_, PyAny>,
+    key: &str,
     v: &Bound<'_, PyAny>,
     scratch: &mut Vec<u8>,
 ) -> PyResult<()> {
-    let at = |e: Walk| raise(e.at(Seg::Key(k.to_string())));
-    let key = key_str(k).map_err(raise)?;
+    let at = |e: Walk| raise(e.at(Seg::Key(key.to_owned())));
     let kind = CallBuilder::field_kind(key);
     if let (FieldKind::Object | FieldKind::Map, Ok(inner)) = (kind, v.cast::<PyDict>()) {
         let object = if kind == FieldKind::Object {

@@ -268,6 +268,43 @@ def test_batcher_reads_clock_and_entropy_when_not_given() -> None:
     assert len(more) == 600 and not more & ids
 
 
+_FIELDS = ("userId", "anonymousId", "event", "name", "category", "groupId", "previousId", "properties", "traits",
+           "context", "integrations", "timestamp", "messageId")
+
+
+def test_handle_fields_queues_what_handle_call_queues_for_the_same_dict() -> None:
+    # The clients pass their arguments as fields (no dict); every kind must
+    # give the bytes its dict gives, and the same errors.
+    when = dt.datetime(2026, 11, 22, 10, 4, 5, 123000, tzinfo=dt.timezone.utc)
+    common = {"anonymousId": "a-1", "context": {"ip": "10.0.0.1"}, "integrations": {"All": False, "Webhooks": True},
+              "timestamp": when, "messageId": "m-1"}
+    calls = [
+        {"type": "identify", "userId": 42, "traits": {"plan": "pro", "seats": 3}},
+        {"type": "track", "userId": "u-1", "event": "Order Completed", "properties": {"total": 129.95, "items": [1, 2]}},
+        {"type": "page", "userId": "u-1", "name": "Home", "category": "Docs", "properties": {"path": "/"}},
+        {"type": "screen", "userId": "u-1", "name": "Cart", "properties": {"n": 1}},
+        {"type": "group", "userId": "u-1", "groupId": "g-1", "traits": {"name": "Acme"}},
+        {"type": "alias", "userId": "u-2", "previousId": "u-1"},
+    ]
+    for call in calls:
+        call = {**common, **call}
+        by_dict = callpost.Batcher("wk", seed=1, now=0, flush_at=1)
+        by_fields = callpost.Batcher("wk", seed=1, now=0, flush_at=1)
+        assert by_dict.handle_call(0, call) == by_fields.handle_fields(call["type"], *(call.get(f) for f in _FIELDS)) == "m-1"
+        bodies = [b.poll_request(1000).request.body for b in (by_dict, by_fields)]  # type: ignore[union-attr]
+        assert bodies[0] == bodies[1], call["type"]
+        assert b'"messageId":"m-1"' in bodies[0]
+    # A missing field, a wrong type and a value with no JSON form fail alike.
+    for bad in ({"type": "track", "userId": "u"}, {"type": "track", "userId": "u", "event": "e", "properties": [1]},
+                {"type": "group", "userId": "u", "groupId": "g", "traits": {"x": object()}}):
+        errors = []
+        for queue in (lambda b: b.handle_call(0, bad), lambda b: b.handle_fields(bad["type"], *(bad.get(f) for f in _FIELDS))):
+            with pytest.raises(callpost.CallpostError) as e:
+                queue(callpost.Batcher("wk", seed=1, now=0))
+            errors.append((type(e.value), e.value.code, str(e.value)))
+        assert errors[0] == errors[1]
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")
 def test_forked_processes_never_share_message_ids() -> None:
     # The binding buffers OS entropy; a child must not replay its parent's.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import json
 import os
 import time
@@ -49,6 +50,44 @@ def test_batches_arrive_with_basic_auth_and_a_valid_envelope(serve: Any) -> None
     assert kinds[-5:] == ["identify", "page", "screen", "group", "alias"]
     alias = batches(srv)[-1]["batch"][-1]
     assert alias["previousId"] == "anon" and alias["userId"] == "u1"
+
+
+def test_each_method_sends_its_arguments_under_their_segment_names(serve: Any) -> None:
+    # The methods hand their arguments to the core as positional fields; a
+    # field in the wrong place must show here as a message that differs from
+    # the one the same call, written as a dict, makes.
+    srv = serve(ok)
+    when = datetime.datetime(2026, 11, 22, 10, 4, 5, 123000, tzinfo=datetime.timezone.utc)
+    ctx, integ = {"ip": "10.0.0.1"}, {"All": False, "Webhooks": True}
+    common: Dict[str, Any] = {"context": ctx, "integrations": integ, "timestamp": when}
+    with callpost.Client("wk", endpoint=srv.url, flush_at=100, flush_after=60) as c:
+        c.identify("u-1", {"plan": "pro"}, anonymous_id="a-1", message_id="m-1", **common)
+        c.track("u-1", "Bought", {"n": 1}, anonymous_id="a-1", message_id="m-2", **common)
+        c.page("u-1", "Home", {"path": "/"}, category="Docs", anonymous_id="a-1", message_id="m-3", **common)
+        c.screen("u-1", "Cart", {"n": 2}, anonymous_id="a-1", message_id="m-4", **common)
+        c.group("u-1", "g-1", {"name": "Acme"}, anonymous_id="a-1", message_id="m-5", **common)
+        c.alias("u-0", "u-1", message_id="m-6", **common)
+    same = {"context": ctx, "integrations": integ, "timestamp": when}
+    as_dicts: List[Dict[str, Any]] = [
+        {"type": "identify", "userId": "u-1", "traits": {"plan": "pro"}, "anonymousId": "a-1", "messageId": "m-1", **same},
+        {"type": "track", "userId": "u-1", "event": "Bought", "properties": {"n": 1}, "anonymousId": "a-1", "messageId": "m-2",
+         **same},
+        {"type": "page", "userId": "u-1", "name": "Home", "properties": {"path": "/"}, "category": "Docs", "anonymousId": "a-1",
+         "messageId": "m-3", **same},
+        {"type": "screen", "userId": "u-1", "name": "Cart", "properties": {"n": 2}, "anonymousId": "a-1", "messageId": "m-4",
+         **same},
+        {"type": "group", "userId": "u-1", "groupId": "g-1", "traits": {"name": "Acme"}, "anonymousId": "a-1", "messageId": "m-5",
+         **same},
+        {"type": "alias", "previousId": "u-0", "userId": "u-1", "messageId": "m-6", **same},
+    ]
+    sent = [m for b in batches(srv) for m in b["batch"]]
+    assert len(sent) == len(as_dicts)
+    for got, call in zip(sent, as_dicts):
+        b = callpost.Batcher("wk", flush_at=1, now=0)
+        b.handle_call(0, call)
+        req = b.poll_request(0)
+        assert req is not None
+        assert got == json.loads(req.request.body)["batch"][0], call["type"]
 
 
 def test_flush_at_twenty(serve: Any) -> None:

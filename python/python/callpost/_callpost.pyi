@@ -189,6 +189,25 @@ class Batcher:
     def handle_call(self, now_ms: Optional[int], call: _Call, random: Optional[bytes] = None) -> str:
         """Queues a call; ``random`` is 16 bytes for its messageId. Returns the messageId.
         ``None`` reads the host clock / the OS's entropy."""
+    def handle_fields(
+        self,
+        kind: str,
+        user_id: Any,
+        anonymous_id: Any,
+        event: Any,
+        name: Any,
+        category: Any,
+        group_id: Any,
+        previous_id: Any,
+        properties: Any,
+        traits: Any,
+        context: Any,
+        integrations: Any,
+        timestamp: Any,
+        message_id: Any,
+    ) -> str:
+        """``handle_call(None, {"type": kind, "userId": user_id, ...}, None)`` without the dict: what the clients'
+        ``track()`` and friends call. ``None`` fields are absent."""
     def flush(self, now_ms: int) -> None: ...
     def shutdown(self) -> None: ...
     def poll_request(self, now_ms: int) -> Optional[BatchRequest]: ...

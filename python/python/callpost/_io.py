@@ -213,50 +213,53 @@ OnError = Callable[[DeliveryError, List[Dict[str, Any]]], None]
 class _CallMethods:
     """identify/track/page/screen/group/alias, shared by both clients."""
 
-    def _enqueue(self, call: Dict[str, Any]) -> Any:
+    # Each method hands its fields to the batcher as they are, in this
+    # order, without building a dict for it to walk (see handle_fields).
+    def _enqueue(self, kind: str, user_id: Any, anonymous_id: Any, event: Any, name: Any, category: Any, group_id: Any,
+                 previous_id: Any, properties: Any, traits: Any, context: Any, integrations: Any, timestamp: Any,
+                 message_id: Any) -> Any:
         raise NotImplementedError
 
     def identify(self, user_id: Optional[str] = None, traits: Optional[Mapping[str, Any]] = None, *, anonymous_id: Optional[str] = None,
                  context: Optional[Mapping[str, Any]] = None, integrations: Optional[Mapping[str, Any]] = None,
                  timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records who the user is. Returns the messageId."""
-        return self._enqueue({"type": "identify", "userId": user_id, "traits": traits, "anonymousId": anonymous_id, "context": context,
-                              "integrations": integrations, "timestamp": timestamp, "messageId": message_id})
+        return self._enqueue("identify", user_id, anonymous_id, None, None, None, None, None, None, traits, context, integrations,
+                             timestamp, message_id)
 
     def track(self, user_id: Optional[str] = None, event: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
               anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records an event. Returns the messageId."""
-        return self._enqueue({"type": "track", "userId": user_id, "event": event, "properties": properties, "anonymousId": anonymous_id,
-                              "context": context, "integrations": integrations, "timestamp": timestamp, "messageId": message_id})
+        return self._enqueue("track", user_id, anonymous_id, event, None, None, None, None, properties, None, context, integrations,
+                             timestamp, message_id)
 
     def page(self, user_id: Optional[str] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
              category: Optional[str] = None, anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records a page view. Returns the messageId."""
-        return self._enqueue({"type": "page", "userId": user_id, "name": name, "properties": properties, "category": category,
-                              "anonymousId": anonymous_id, "context": context, "integrations": integrations,
-                              "timestamp": timestamp, "messageId": message_id})
+        return self._enqueue("page", user_id, anonymous_id, None, name, category, None, None, properties, None, context,
+                             integrations, timestamp, message_id)
 
     def screen(self, user_id: Optional[str] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
                anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
                integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records a screen view. Returns the messageId."""
-        return self._enqueue({"type": "screen", "userId": user_id, "name": name, "properties": properties, "anonymousId": anonymous_id,
-                              "context": context, "integrations": integrations, "timestamp": timestamp, "messageId": message_id})
+        return self._enqueue("screen", user_id, anonymous_id, None, name, None, None, None, properties, None, context, integrations,
+                             timestamp, message_id)
 
     def group(self, user_id: Optional[str] = None, group_id: Optional[str] = None, traits: Optional[Mapping[str, Any]] = None, *,
               anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Associates the user with a group. Returns the messageId."""
-        return self._enqueue({"type": "group", "userId": user_id, "groupId": group_id, "traits": traits, "anonymousId": anonymous_id,
-                              "context": context, "integrations": integrations, "timestamp": timestamp, "messageId": message_id})
+        return self._enqueue("group", user_id, anonymous_id, None, None, None, group_id, None, None, traits, context, integrations,
+                             timestamp, message_id)
 
     def alias(self, previous_id: Optional[str] = None, user_id: Optional[str] = None, *, context: Optional[Mapping[str, Any]] = None,
               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Merges ``previous_id`` into ``user_id``. Returns the messageId."""
-        return self._enqueue({"type": "alias", "previousId": previous_id, "userId": user_id, "context": context,
-                              "integrations": integrations, "timestamp": timestamp, "messageId": message_id})
+        return self._enqueue("alias", user_id, None, None, None, None, None, previous_id, None, None, context, integrations,
+                             timestamp, message_id)
 
 
 def _report(on_error: Optional[OnError], event: Dict[str, Any]) -> None:
@@ -334,10 +337,10 @@ class Client(_CallMethods):
     def __repr__(self) -> str:
         return f"Client(endpoint={self._settings['endpoint']!r}, flush_at={self._settings['flush_at']})"
 
-    def _enqueue(self, call: Dict[str, Any]) -> str:
+    def _enqueue(self, *fields: Any) -> str:
         with self._lock:
-            # None: the binding reads the clock and the OS's entropy itself.
-            message_id: str = self._batcher.handle_call(None, call, None)
+            # The binding reads the clock and the OS's entropy itself.
+            message_id: str = self._batcher.handle_fields(*fields)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="callpost-client", daemon=True)
                 self._thread.start()
@@ -456,8 +459,8 @@ class AsyncClient(_CallMethods):
         self._task: Optional["asyncio.Task[None]"] = None
         self._closed = False
 
-    def _enqueue(self, call: Dict[str, Any]) -> str:
-        message_id: str = self._batcher.handle_call(None, call, None)
+    def _enqueue(self, *fields: Any) -> str:
+        message_id: str = self._batcher.handle_fields(*fields)
         if self._task is None:
             self._wake = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._run())
