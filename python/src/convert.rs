@@ -380,17 +380,35 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
     b.finish().map_err(err)
 }
 
-/// A call from its fields, by their Segment names (`userId`, ...): what
-/// `call_from_dict` makes of a dict holding them, without the dict. `None`
-/// fields are absent, as a `None` value in the dict is.
+/// The fields `Batcher.handle_fields` takes after the kind, by their
+/// Segment names, in the order the Python clients pass them.
+const CALL_FIELDS: [&str; 13] = [
+    "userId",
+    "anonymousId",
+    "event",
+    "name",
+    "category",
+    "groupId",
+    "previousId",
+    "properties",
+    "traits",
+    "context",
+    "integrations",
+    "timestamp",
+    "messageId",
+];
+
+/// A call from its kind and [`CALL_FIELDS`]' values: what `call_from_dict`
+/// makes of a dict holding them, without the dict. `None` fields are
+/// absent, as a `None` value in the dict is.
 pub fn call_from_fields(
     kind: &str,
-    fields: &[(&str, Option<&Bound<'_, PyAny>>)],
+    fields: [Option<&Bound<'_, PyAny>>; CALL_FIELDS.len()],
 ) -> PyResult<Call> {
     let mut b = CallBuilder::new();
     let mut scratch = Vec::new();
     b.scalar("type", Scalar::Str(kind));
-    for (key, v) in fields {
+    for (key, v) in CALL_FIELDS.iter().zip(fields) {
         if let Some(v) = v.filter(|v| !v.is_none()) {
             call_entry(&mut b, key, v, &mut scratch)?;
         }

@@ -303,6 +303,9 @@ def test_handle_fields_queues_what_handle_call_queues_for_the_same_dict() -> Non
                 queue(callpost.Batcher("wk", seed=1, now=0))
             errors.append((type(e.value), e.value.code, str(e.value)))
         assert errors[0] == errors[1]
+    # The fields are positional and all thirteen are required.
+    with pytest.raises(TypeError):
+        callpost.Batcher("wk", seed=1, now=0).handle_fields("track", "u", None, "e")
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")

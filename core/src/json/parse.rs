@@ -537,6 +537,7 @@ pub(crate) fn short_decimal_prints_as_itself(token: &str) -> bool {
         return false;
     };
     let (int, frac) = (&unsigned[..dot], &unsigned[dot + 1..]);
+    // An exponent shows here as a non-digit after the point.
     if !frac.iter().all(u8::is_ascii_digit) || frac.last().is_none_or(|&b| b == b'0') {
         return false;
     }

@@ -206,7 +206,7 @@ class Batcher:
         timestamp: Any,
         message_id: Any,
     ) -> str:
-        """``handle_call(None, {"type": kind, "userId": user_id, ...}, None)`` without the dict: what the clients'
+        """``handle_call(None, {"type": kind, "userId": ..., ...}, None)`` without the dict: what the clients'
         ``track()`` and friends call. ``None`` fields are absent."""
     def flush(self, now_ms: int) -> None: ...
     def shutdown(self) -> None: ...
