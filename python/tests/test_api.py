@@ -6,7 +6,10 @@ import datetime as dt
 import json
 import math
 import os
-from typing import Any
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, List
 
 import pytest
 
@@ -306,6 +309,69 @@ def test_handle_fields_queues_what_handle_call_queues_for_the_same_dict() -> Non
     # The fields are positional and all thirteen are required.
     with pytest.raises(TypeError):
         callpost.Batcher("wk", seed=1, now=0).handle_fields("track", "u", None, "e")
+
+
+def test_on_wake_is_called_when_a_call_moves_the_wake_up_time_earlier() -> None:
+    wakes: List[int] = []
+    b = callpost.Batcher("wk", seed=1, now=0, flush_at=3, flush_after_ms=1000, on_wake=lambda: wakes.append(b.queued))
+    call = {"type": "track", "userId": "u", "event": "e"}
+    assert b.poll_timeout() is None
+    b.handle_call(10, call)  # the first message starts the flush timer
+    assert wakes == [1] and b.poll_timeout() == 1000
+    b.handle_fields("track", "u", None, "e", None, None, None, None, None, None, None, None, None, None)
+    assert wakes == [1], "the timer did not move"
+    b.handle_call(20, call)  # flush_at: a batch is due now
+    assert wakes == [1, 3]
+    b.handle_call(30, call)  # still due now
+    assert wakes == [1, 3]
+    assert b.poll_request(40) is not None
+    b.handle_call(50, call)  # the one batch allowed in flight is: nothing to do until it ends
+    assert wakes == [1, 3]
+    # A refused call wakes nothing; an on_wake that raises is the caller's
+    # error, and the call it was woken for stays queued.
+    with pytest.raises(callpost.InvalidCallError):
+        b.handle_call(60, {"type": "track"})
+
+    def boom() -> None:
+        raise RuntimeError("wake failed")
+
+    c = callpost.Batcher("wk", seed=1, now=0, on_wake=boom)
+    with pytest.raises(RuntimeError, match="wake failed"):
+        c.handle_call(0, call)
+    assert c.queued == 1
+
+
+def test_a_batcher_is_shared_between_threads() -> None:
+    # Calls from several threads, with a sender polling at the same time:
+    # every message is queued once and sent once.
+    b = callpost.Batcher("wk", seed=1, now=0, flush_at=7, max_queue=100_000)
+    sent: List[int] = []
+    done = threading.Event()
+
+    def sender() -> None:
+        while not done.is_set() or b.queued:
+            b.handle_timeout(0)
+            r = b.poll_request(0)
+            if r is None:
+                if done.is_set():
+                    b.flush(0)
+                time.sleep(0)
+                continue
+            sent.append(r.message_count)
+            b.handle_response(0, r.batch_id, 200)
+
+    def caller(i: int) -> List[str]:
+        return [b.handle_fields("track", f"u{i}", None, "e", None, None, None, None, {"n": n}, None, None, None, None,
+                                None) for n in range(2000)]
+
+    t = threading.Thread(target=sender)
+    t.start()
+    with ThreadPoolExecutor(4) as pool:
+        ids = [m for batch in pool.map(caller, range(4)) for m in batch]
+    done.set()
+    t.join(30)
+    assert len(set(ids)) == 8000
+    assert sum(sent) == 8000 and b.idle
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX-only")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
+import gc
 import json
 import os
 import time
+import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Dict, List, Tuple
 
 import pytest
@@ -103,6 +106,39 @@ def test_flush_at_twenty(serve: Any) -> None:
         time.sleep(0.01)
     assert [len(b["batch"]) for b in batches(srv)] == [20]
     c.close()
+
+
+def test_tracks_from_many_threads_are_sent_without_close(serve: Any) -> None:
+    # No lock around track(): the batcher locks itself and wakes the sender.
+    # Each round, one call starts the (hour-long) flush timer and the sender
+    # goes back to sleep; then four threads fill the batch of flush_at
+    # between them, and only a wake-up from the call that filled it gets the
+    # batch sent before close().
+    srv = serve(ok)
+    c = callpost.Client("wk", endpoint=srv.url, flush_at=21, flush_after=3600)
+    sent: List[str] = []
+    with ThreadPoolExecutor(4) as pool:
+        for r in range(10):
+            sent.append(c.track("u", "e", {"round": r}))
+            time.sleep(0.05)
+            for batch in pool.map(lambda i: [c.track(f"u{i}", "e", {"round": r}) for _ in range(5)], range(4)):
+                sent.extend(batch)
+            deadline = time.monotonic() + 5
+            while len(ids(srv)) < len(sent) and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert sorted(ids(srv)) == sorted(sent), f"round {r}"
+    assert len(set(sent)) == 210 and [len(b["batch"]) for b in batches(srv)] == [21] * 10
+    c.close()
+
+
+def test_an_unused_client_is_garbage(serve: Any) -> None:
+    # The batcher holds its on_wake callback, and the client holds the
+    # batcher: the callback holds the client weakly, or neither is freed.
+    c = callpost.Client("wk", endpoint=serve(ok).url)
+    ref = weakref.ref(c)
+    del c
+    gc.collect()
+    assert ref() is None
 
 
 def test_flush_after_the_interval(serve: Any) -> None:

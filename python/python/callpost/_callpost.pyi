@@ -3,7 +3,7 @@
 I/O (Celery, RQ, a database outbox)."""
 
 import datetime
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union, final
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union, final
 
 
 __all__ = [
@@ -185,7 +185,11 @@ class Batcher:
         library_version: Optional[str] = None,
         seed: int = 0,
         now: _Now = None,
-    ) -> "Batcher": ...
+        on_wake: Optional[Callable[[], object]] = None,
+    ) -> "Batcher":
+        """Safe to share between threads (each method locks it briefly). ``on_wake`` is called, after
+        ``handle_call``/``handle_fields`` queued a call that moved ``poll_timeout()`` earlier, so an I/O
+        loop sleeping until the old time can look again; its exception propagates (the call is queued)."""
     def handle_call(self, now_ms: Optional[int], call: _Call, random: Optional[bytes] = None) -> str:
         """Queues a call; ``random`` is 16 bytes for its messageId. Returns the messageId.
         ``None`` reads the host clock / the OS's entropy."""
