@@ -61,6 +61,7 @@ export function makeSigning(wasm, platform) {
       at = p;
       scratchView = heap.subarray(p, p + Math.max(len, 40));
       hexView = heap.subarray(p, p + 40);
+      bodyView = null;
     }
     return scratchView;
   }
@@ -72,13 +73,24 @@ export function makeSigning(wasm, platform) {
     return v.length;
   }
 
-  // The body then the key (if any) at the scratch buffer's start; the core
-  // checks the lengths against the buffer.
+  // The key (if any) at the scratch buffer's start, then the body at
+  // `bodyAt`, the key's room. For one secret `bodyAt` is the same on every
+  // call, so the body's view is kept: making one per call (`subarray`) was
+  // about 100 ns of a 1.5 us sign of 423 B. Returns the body's byte count;
+  // `keyLen` and `bodyAt` say the rest (read them after the call), and the
+  // core checks all three against the buffer.
+  let bodyView = null;
+  let bodyAt = 0;
+  let keyLen = 0;
   function toScratch(body, key) {
-    const bRoom = room(body);
-    const view = scratchOf(bRoom + (key === null ? 0 : room(key)));
-    const b = put(body, view);
-    return [b, key === null ? 0 : put(key, view.subarray(b))];
+    const kRoom = key === null ? 0 : room(key);
+    const view = scratchOf(kRoom + room(body));
+    if (bodyView === null || bodyAt !== kRoom) {
+      bodyAt = kRoom;
+      bodyView = view.subarray(kRoom);
+    }
+    keyLen = key === null ? 0 : put(key, view);
+    return put(body, bodyView);
   }
 
   // Bytes for the value path (verify against several secrets): wasm-bindgen
@@ -92,8 +104,8 @@ export function makeSigning(wasm, platform) {
     }
     if (!isBytes(secret)) throw notBytes('secret');
     if (!isBytes(body)) throw notBytes('body');
-    const [b, k] = toScratch(body, secret);
-    wasm.signScratch(b, k);
+    const b = toScratch(body, secret);
+    wasm.signScratch(keyLen, bodyAt, b);
     return decoder.decode(hexView);
   }
 
@@ -109,12 +121,16 @@ export function makeSigning(wasm, platform) {
       else if (Array.isArray(secrets) && secrets.length > 0 && secrets.every(usable)) {
         digests = secrets.map((s) => platform.hmacSha1(s, body)).join('');
       }
-      const ok = digests === null ? undefined : wasm.verifyDigestsScratch(...toScratch(digests, signature));
+      let ok;
+      if (digests !== null) {
+        const d = toScratch(digests, signature);
+        ok = wasm.verifyDigestsScratch(keyLen, bodyAt, d);
+      }
       if (ok !== undefined) return ok;
     }
     if (isBytes(secrets) && isBytes(body) && typeof signature === 'string') {
-      const [b, k] = toScratch(body, secrets);
-      return wasm.verifyScratch(b, k, signature);
+      const b = toScratch(body, secrets);
+      return wasm.verifyScratch(keyLen, bodyAt, b, signature);
     }
     return wasm.verify(bytesOf(body), signature, secrets);
   }
@@ -131,7 +147,7 @@ export function makeSigning(wasm, platform) {
 
     #sign(body) {
       if (this.#native !== null && body.length >= NATIVE_PREKEYED_FROM) return this.#native(body);
-      this.#core.signScratch(toScratch(body, null)[0]);
+      this.#core.signScratch(toScratch(body, null));
       return decoder.decode(hexView);
     }
 

@@ -50,7 +50,7 @@ pub(crate) fn call_of(v: &JsValue) -> Result<core::Call, JsValue> {
             ));
         }
         return SCRATCH.with_borrow(|s| {
-            core::Call::from_json_slice(scratch_parts(s, len, 0)?.0).map_err(js_err)
+            core::Call::from_json_slice(scratch_parts(s, 0, 0, len)?.0).map_err(js_err)
         });
     }
     if let Some(a) = v.dyn_ref::<Uint8Array>() {

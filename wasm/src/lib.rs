@@ -118,14 +118,18 @@ pub fn wasm_memory() -> JsValue {
     wasm_bindgen::memory()
 }
 
-/// The body and key the JS API wrote at the start of the scratch buffer.
+/// The body and key the JS API wrote into the scratch buffer: the key at
+/// its start (`key_len` bytes), the body at `body_at` (`body_len` bytes).
+/// The key comes first so that, for one secret, the body's place and the
+/// JS view of it stay the same from call to call.
 pub(crate) fn scratch_parts(
     s: &[u8],
-    body_len: usize,
     key_len: usize,
+    body_at: usize,
+    body_len: usize,
 ) -> Result<(&[u8], &[u8]), JsValue> {
-    match body_len.checked_add(key_len) {
-        Some(end) if end <= s.len() => Ok((&s[..body_len], &s[body_len..end])),
+    match body_at.checked_add(body_len) {
+        Some(end) if key_len <= body_at && end <= s.len() => Ok((&s[body_at..end], &s[..key_len])),
         _ => Err(usage_err(
             "invalid_argument",
             "lengths exceed the scratch buffer",

@@ -19,15 +19,16 @@ fn bytes_of(v: &JsValue, what: &str) -> Result<Vec<u8>, JsValue> {
     ))
 }
 
-/// Signs the body (and key) in the scratch buffer with `sign`, then puts
-/// the 40 hex digits at the buffer's start.
+/// Signs the body (and key) in the scratch buffer (see `scratch_parts`)
+/// with `sign`, then puts the 40 hex digits at the buffer's start.
 fn sign_in_scratch(
-    body_len: usize,
     key_len: usize,
+    body_at: usize,
+    body_len: usize,
     sign: impl FnOnce(&[u8], &[u8]) -> Result<[u8; core::SIGNATURE_HEX_LEN], JsValue>,
 ) -> Result<(), JsValue> {
     SCRATCH.with_borrow_mut(|s| {
-        let (body, key) = scratch_parts(s, body_len, key_len)?;
+        let (body, key) = scratch_parts(s, key_len, body_at, body_len)?;
         let hex = sign(body, key)?;
         s[..hex.len()].copy_from_slice(&hex);
         Ok(())
@@ -40,11 +41,12 @@ thread_local! {
     static KEYS: std::cell::RefCell<core::KeyCache> = std::cell::RefCell::default();
 }
 
-/// `sign` over the scratch buffer: a `body_len`-byte body then a
-/// `key_len`-byte secret. The 40 hex digits replace the buffer's start.
+/// `sign` over the scratch buffer: a `key_len`-byte secret at its start
+/// and a `body_len`-byte body at `body_at`. The 40 hex digits replace the
+/// buffer's start.
 #[wasm_bindgen(js_name = signScratch)]
-pub fn sign_scratch(body_len: usize, key_len: usize) -> Result<(), JsValue> {
-    sign_in_scratch(body_len, key_len, |body, key| {
+pub fn sign_scratch(key_len: usize, body_at: usize, body_len: usize) -> Result<(), JsValue> {
+    sign_in_scratch(key_len, body_at, body_len, |body, key| {
         KEYS.with_borrow_mut(|keys| Ok(keys.secret(key).map_err(sig_err)?.sign_hex(body)))
     })
 }
@@ -52,9 +54,14 @@ pub fn sign_scratch(body_len: usize, key_len: usize) -> Result<(), JsValue> {
 /// `verify` with one secret over the scratch buffer (laid out as for
 /// `signScratch`).
 #[wasm_bindgen(js_name = verifyScratch)]
-pub fn verify_scratch(body_len: usize, key_len: usize, signature: &str) -> Result<bool, JsValue> {
+pub fn verify_scratch(
+    key_len: usize,
+    body_at: usize,
+    body_len: usize,
+    signature: &str,
+) -> Result<bool, JsValue> {
     SCRATCH.with_borrow(|s| {
-        let (body, key) = scratch_parts(s, body_len, key_len)?;
+        let (body, key) = scratch_parts(s, key_len, body_at, body_len)?;
         KEYS.with_borrow_mut(|keys| {
             let secret = keys.secret(key).map_err(sig_err)?;
             core::verify(body, signature, std::slice::from_ref(secret)).map_err(sig_err)
@@ -82,7 +89,7 @@ impl Signer {
     /// digits replace the buffer's start.
     #[wasm_bindgen(js_name = signScratch)]
     pub fn sign_scratch(&self, body_len: usize) -> Result<(), JsValue> {
-        sign_in_scratch(body_len, 0, |body, _| Ok(self.secret.sign_hex(body)))
+        sign_in_scratch(0, 0, body_len, |body, _| Ok(self.secret.sign_hex(body)))
     }
 }
 
@@ -101,17 +108,19 @@ pub(crate) fn secrets_of(secrets: &JsValue) -> Result<Vec<core::Secret>, JsValue
 }
 
 /// `verify` over HMACs the host computed (Node's `node:crypto`, for large
-/// bodies), laid out in the scratch buffer as for `signScratch`: each
-/// secret's 40 lowercase hex digits one after another, then the signature.
-/// `undefined` when the digests are not that, and the JS API then verifies
-/// with the secrets. The core checks the signature and compares.
+/// bodies), laid out in the scratch buffer as for `signScratch`: the
+/// signature in the key's place, and each secret's 40 lowercase hex digits
+/// one after another in the body's. `undefined` when the digests are not
+/// that, and the JS API then verifies with the secrets. The core checks the
+/// signature and compares.
 #[wasm_bindgen(js_name = verifyDigestsScratch)]
 pub fn verify_digests_scratch(
-    digests_len: usize,
     signature_len: usize,
+    digests_at: usize,
+    digests_len: usize,
 ) -> Result<Option<bool>, JsValue> {
     SCRATCH.with_borrow(|s| {
-        let (digests, signature) = scratch_parts(s, digests_len, signature_len)?;
+        let (digests, signature) = scratch_parts(s, signature_len, digests_at, digests_len)?;
         // Bytes that are not UTF-8 are not 40 hex digits either: the core
         // then says `malformed_signature`.
         let signature = std::str::from_utf8(signature).unwrap_or_default();

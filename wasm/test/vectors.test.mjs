@@ -279,6 +279,13 @@ test('callpost/verify loads the verify-only wasm module', async () => {
   const full = pkgRequire('node/callpost_wasm.js');
   // Built without the `full` feature: the signing exports only.
   assert.equal(typeof small.signScratch, 'function');
+  // The key sits before the body in the scratch buffer; lengths that
+  // overlap the two, or run past the buffer, are refused.
+  const n = small.wasmMemory().buffer.byteLength - small.scratch(64);
+  for (const [keyLen, bodyAt, bodyLen] of [[8, 4, 4], [0, 60, n], [0, 2 ** 31, 2 ** 31]]) {
+    assert.throws(() => small.signScratch(keyLen, bodyAt, bodyLen), (e) => e.code === 'invalid_argument', `${keyLen} ${bodyAt} ${bodyLen}`);
+  }
+  small.signScratch(4, 4, 60);
   assert.equal(small.WebhooksCore, undefined);
   assert.equal(small.BatcherCore, undefined);
   assert.equal(typeof full.WebhooksCore, 'function');
