@@ -479,8 +479,10 @@ impl<'o> Writer<'o> {
     /// An integer; refused when JavaScript would print other digits.
     pub fn integer(&mut self, n: i128) -> Result<(), JsonError> {
         // Up to 2^53 every integer prints as its own digits (and -0 cannot
-        // occur), so skip the trip through a double.
+        // occur), so skip the trip through a double. As an i64: itoa's i128
+        // path divides in 128 bits.
         if n.unsigned_abs() <= 1 << 53 {
+            let n = n as i64; // in range: |n| <= 2^53
             self.out
                 .extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
             return Ok(());
@@ -939,6 +941,28 @@ mod tests {
             s(&v),
             "\"q\\\"b\\\\\\b\\f\\n\\r\\t\\u0001\\u001f\u{7f}é😀\u{2028}\""
         );
+    }
+
+    #[test]
+    fn the_writer_prints_integers_as_javascript_does() {
+        let w = |n: i128| {
+            let mut out = Vec::new();
+            Writer::new(&mut out)
+                .integer(n)
+                .map(|()| String::from_utf8(out).unwrap())
+                .map_err(|e| e.code())
+        };
+        let max = 1i128 << 53;
+        for n in [0, 7, -7, 1 << 40, -(1 << 40), max, -max] {
+            assert_eq!(w(n), Ok(n.to_string()));
+        }
+        // Past 2^53, only integers JavaScript prints with the same digits
+        // pass (2^60 prints as 1152921504606847000 there).
+        assert_eq!(w(max + 1), Err("integer_out_of_range"));
+        assert_eq!(w(-max - 1), Err("integer_out_of_range"));
+        assert_eq!(w(10i128.pow(16)), Ok("10000000000000000".into()));
+        assert_eq!(w(1 << 60), Err("integer_out_of_range"));
+        assert_eq!(w(i128::MAX), Err("integer_out_of_range"));
     }
 
     #[test]
