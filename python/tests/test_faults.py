@@ -1,5 +1,5 @@
 """No data loss under faults: a receiver that fails 30% of requests with 500,
-hangs past the timeout on 5%, and closes the connection mid-response on some.
+answers past the timeout on 5%, and closes the connection mid-response on some.
 Every call ends delivered or reported; none is lost. Delivery is at least
 once: on a loaded machine a 0.2 s timeout can fire after the receiver has
 accepted, and the retry is a duplicate with the same messageId (the
@@ -33,8 +33,12 @@ def faulty(seed: int) -> Tuple[Any, Counter]:
         if r < 0.30:
             return 500, {}, b"fail"
         if r < 0.35:
-            return 1.0, {}, b""  # sleeps past the 0.2 s timeout; its late 200 is never seen
-        if r < 0.40:
+            # Answers 200 a second late, past the 0.2 s timeout. Usually the
+            # client has given up by then, but on a stalled machine (CI) the
+            # event loop can read the late 200 before its timer fires; the
+            # receiver did accept it then, so it counts as accepted.
+            time.sleep(1.0)
+        elif r < 0.40:
             return -1, {}, b""  # closes the connection without answering
         key = headers.get("Idempotency-Key") or json.loads(body)["batch"][0]["messageId"]
         with lock:
