@@ -2,7 +2,7 @@
 //! "Audience and computed-trait delivery").
 
 use crate::call::{Call, CallKind};
-use crate::json::{Map, Value};
+use crate::json::{Map, Quoted, Value};
 use crate::timestamp::Timestamp;
 use heck::ToSnakeCase;
 use serde::{Deserialize, Serialize};
@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, VecDeque};
 #[non_exhaustive]
 pub enum AudienceError {
     /// The name has no letter or digit. Give the audience a real name.
-    #[error("audience name {0:?} has no letters or digits")]
+    #[error("audience name {} has no letters or digits", Quoted(.0))]
     InvalidName(String),
 }
 

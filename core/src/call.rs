@@ -1,7 +1,7 @@
 //! The Segment-spec call model: identify, track, page, screen, group, alias,
 //! and the destination's delete notification.
 
-use crate::json::{JsonError, JsonObject, Map, Parser, Value};
+use crate::json::{JsonError, JsonObject, Map, Parser, Quoted, Value};
 use crate::timestamp::{Timestamp, TimestampError};
 use serde::{Deserialize, Serialize};
 
@@ -105,7 +105,7 @@ pub enum CallError {
     #[error("call has no type")]
     MissingType,
     /// `type` is not a known kind. Use one of identify, track, page, screen, group, alias, delete.
-    #[error("unknown call type {0:?}")]
+    #[error("unknown call type {}", Quoted(.0))]
     UnknownType(String),
     /// A field has the wrong JSON type. The message names the field and what it must be.
     #[error("field {field} must be {expected}, got {got}")]

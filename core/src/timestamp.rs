@@ -6,6 +6,7 @@
 //! lines over fixed-width digits, while `time`'s general parser was about
 //! 10% of the wasm module.
 
+use crate::json::Quoted;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -35,7 +36,7 @@ const MAX_MS: i64 = 253_402_300_799_999;
 
 /// A timestamp that is not ISO 8601 with a zone, or is out of range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid timestamp {0:?}: expected ISO 8601 with a UTC offset, years 0000-9999, e.g. 2026-11-22T10:04:05.123Z")]
+#[error("invalid timestamp {}: expected ISO 8601 with a UTC offset, years 0000-9999, e.g. 2026-11-22T10:04:05.123Z", Quoted(.0))]
 pub struct TimestampError(pub String);
 
 impl Timestamp {

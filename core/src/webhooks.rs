@@ -2,7 +2,7 @@
 //! (webhooks-destination.md).
 
 use crate::call::{Call, CallError, CallKind, Object};
-use crate::json::{write_string, write_value, Map, Value};
+use crate::json::{write_string, write_value, Map, Quoted, Value};
 use crate::routing::{is_enabled, WEBHOOKS};
 use crate::signature::{Secret, SignatureError};
 use crate::timestamp::Timestamp;
@@ -50,7 +50,7 @@ pub enum SettingsError {
         reason: String,
     },
     /// Only `http` and `https` are delivered to.
-    #[error("endpoint {index}: scheme {scheme:?} is not http or https")]
+    #[error("endpoint {index}: scheme {} is not http or https", Quoted(.scheme))]
     UnsupportedScheme {
         /// Which endpoint.
         index: usize,
@@ -66,7 +66,7 @@ pub enum SettingsError {
     #[error("endpoint {0}: url must not contain a #fragment (it is never sent)")]
     UrlFragment(usize),
     /// A static header name is not an HTTP token.
-    #[error("endpoint {index}: header name {name:?} is not a valid http token")]
+    #[error("endpoint {index}: header name {} is not a valid http token", Quoted(.name))]
     InvalidHeaderName {
         /// Which endpoint.
         index: usize,
@@ -77,7 +77,8 @@ pub enum SettingsError {
     /// visible ASCII, space and tab are allowed, which every HTTP client we
     /// drive (fetch, httpx) sends unchanged.
     #[error(
-        "endpoint {index}: value of header {name:?} contains a control or non-ascii character"
+        "endpoint {index}: value of header {} contains a control or non-ascii character",
+        Quoted(.name)
     )]
     InvalidHeaderValue {
         /// Which endpoint.
@@ -86,7 +87,7 @@ pub enum SettingsError {
         name: String,
     },
     /// A static header tries to replace one we set ([`RESERVED_HEADERS`]).
-    #[error("endpoint {index}: header {name:?} is set by callpost and cannot be overridden")]
+    #[error("endpoint {index}: header {} is set by callpost and cannot be overridden", Quoted(.name))]
     ReservedHeader {
         /// Which endpoint.
         index: usize,

@@ -154,7 +154,13 @@ fn error_table() {
             _ => call_of(case),
         };
         match get(case, "code") {
-            Value::String(code) => assert_eq!(got.unwrap_err().code(), code, "{name}"),
+            Value::String(code) => {
+                let err = got.unwrap_err();
+                assert_eq!(err.code(), code, "{name}");
+                if let Value::String(message) = get(case, "message") {
+                    assert_eq!(&err.to_string(), message, "{name}");
+                }
+            }
             _ => assert!(got.is_ok(), "{name}: {got:?}"),
         }
     }

@@ -92,6 +92,8 @@ def test_call_errors(case: Dict[str, Any]) -> None:
     with pytest.raises(callpost.CallpostError) as e:
         hooks.request(text, 0, 0)
     assert e.value.code == case["code"]
+    if "message" in case:
+        assert str(e.value) == case["message"]
     with pytest.raises(type(e.value)) as e_bytes:
         hooks.request(text.encode("utf-8", "surrogatepass"), 0, 0)
     assert e_bytes.value.code == case["code"]

@@ -842,6 +842,20 @@ fn skip_blocks(bytes: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// A string shown in an error message, as a JSON string literal. Not
+/// `{:?}`: Rust's escaping links core's Unicode printable table (8.5 KB)
+/// into every wasm module, and a JSON literal reads the same to the Python
+/// and JS users who see these messages as to a Rust one.
+pub(crate) struct Quoted<'a>(pub &'a str);
+
+impl fmt::Display for Quoted<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = Vec::new();
+        write_string(self.0, &mut out);
+        f.write_str(std::str::from_utf8(&out).map_err(|_| fmt::Error)?)
+    }
+}
+
 /// Writes a quoted string escaped exactly as `JSON.stringify` escapes it.
 pub fn write_string(s: &str, out: &mut Vec<u8>) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
