@@ -362,8 +362,9 @@ export function makeApi(wasm, platform) {
     request(call, endpoint = 0, nowMs = Date.now()) {
       // One crossing, one string: building the object property by property
       // from wasm costs more than the core's whole job.
-      const s = this._core.requestParts(callJson(call), endpoint, nowMs);
-      // "<n>\n<url>\n<name>\n<value>…\n<body>" (see requestParts).
+      const len = this._core.requestScratch(callJson(call), endpoint, nowMs);
+      // "<n>\n<url>\n<name>\n<value>…\n<body>" (see requestScratch).
+      const s = decoder.decode(scratchOf(len).subarray(0, len));
       let end = s.indexOf('\n');
       const n = +s.slice(0, end);
       let at = end + 1;

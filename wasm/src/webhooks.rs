@@ -1,9 +1,9 @@
 //! Webhook requests, deliveries and audiences (the `webhooks` feature; see
 //! the crate doc).
 
-use crate::calls::{body_string, call_of, millis, outcome_of, request_object, set, Options};
-use crate::js_err;
+use crate::calls::{call_of, millis, outcome_of, request_object, set, Options};
 use crate::signing::secrets_of;
+use crate::{js_err, SCRATCH};
 use callpost_core as core;
 use js_sys::{Object, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -111,34 +111,38 @@ impl Webhooks {
         request_object(self.signed_request(call_json, endpoint, now_ms)?)
     }
 
-    /// [`Webhooks::request`] as one string: the header count, the URL,
-    /// each header's name and value, one per line, then the body (URLs,
+    /// [`Webhooks::request`] written into the scratch buffer (see
+    /// `scratch`), returning its length in bytes: the header count, the
+    /// URL, each header's name and value, one per line, then the body (URLs,
     /// header names and values never hold a newline: the core refuses CR
     /// and LF in them, and a URL has none after parsing). The JS
-    /// `Webhooks.request` uses this: one string crosses the boundary instead
-    /// of a dozen values, or an array of three.
-    #[wasm_bindgen(js_name = requestParts)]
-    pub fn request_parts(
+    /// `Webhooks.request` decodes it from there: one UTF-8 decode for the
+    /// whole request, where returning a `String` (or a dozen values) cost a
+    /// UTF-8 check of the body, a copy and a malloc/free in wasm as well.
+    #[wasm_bindgen(js_name = requestScratch)]
+    pub fn request_scratch(
         &self,
         call_json: &JsValue,
         endpoint: usize,
         now_ms: f64,
-    ) -> Result<String, JsValue> {
+    ) -> Result<usize, JsValue> {
         let r = self.signed_request(call_json, endpoint, now_ms)?;
-        let body = body_string(r.body)?;
-        let mut packed = String::with_capacity(200 + r.url.len() + body.len());
-        packed.push_str(&r.headers.len().to_string());
-        packed.push('\n');
-        packed.push_str(&r.url);
-        for (k, v) in &r.headers {
-            packed.push('\n');
-            packed.push_str(k);
-            packed.push('\n');
-            packed.push_str(v);
-        }
-        packed.push('\n');
-        packed.push_str(&body);
-        Ok(packed)
+        SCRATCH.with_borrow_mut(|s| {
+            s.clear();
+            s.reserve(200 + r.url.len() + r.body.len());
+            s.extend_from_slice(r.headers.len().to_string().as_bytes());
+            s.push(b'\n');
+            s.extend_from_slice(r.url.as_bytes());
+            for (k, v) in &r.headers {
+                s.push(b'\n');
+                s.extend_from_slice(k.as_bytes());
+                s.push(b'\n');
+                s.extend_from_slice(v.as_bytes());
+            }
+            s.push(b'\n');
+            s.extend_from_slice(&r.body);
+            Ok(s.len())
+        })
     }
 
     /// Whether the call's integrations let it reach Webhooks.

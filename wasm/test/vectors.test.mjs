@@ -33,7 +33,7 @@ test('webhook requests', () => {
 });
 
 test('request() unpacks empty header values and bodies with escaped newlines', () => {
-  // requestParts hands over one string, header count first; an empty value
+  // requestScratch hands over one string, header count first; an empty value
   // is two newlines in a row and must not end the header list early.
   const hooks = new callpost.Webhooks({
     endpoints: [{ url: 'https://example.com/h', headers: { 'X-Empty': '', 'X-After': 'v' } }],
