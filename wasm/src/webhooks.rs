@@ -128,20 +128,34 @@ impl Webhooks {
     ) -> Result<usize, JsValue> {
         let r = self.signed_request(call_json, endpoint, now_ms)?;
         SCRATCH.with_borrow_mut(|s| {
-            s.clear();
-            s.reserve(200 + r.url.len() + r.body.len());
-            s.extend_from_slice(r.headers.len().to_string().as_bytes());
-            s.push(b'\n');
-            s.extend_from_slice(r.url.as_bytes());
+            // Written over the buffer's bytes rather than after a `clear()`:
+            // the call's JSON had grown the buffer to three bytes per UTF-16
+            // unit, and a shorter length here would have the next call's
+            // `scratch` zero-fill the difference again.
+            let mut at = 0;
+            let mut put = |b: &[u8]| {
+                let end = at + b.len();
+                match s.get_mut(at..end) {
+                    Some(dst) => dst.copy_from_slice(b),
+                    None => {
+                        s.truncate(at);
+                        s.extend_from_slice(b);
+                    }
+                }
+                at = end;
+            };
+            put(r.headers.len().to_string().as_bytes());
+            put(b"\n");
+            put(r.url.as_bytes());
             for (k, v) in &r.headers {
-                s.push(b'\n');
-                s.extend_from_slice(k.as_bytes());
-                s.push(b'\n');
-                s.extend_from_slice(v.as_bytes());
+                put(b"\n");
+                put(k.as_bytes());
+                put(b"\n");
+                put(v.as_bytes());
             }
-            s.push(b'\n');
-            s.extend_from_slice(&r.body);
-            Ok(s.len())
+            put(b"\n");
+            put(&r.body);
+            Ok(at)
         })
     }
 

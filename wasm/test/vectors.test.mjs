@@ -32,6 +32,24 @@ test('webhook requests', () => {
   }
 });
 
+test('request() outgrows the scratch buffer it writes into', () => {
+  // A call over 1 MB leaves a large scratch buffer, which the next small
+  // call replaces with one just its size; the request written back is
+  // longer than that and must grow it, not be cut short.
+  const hooks = new callpost.Webhooks({ endpoints: ['https://example.com/h'], sharedSecret: 's' });
+  const text = '{"type":"track","userId":"u","event":"e","messageId":"m-1","timestamp":"2026-11-22T10:00:00.000Z"}';
+  const want = hooks.request(text, 0, 0);
+  try {
+    hooks.request({ type: 'track', userId: 'u', event: 'e', properties: { pad: 'x'.repeat(1_200_000) } }, 0, 0);
+  } catch {
+    // Whether so large a call is refused does not matter here.
+  }
+  const got = hooks.request(new TextEncoder().encode(text), 0, 0);
+  assert.ok(got.body.length + got.url.length > text.length);
+  assert.deepEqual(got, want);
+  assert.equal(got.headers.find(([k]) => k === 'X-Signature')[1], callpost.sign('s', got.body));
+});
+
 test('request() unpacks empty header values and bodies with escaped newlines', () => {
   // requestScratch hands over one string, header count first; an empty value
   // is two newlines in a row and must not end the header list early.
