@@ -101,19 +101,10 @@ impl Webhooks {
         });
     }
 
-    /// The signed request for a call (JSON text) to endpoint `endpoint`.
-    pub fn request(
-        &self,
-        call_json: &JsValue,
-        endpoint: usize,
-        now_ms: f64,
-    ) -> Result<JsValue, JsValue> {
-        request_object(self.signed_request(call_json, endpoint, now_ms)?)
-    }
-
-    /// [`Webhooks::request`] written into the scratch buffer (see
-    /// `scratch`), returning its length in bytes: the header count, the
-    /// URL, each header's name and value, one per line, then the body (URLs,
+    /// The signed request for a call (JSON text) to endpoint `endpoint`,
+    /// written into the scratch buffer (see `scratch`), returning its length
+    /// in bytes: the header count, the URL, each header's name and value,
+    /// one per line, then the body (URLs,
     /// header names and values never hold a newline: the core refuses CR
     /// and LF in them, and a URL has none after parsing). The JS
     /// `Webhooks.request` decodes it from there: one UTF-8 decode for the
