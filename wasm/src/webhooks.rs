@@ -104,9 +104,9 @@ impl Webhooks {
     /// The signed request for a call (JSON text) to endpoint `endpoint`,
     /// written into the scratch buffer (see `scratch`), returning its length
     /// in bytes: the header count, the URL, each header's name and value,
-    /// one per line, then the body (URLs,
-    /// header names and values never hold a newline: the core refuses CR
-    /// and LF in them, and a URL has none after parsing). The JS
+    /// one per line, then the body (URLs, header names and values never
+    /// hold a newline: the core refuses CR and LF in them, and a URL has
+    /// none after parsing). The JS
     /// `Webhooks.request` decodes it from there: one UTF-8 decode for the
     /// whole request, where returning a `String` (or a dozen values) cost a
     /// UTF-8 check of the body, a copy and a malloc/free in wasm as well.

@@ -843,9 +843,10 @@ fn skip_blocks(bytes: &[u8], mut i: usize) -> usize {
 }
 
 /// A string shown in an error message, as a JSON string literal. Not
-/// `{:?}`: Rust's escaping links core's Unicode printable table (8.5 KB)
-/// into every wasm module, and a JSON literal reads the same to the Python
-/// and JS users who see these messages as to a Rust one.
+/// `{:?}`: the Python and JS users who see these messages write strings
+/// this way, the three languages then print the same text (a shared error
+/// vector checks it), and `str`'s Debug escaper stays out of the wasm
+/// modules (0.9 KB raw).
 pub(crate) struct Quoted<'a>(pub &'a str);
 
 impl fmt::Display for Quoted<'_> {
