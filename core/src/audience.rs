@@ -90,7 +90,7 @@ impl AudienceSync {
             .map(|u| (u, true))
             .chain(self.members.difference(&current).map(|u| (u, false)))
             .collect();
-        changes.sort();
+        changes.sort_unstable();
         self.pending
             .extend(changes.into_iter().map(|(u, m)| (u.clone(), m, now)));
         self.members = current;

@@ -425,7 +425,7 @@ where
                 None => named.push((k, v)),
             }
         }
-        indexed.sort_by_key(|(i, _, _)| *i);
+        indexed.sort_unstable_by_key(|(i, _, _)| *i);
         for (_, k, v) in indexed {
             entry(k, v, out)?;
         }
