@@ -72,9 +72,9 @@ report(`build + sign from an object, ${Buffer.byteLength(hooks.request(FIXTURE_3
   'JSON.stringify + createHmac': () => { const b = JSON.stringify(FIXTURE_32K); return createHmac('sha1', SECRET).update(b).digest('hex') + b; },
 }, SMOKE ? 50 : 1_000, rounds), 'callpost Webhooks.request(call)');
 
-// Either side of 1280 B and 1792 B, where the package hands bodies to
-// node:crypto (sign, and the prekeyed Signer), and 1535/2047 B, where it
-// did until session 6.
+// Either side of 1792 B, where the package hands bodies to node:crypto
+// (sign, verify and the prekeyed Signer); 1280 B, where sign and verify did
+// until session 10; 1535 and 2047 B, where they did until session 6.
 for (const size of [64, 423, 1024, 1279, 1280, 1535, 1791, 1792, 2047, 4096, 32 * 1024, 500_000]) {
   const body = 'a'.repeat(size);
   const n = SMOKE ? 50 : Math.max(200, Math.min(50_000, Math.floor(20_000_000 / size / 4)));
@@ -85,12 +85,12 @@ for (const size of [64, 423, 1024, 1279, 1280, 1535, 1791, 1792, 2047, 4096, 32 
   }, n, rounds), 'callpost sign');
 }
 
-// A receiver's verify: in Node, bodies from 1280 B have their HMAC computed
+// A receiver's verify: in Node, bodies from 1792 B have their HMAC computed
 // by node:crypto and compared by the core; the wasm-only row is the path
 // browsers take (the same API built with no platform HMAC).
 const pkgDir = join(require.resolve('callpost/package.json'), '..');
 const wasmOnly = require(join(pkgDir, 'api.cjs')).makeSigning(require(join(pkgDir, 'verify/node/callpost_wasm.js')), {}).api;
-for (const size of [423, 4096, 32 * 1024]) {
+for (const size of [423, 1535, 4096, 32 * 1024]) {
   const body = 'a'.repeat(size);
   const sig = createHmac('sha1', SECRET).update(body).digest('hex');
   const n = SMOKE ? 50 : Math.max(200, Math.min(50_000, Math.floor(20_000_000 / size / 4)));

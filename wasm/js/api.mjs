@@ -18,16 +18,14 @@
 
 export function makeSigning(wasm, platform) {
   // node:crypto hashes large bodies faster than wasm's software SHA-1
-  // (SHA-NI). Where the two cross moves with the machine's state: sign() in
-  // wasm was 1.03x faster than createHmac at 1536 B in one session and
-  // 1.07x slower in the next (wasm against node: 0.96 at 1280 B, 1.01 at
-  // 1408 B). The thresholds sit below the worse crossover, so sign() is
-  // never slower than the platform: between them and the better crossover
-  // wasm would only have been a few percent faster. A prekeyed secret
-  // (Signer, Webhooks) skips the key setup in wasm, which moves its
-  // crossover to about 2 KB (0.92 at 1792 B, 1.03 at 2047 B) (BENCHMARKS.md).
-  const NATIVE_HMAC_FROM = 1280;
-  const NATIVE_PREKEYED_FROM = 1792;
+  // (SHA-NI). Where the two cross moves with the machine's state, so the
+  // threshold sits below the worse crossover and sign() is never slower than
+  // the platform. Session 6 put sign()'s at 1280 B, under the cost of key
+  // setup in wasm; since the core caches the last key's state (session 7),
+  // sign() costs what the prekeyed Signer does, whose crossover is about
+  // 2 KB: wasm against node 0.84-0.93 at 1792 B, 0.89-0.98 at 2048 B,
+  // 0.94-1.06 at 2112 B in session 10's three sweeps (BENCHMARKS.md).
+  const NATIVE_HMAC_FROM = 1792;
   const encoder = new TextEncoder();
   const decoder = new TextDecoder('utf-8', { fatal: true });
 
@@ -135,7 +133,7 @@ export function makeSigning(wasm, platform) {
     return wasm.verify(bytesOf(body), signature, secrets);
   }
 
-  // The prekeyed signer. Node's HMAC takes bodies from NATIVE_PREKEYED_FROM
+  // The prekeyed signer. Node's HMAC takes bodies from NATIVE_HMAC_FROM
   // up; the closure keeps the secret out of the object's fields.
   class Signer {
     #core;
@@ -146,7 +144,7 @@ export function makeSigning(wasm, platform) {
     }
 
     #sign(body) {
-      if (this.#native !== null && body.length >= NATIVE_PREKEYED_FROM) return this.#native(body);
+      if (this.#native !== null && body.length >= NATIVE_HMAC_FROM) return this.#native(body);
       this.#core.signScratch(toScratch(body, null));
       return decoder.decode(hexView);
     }
@@ -177,14 +175,14 @@ export function makeSigning(wasm, platform) {
   const api = { sign, verify, verifyRequest, Signer, init: async () => api };
   return {
     api,
-    error, notBytes, isBytes, room, scratchOf, put, decoder, NATIVE_PREKEYED_FROM,
+    error, notBytes, isBytes, room, scratchOf, put, decoder, NATIVE_HMAC_FROM,
   };
 }
 
 export function makeApi(wasm, platform) {
   const signing = makeSigning(wasm, platform);
   const { sign, verify, verifyRequest, Signer } = signing.api;
-  const { error, notBytes, isBytes, room, scratchOf, put, decoder, NATIVE_PREKEYED_FROM } = signing;
+  const { error, notBytes, isBytes, room, scratchOf, put, decoder, NATIVE_HMAC_FROM } = signing;
 
   // JSON text for a JS value, refusing what JSON.stringify would silently
   // change: NaN/Infinity (→ null), BigInt, functions and symbols (dropped or
@@ -346,7 +344,7 @@ export function makeApi(wasm, platform) {
       this._core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret }));
       // Large request bodies are signed by the platform too (see sign()); the
       // core still decides which header carries the signature, and when.
-      if (platform.hmacSha1 && secret) this._core.setNativeHmac((bytes) => platform.hmacSha1(secret, bytes), NATIVE_PREKEYED_FROM);
+      if (platform.hmacSha1 && secret) this._core.setNativeHmac((bytes) => platform.hmacSha1(secret, bytes), NATIVE_HMAC_FROM);
       this._timing = { timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs };
     }
 
