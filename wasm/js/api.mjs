@@ -22,9 +22,11 @@ export function makeSigning(wasm, platform) {
   // threshold sits below the worse crossover and sign() is never slower than
   // the platform. Session 6 put sign()'s at 1280 B, under the cost of key
   // setup in wasm; since the core caches the last key's state (session 7),
-  // sign() costs what the prekeyed Signer does, whose crossover is about
-  // 2 KB: wasm against node 0.84-0.93 at 1792 B, 0.89-0.98 at 2048 B,
-  // 0.94-1.06 at 2112 B in session 10's three sweeps (BENCHMARKS.md).
+  // sign() with the last call's secret costs what the prekeyed Signer
+  // does, whose crossover is about 2 KB: wasm against node 0.84-0.93 at
+  // 1792 B, 0.89-0.98 at 2048 B, 0.94-1.06 at 2112 B in session 10's three
+  // sweeps. With two secrets alternating (key setup on every call) it was
+  // still 0.92-0.97 at 1791 B (BENCHMARKS.md).
   const NATIVE_HMAC_FROM = 1792;
   const encoder = new TextEncoder();
   const decoder = new TextDecoder('utf-8', { fatal: true });
