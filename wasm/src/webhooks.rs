@@ -106,10 +106,10 @@ impl Webhooks {
     /// in bytes: the header count, the URL, each header's name and value,
     /// one per line, then the body (URLs, header names and values never
     /// hold a newline: the core refuses CR and LF in them, and a URL has
-    /// none after parsing). The JS
-    /// `Webhooks.request` decodes it from there: one UTF-8 decode for the
-    /// whole request, where returning a `String` (or a dozen values) cost a
-    /// UTF-8 check of the body, a copy and a malloc/free in wasm as well.
+    /// none after parsing). The JS `Webhooks.request` decodes it from
+    /// there: one UTF-8 decode for the whole request, where returning a
+    /// `String` (or a dozen values) cost a UTF-8 check of the body, a copy
+    /// and a malloc/free in wasm as well.
     #[wasm_bindgen(js_name = requestScratch)]
     pub fn request_scratch(
         &self,
