@@ -1051,6 +1051,18 @@ mod tests {
             Value::from_json_slice(b"\"\xff\"").unwrap_err().code(),
             "invalid_unicode"
         );
+        assert_eq!(
+            Value::from_json_str(r#""\ud800\n""#).unwrap_err().code(),
+            "invalid_unicode"
+        );
+        // Text that ends before the pair could follow is unterminated.
+        for t in [r#""\ud800"#, r#""\ud800\"#, r#""\ud800\u"#, r#""\ud800\ud"#] {
+            assert_eq!(
+                Value::from_json_str(t).unwrap_err().code(),
+                "invalid_json",
+                "{t}"
+            );
+        }
     }
 
     #[test]

@@ -324,13 +324,18 @@ impl<'a> Parser<'a> {
     }
 
     /// After `\u`: a code point, joining a surrogate pair. Lone surrogates
-    /// are refused: the body is UTF-8, which has no form for them.
+    /// are refused: the body is UTF-8, which has no form for them. A high
+    /// surrogate is only known to be lone once a byte other than the `\u`
+    /// of its pair follows; text that ends first is an unterminated string,
+    /// as serde_json also reports it.
     fn unicode_escape(&mut self) -> Result<char, JsonError> {
         let hi = self.hex4()?;
         let cp = match hi {
             0xD800..=0xDBFF => {
-                if !self.text[self.pos..].starts_with("\\u") {
-                    return Err(JsonError::InvalidUnicode);
+                match &self.bytes()[self.pos..] {
+                    [b'\\', b'u', ..] => {}
+                    [] | [b'\\'] => return Err(self.error("unterminated string")),
+                    _ => return Err(JsonError::InvalidUnicode),
                 }
                 self.pos += 2;
                 let lo = self.hex4()?;
