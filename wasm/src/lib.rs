@@ -95,21 +95,31 @@ thread_local! {
 /// `len` bytes. It holds the caller's bytes until the next call here.
 #[wasm_bindgen]
 pub fn scratch(len: usize) -> *const u8 {
+    SCRATCH.with_borrow_mut(|s| {
+        fit_scratch(s, len);
+        s.as_ptr()
+    })
+}
+
+/// Grows the scratch buffer to at least `len` bytes. Short of swapping a
+/// very large buffer for a fresh one, it never cuts the length: a shorter
+/// one would have the next call zero-fill the difference again. Whatever
+/// writes output here for JS to read fits it with this first, with the
+/// output's length, so that the `scratch(len)` JS then calls for the
+/// address finds it already fitted and keeps the bytes.
+pub(crate) fn fit_scratch(s: &mut Vec<u8>, len: usize) {
     // One very large body should not pin its buffer for the life of the
     // page: a small request after it gets a fresh buffer, and the large one
     // goes back to the allocator. Calls and bodies are usually a few KB,
     // so this is rare.
     const KEEP: usize = 1 << 20;
     let len = len.max(core::SIGNATURE_HEX_LEN);
-    SCRATCH.with_borrow_mut(|s| {
-        if s.len() > KEEP && len <= KEEP / 8 {
-            *s = Vec::new();
-        }
-        if s.len() < len {
-            s.resize(len, 0);
-        }
-        s.as_ptr()
-    })
+    if s.len() > KEEP && len <= KEEP / 8 {
+        *s = Vec::new();
+    }
+    if s.len() < len {
+        s.resize(len, 0);
+    }
 }
 
 /// The WebAssembly memory, so the JS API can write into `scratch`.

@@ -3,7 +3,7 @@
 
 use crate::calls::{call_of, millis, outcome_of, request_object, set, Options};
 use crate::signing::secrets_of;
-use crate::{js_err, SCRATCH};
+use crate::{fit_scratch, js_err, SCRATCH};
 use callpost_core as core;
 use js_sys::{Object, Uint8Array};
 use wasm_bindgen::prelude::*;
@@ -118,16 +118,29 @@ impl Webhooks {
         now_ms: f64,
     ) -> Result<usize, JsValue> {
         let r = self.signed_request(call_json, endpoint, now_ms)?;
+        let count = r.headers.len().to_string();
+        let len = count.len()
+            + 1
+            + r.url.len()
+            + r.headers
+                .iter()
+                .map(|(k, v)| 2 + k.len() + v.len())
+                .sum::<usize>()
+            + 1
+            + r.body.len();
         SCRATCH.with_borrow_mut(|s| {
-            // Written over the buffer's bytes rather than after a `clear()`:
-            // the call's JSON had grown the buffer to three bytes per UTF-16
-            // unit, and a shorter length here would have the next call's
-            // `scratch` zero-fill the difference again.
+            // Fitted for the whole request before writing, so JS's
+            // `scratch(len)` for the address keeps these bytes (it would
+            // swap a buffer of over 1 MB, left by a large call, for a fresh
+            // one if the request is small). Written over the buffer's bytes
+            // rather than after a `clear()`, as `fit_scratch` never shrinks.
+            fit_scratch(s, len);
             let mut at = 0;
             let mut put = |b: &[u8]| {
                 let end = at + b.len();
                 match s.get_mut(at..end) {
                     Some(dst) => dst.copy_from_slice(b),
+                    // Only if `len` undercounted; still no panic.
                     None => {
                         s.truncate(at);
                         s.extend_from_slice(b);
@@ -135,7 +148,7 @@ impl Webhooks {
                 }
                 at = end;
             };
-            put(r.headers.len().to_string().as_bytes());
+            put(count.as_bytes());
             put(b"\n");
             put(r.url.as_bytes());
             for (k, v) in &r.headers {

@@ -50,6 +50,18 @@ test('request() outgrows the scratch buffer it writes into', () => {
   assert.equal(got.headers.find(([k]) => k === 'X-Signature')[1], callpost.sign('s', got.body));
 });
 
+test('request() of a large call whose request is small', () => {
+  // The call's JSON grows the scratch buffer past 1 MB; the request written
+  // back drops the unknown field and is small, and reading it must not let
+  // the buffer be swapped for a fresh one first.
+  const hooks = new callpost.Webhooks({ endpoints: ['https://example.com/h'], sharedSecret: 's' });
+  const call = { type: 'track', userId: 'u', event: 'e', messageId: 'm-1', timestamp: '2026-11-22T10:00:00.000Z' };
+  const want = hooks.request(call, 0, 0);
+  const got = hooks.request({ ...call, unknownField: 'x'.repeat(500_000) }, 0, 0);
+  assert.deepEqual(got, want);
+  assert.equal(got.url, 'https://example.com/h');
+});
+
 test('request() unpacks empty header values and bodies with escaped newlines', () => {
   // requestScratch hands over one string, header count first; an empty value
   // is two newlines in a row and must not end the header list early.
