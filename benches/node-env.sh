@@ -3,13 +3,13 @@
 # plus the packed callpost tarball that scripts/test.sh builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [ ! -f target/callpost-0.1.0.tgz ]; then
+if ! ls target/callpost-*.tgz >/dev/null 2>&1; then
   (cd wasm && npm ci --no-audit --no-fund --loglevel=error && npm run build)
   (cd wasm/pkg && npm pack --silent --pack-destination ../../target >/dev/null)
 fi
 D=target/bench-node
 mkdir -p "$D"
 [ -f "$D/package.json" ] || echo '{"name":"callpost-bench","private":true,"type":"module"}' > "$D/package.json"
-(cd "$D" && npm install --no-save --no-audit --no-fund --loglevel=error hash-wasm@4.13.0 ../callpost-0.1.0.tgz)
+(cd "$D" && npm install --no-save --no-audit --no-fund --loglevel=error hash-wasm@4.13.0 ../callpost-*.tgz)
 cp benches/compare_node.mjs "$D/"
 mkdir -p "$D/fixtures" && cp benches/fixtures/track.json "$D/fixtures/"

@@ -14,7 +14,11 @@ step "core builds for wasm32-unknown-unknown (no I/O, no std::time, no getrandom
 cargo build --locked -p callpost-core --target wasm32-unknown-unknown
 
 step "rustfmt, clippy (the wasm crate also with the features callpost/verify and callpost/client build it with)"
-if cargo fmt --version >/dev/null 2>&1; then cargo fmt --all -- --check; fi
+# rustfmt and clippy are installed when missing; if that fails, so does CI.
+for c in rustfmt clippy; do
+  rustup component list --installed | grep -q "^$c" || rustup component add "$c"
+done
+cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 for f in signing client; do
   cargo clippy --locked -p callpost-wasm --no-default-features --features "$f" --target wasm32-unknown-unknown -- -D warnings
@@ -60,7 +64,7 @@ step "js: build the npm package (cargo → wasm-bindgen → npm's wasm-opt), pac
 (cd wasm && npm run build)
 rm -f target/callpost-*.tgz
 (cd wasm/pkg && npm pack --silent --pack-destination ../../target >/dev/null)
-(cd wasm && npm install --no-save --no-audit --no-fund --loglevel=error ../target/callpost-0.1.0.tgz)
+(cd wasm && npm install --no-save --no-audit --no-fund --loglevel=error ../target/callpost-*.tgz)
 
 step "js tests over the installed package (vectors, JSON.stringify corpus, real HTTP/HTTPS, client, headless Chromium) and tsc"
 (cd wasm && npm test && npm run typecheck)

@@ -37,6 +37,10 @@ if [ "$(grep -c '^export ' js/api.mjs)" != 4 ] || [ "$(grep -c '^export function
   exit 1
 fi
 sed 's/^export function /function /' js/api.mjs > pkg/api.cjs
+# The version is the Rust workspace's, the one place it is set.
+version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n 1)
+node -e 'const f = process.argv[1]; const p = JSON.parse(require("fs").readFileSync(f)); p.version = process.argv[2];
+  require("fs").writeFileSync(f, JSON.stringify(p, null, 2) + "\n");' pkg/package.json "$version"
 printf "\nmodule.exports = { makeApi, makeSigning, makeClient, webInit };\n" >> pkg/api.cjs
 
 for m in web verify/web client/web; do

@@ -1,6 +1,7 @@
 //! Criterion benches on the hot path: signing, canonical serialization,
 //! webhook request building and batching, at 423 B, 4 KB, 32 KB and 500 KB.
-#![allow(missing_docs, clippy::unwrap_used)]
+// Bench code: a broken fixture may panic.
+#![allow(missing_docs, clippy::unwrap_used, clippy::panic)]
 
 use callpost_benches::{track, track_of_size, TRACK_JSON};
 use callpost_core::{
@@ -8,6 +9,10 @@ use callpost_core::{
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
+
+fn at(ms: i64) -> Timestamp {
+    Timestamp::from_millis(ms).unwrap()
+}
 
 const SIZES: [usize; 4] = [423, 4096, 32 * 1024, 500_000];
 
@@ -42,7 +47,7 @@ fn serialize(c: &mut Criterion) {
                     let mut out = Vec::with_capacity(text.len());
                     callpost_core::json::write_value(black_box(v), &mut out).unwrap();
                     out
-                })
+                });
             },
         );
         g.bench_with_input(
@@ -67,13 +72,13 @@ fn parse(c: &mut Criterion) {
         };
         g.throughput(Throughput::Bytes(text.len() as u64));
         g.bench_with_input(BenchmarkId::new("callpost_value", size), &text, |b, t| {
-            b.iter(|| Value::from_json_str(black_box(t)).unwrap())
+            b.iter(|| Value::from_json_str(black_box(t)).unwrap());
         });
         g.bench_with_input(BenchmarkId::new("callpost_call", size), &text, |b, t| {
-            b.iter(|| callpost_core::Call::from_json_str(black_box(t)).unwrap())
+            b.iter(|| callpost_core::Call::from_json_str(black_box(t)).unwrap());
         });
         g.bench_with_input(BenchmarkId::new("serde_json_value", size), &text, |b, t| {
-            b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(t)).unwrap())
+            b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(t)).unwrap());
         });
     }
     g.finish();
@@ -106,7 +111,7 @@ fn webhook_request(c: &mut Criterion) {
         b.iter(|| {
             let call = callpost_core::Call::from_json_str(black_box(TRACK_JSON)).unwrap();
             hooks.request(&call, 0, now).unwrap()
-        })
+        });
     });
     g.finish();
 }
@@ -116,20 +121,22 @@ fn batcher(c: &mut Criterion) {
     let call = track();
     g.throughput(Throughput::Elements(20));
     g.bench_function("push_20_poll_1_batch", |b| {
-        let mut batcher = Batcher::new(BatcherConfig::new("wk"), 0).unwrap();
+        let mut batcher = Batcher::new(BatcherConfig::new("wk"), at(0)).unwrap();
         let mut i = 0u64;
         b.iter(|| {
             for _ in 0..20 {
                 i += 1;
                 let mut r = [0u8; 16];
                 r[..8].copy_from_slice(&i.to_le_bytes());
-                batcher.handle_call(1, black_box(call.clone()), r).unwrap();
+                batcher
+                    .handle_call(at(1), black_box(call.clone()), r)
+                    .unwrap();
             }
-            let req = batcher.poll_request(1).unwrap();
-            batcher.handle_response(2, req.batch_id, Outcome::status(200));
+            let req = batcher.poll_request(at(1)).unwrap();
+            batcher.handle_response(at(2), req.batch_id, Outcome::status(200));
             while batcher.poll_event().is_some() {}
             req.request.body.len()
-        })
+        });
     });
     // One full 500 KB batch: about 1,100 messages of 423 bytes.
     let per_batch = 1100;
@@ -140,7 +147,7 @@ fn batcher(c: &mut Criterion) {
                 flush_at: 5000,
                 ..BatcherConfig::new("wk")
             },
-            0,
+            at(0),
         )
         .unwrap();
         let mut i = 0u64;
@@ -149,18 +156,18 @@ fn batcher(c: &mut Criterion) {
                 i += 1;
                 let mut r = [0u8; 16];
                 r[..8].copy_from_slice(&i.to_le_bytes());
-                batcher.handle_call(1, call.clone(), r).unwrap();
+                batcher.handle_call(at(1), call.clone(), r).unwrap();
             }
-            batcher.flush(1);
+            batcher.flush(at(1));
             let mut bytes = 0;
-            while let Some(req) = batcher.poll_request(1) {
+            while let Some(req) = batcher.poll_request(at(1)) {
                 assert!(req.request.body.len() <= callpost_core::batcher::MAX_BATCH_BYTES);
                 bytes += req.request.body.len();
-                batcher.handle_response(2, req.batch_id, Outcome::status(200));
+                batcher.handle_response(at(2), req.batch_id, Outcome::status(200));
             }
             while batcher.poll_event().is_some() {}
             bytes
-        })
+        });
     });
     g.finish();
 }

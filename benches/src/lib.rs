@@ -1,5 +1,7 @@
 //! Shared fixtures for the benches: the 423-byte track call that every
 //! comparison in BENCHMARKS.md uses, and padded variants at larger sizes.
+// A fixture that does not parse is a broken bench, which may panic.
+#![allow(clippy::panic)]
 
 use callpost_core::{Call, Value};
 

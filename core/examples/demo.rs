@@ -1,6 +1,7 @@
 //! Builds the signed webhook request for every call kind, then verifies each
 //! one as a receiver would (raw body, and re-stringified parsed body).
-#![allow(clippy::unwrap_used)]
+// An example prints what it does, and stops on the first error.
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
 
 use callpost_core::{
     verify, verify_value, Call, EndpointConfig, Secret, Timestamp, Value, Webhooks,

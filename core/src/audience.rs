@@ -2,6 +2,7 @@
 //! "Audience and computed-trait delivery").
 
 use crate::call::{Call, CallKind};
+use crate::error::Code;
 use crate::json::{Map, Quoted, Value};
 use crate::timestamp::Timestamp;
 use heck::ToSnakeCase;
@@ -19,9 +20,9 @@ pub enum AudienceError {
 
 impl AudienceError {
     /// Stable snake_case code, identical in Rust, Python and JS.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::InvalidName(_) => "invalid_audience_name",
+            Self::InvalidName(_) => Code::InvalidAudienceName,
         }
     }
 }

@@ -2,6 +2,7 @@
 //! retry uploads, and account for every message.
 
 use crate::call::{Call, CallError};
+use crate::error::Code;
 use crate::json::{Map, Value};
 use crate::retry::{parse_retry_after, Backoff, Jitter, Outcome, Verdict};
 use crate::timestamp::Timestamp;
@@ -52,6 +53,19 @@ pub const DEFAULT_BATCH_BACKOFF: Backoff = Backoff {
 /// Default per-request timeout the host should apply: analytics-python's 15 s.
 pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 15_000;
 
+/// Default batches uploading or waiting to retry at once: one keeps batches
+/// in order and backs pressure onto the queue when the server is slow, as
+/// analytics-python's single consumer thread does.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 1;
+
+/// How long a host's `close()` waits for queued messages to be delivered
+/// before it reports the rest as failed: analytics-node's `closeAndFlush`
+/// waits 10 s by default.
+pub const DEFAULT_SHUTDOWN_TIMEOUT_MS: u64 = 10_000;
+
+/// `context.library.name` of the messages the batcher sends.
+pub const DEFAULT_LIBRARY_NAME: &str = "callpost";
+
 const ENVELOPE_HEAD: &[u8] = b"{\"batch\":[";
 const ENVELOPE_MID: &[u8] = b"],\"sentAt\":\"";
 const ENVELOPE_TAIL: &[u8] = b"\"}";
@@ -86,7 +100,9 @@ pub struct BatcherConfig {
     pub library_name: String,
     /// `context.library.version`.
     pub library_version: String,
-    /// Seed for backoff jitter; hosts pass OS randomness, tests a constant.
+    /// Seed for backoff jitter. The core has no entropy: hosts pass OS
+    /// randomness, so clients that fail together do not all retry at the
+    /// same instants; tests pass a constant. [`BatcherConfig::new`] sets 0.
     pub jitter_seed: u64,
 }
 
@@ -118,10 +134,10 @@ impl BatcherConfig {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             max_retry_ms: DEFAULT_MAX_RETRY_MS,
             backoff: DEFAULT_BATCH_BACKOFF,
-            max_in_flight: 1,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             request_timeout_ms: DEFAULT_REQUEST_TIMEOUT_MS,
-            library_name: "callpost".to_owned(),
-            library_version: env!("CARGO_PKG_VERSION").to_owned(),
+            library_name: DEFAULT_LIBRARY_NAME.to_owned(),
+            library_version: crate::VERSION.to_owned(),
             jitter_seed: 0,
         }
     }
@@ -145,11 +161,11 @@ pub enum ConfigError {
 
 impl ConfigError {
     /// Stable snake_case code, identical in Rust, Python and JS.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::EmptyWriteKey => "empty_write_key",
-            Self::InvalidEndpoint(_) => "invalid_endpoint",
-            Self::OutOfRange(_) => "invalid_config",
+            Self::EmptyWriteKey => Code::EmptyWriteKey,
+            Self::InvalidEndpoint(_) => Code::InvalidEndpoint,
+            Self::OutOfRange(_) => Code::InvalidConfig,
         }
     }
 }
@@ -176,12 +192,12 @@ pub enum EnqueueError {
 
 impl EnqueueError {
     /// Stable snake_case code, identical in Rust, Python and JS.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
             Self::Call(e) => e.code(),
-            Self::MessageTooLarge(_) => "message_too_large",
-            Self::QueueFull(_) => "queue_full",
-            Self::Closed => "closed",
+            Self::MessageTooLarge(_) => Code::MessageTooLarge,
+            Self::QueueFull(_) => Code::QueueFull,
+            Self::Closed => Code::Closed,
         }
     }
 }
@@ -242,11 +258,11 @@ pub enum FailReason {
 
 impl FailReason {
     /// Stable snake_case code.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::Rejected(_) => "rejected",
-            Self::RetriesExhausted(_) => "retries_exhausted",
-            Self::Shutdown => "shutdown",
+            Self::Rejected(_) => Code::Rejected,
+            Self::RetriesExhausted(_) => Code::RetriesExhausted,
+            Self::Shutdown => Code::Shutdown,
         }
     }
 }
@@ -278,8 +294,8 @@ pub enum BatcherEvent {
         batch_id: u64,
         /// The attempt that failed (1-based).
         attempt: u32,
-        /// When the next attempt is due (ms since the epoch).
-        retry_at: i64,
+        /// When the next attempt is due.
+        retry_at: Timestamp,
         /// What went wrong.
         outcome: Outcome,
     },
@@ -307,13 +323,13 @@ pub struct BatchRequest {
     /// The HTTP request.
     pub request: Request,
     /// When the host should give up waiting and report a timeout.
-    pub deadline: i64,
+    pub deadline: Timestamp,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BatchState {
-    Ready { at: i64 },
-    InFlight { since: i64 },
+    Ready { at: Timestamp },
+    InFlight { since: Timestamp },
 }
 
 #[derive(Debug, Clone)]
@@ -321,7 +337,7 @@ struct Batch {
     id: u64,
     messages: Vec<Message>,
     attempts: u32,
-    first_sent: Option<i64>,
+    first_sent: Option<Timestamp>,
     state: BatchState,
 }
 
@@ -353,7 +369,7 @@ pub struct Batcher {
     scratch: Vec<u8>,
     batches: Vec<Batch>,
     next_batch_id: u64,
-    last_flush: i64,
+    last_flush: Timestamp,
     flush_requested: bool,
     events: VecDeque<BatcherEvent>,
     rng: Jitter,
@@ -361,8 +377,8 @@ pub struct Batcher {
 }
 
 impl Batcher {
-    /// A batcher whose flush interval starts at `now` (ms since the epoch).
-    pub fn new(config: BatcherConfig, now: i64) -> Result<Self, ConfigError> {
+    /// A batcher whose flush interval starts at `now`.
+    pub fn new(config: BatcherConfig, now: Timestamp) -> Result<Self, ConfigError> {
         if config.write_key.is_empty() {
             return Err(ConfigError::EmptyWriteKey);
         }
@@ -429,7 +445,7 @@ impl Batcher {
     /// On error nothing is queued and nothing else changes.
     pub fn handle_call(
         &mut self,
-        now: i64,
+        now: Timestamp,
         mut call: Call,
         random: [u8; 16],
     ) -> Result<String, EnqueueError> {
@@ -440,12 +456,12 @@ impl Batcher {
         if self.queue.len() >= self.config.max_queue {
             return Err(EnqueueError::QueueFull(self.queue.len()));
         }
-        if call.message_id.as_ref().is_none_or(|m| m.is_empty()) {
+        if call.message_id.as_ref().is_none_or(String::is_empty) {
             let id = uuid::Builder::from_random_bytes(random).into_uuid();
             call.message_id = Some(id.hyphenated().to_string());
         }
         if call.timestamp.is_none() {
-            call.timestamp = Some(Timestamp::from_millis(now).map_err(CallError::from)?);
+            call.timestamp = Some(now);
         }
         if let Some(context) = &mut call.context {
             context.insert("library".into(), self.library.clone());
@@ -479,7 +495,7 @@ impl Batcher {
 
     /// Makes everything queued due now, and brings every batch waiting to
     /// retry forward to `now`. Hosts call it on close and at exit.
-    pub fn flush(&mut self, now: i64) {
+    pub fn flush(&mut self, now: Timestamp) {
         if !self.queue.is_empty() {
             self.flush_requested = true;
         }
@@ -518,7 +534,7 @@ impl Batcher {
     /// `flush`, `handle_response` and `handle_timeout`, and as `now` passes
     /// the flush interval or a retry time.
     #[must_use]
-    pub fn poll_request(&mut self, now: i64) -> Option<BatchRequest> {
+    pub fn poll_request(&mut self, now: Timestamp) -> Option<BatchRequest> {
         self.form_batches(now);
         let b = self
             .batches
@@ -540,8 +556,7 @@ impl Batcher {
         body.extend_from_slice(ENVELOPE_MID);
         // sentAt is advisory (Segment uses it to correct clock skew), so a
         // wild host clock is clamped rather than failing the upload.
-        let sent_at = Timestamp::saturating_from_millis(now);
-        sent_at.write_iso(&mut body);
+        now.write_iso(&mut body);
         body.extend_from_slice(ENVELOPE_TAIL);
         Some(BatchRequest {
             batch_id: b.id,
@@ -557,13 +572,13 @@ impl Batcher {
                 ],
                 body,
             },
-            deadline: now.saturating_add_unsigned(self.config.request_timeout_ms),
+            deadline: now.saturating_add_ms(self.config.request_timeout_ms),
         })
     }
 
     /// Reports the outcome of the upload of `batch_id`. Unknown or stale ids
     /// (a batch already timed out or shut down) are ignored.
-    pub fn handle_response(&mut self, now: i64, batch_id: u64, outcome: Outcome) {
+    pub fn handle_response(&mut self, now: Timestamp, batch_id: u64, outcome: Outcome) {
         let Some(pos) = self
             .batches
             .iter()
@@ -596,9 +611,10 @@ impl Batcher {
                 };
                 let delay = retry_after
                     .unwrap_or_else(|| self.config.backoff.full_jitter(b.attempts, &mut self.rng));
-                let retry_at = now.saturating_add_unsigned(delay);
+                let retry_at = now.saturating_add_ms(delay);
                 let first = b.first_sent.unwrap_or(now);
-                let out_of_time = retry_at.saturating_sub(first) > self.config.max_retry_ms as i64;
+                let out_of_time = retry_at.millis_since(first)
+                    > i64::try_from(self.config.max_retry_ms).unwrap_or(i64::MAX);
                 if b.attempts >= self.config.max_attempts || out_of_time {
                     self.fail(pos, FailReason::RetriesExhausted(outcome));
                 } else {
@@ -618,13 +634,13 @@ impl Batcher {
     /// Call when `now` reaches [`poll_timeout`](Self::poll_timeout). An
     /// upload unanswered past its deadline counts as a timeout, so a lost
     /// response can never wedge the queue.
-    pub fn handle_timeout(&mut self, now: i64) {
+    pub fn handle_timeout(&mut self, now: Timestamp) {
         let expired: Vec<u64> = self
             .batches
             .iter()
             .filter(|b| {
                 matches!(b.state, BatchState::InFlight { since }
-                    if now >= since.saturating_add_unsigned(self.config.request_timeout_ms))
+                    if now >= since.saturating_add_ms(self.config.request_timeout_ms))
             })
             .map(|b| b.id)
             .collect();
@@ -640,15 +656,15 @@ impl Batcher {
         self.events.pop_front()
     }
 
-    /// When to call [`handle_timeout`](Self::handle_timeout) next (ms since
-    /// the epoch), or `None` when nothing is waiting on time. Changes after
+    /// When to call [`handle_timeout`](Self::handle_timeout) next, or `None`
+    /// when nothing is waiting on time. Changes after
     /// every input and command.
     #[must_use]
-    pub fn poll_timeout(&self) -> Option<i64> {
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
         let batch_times = self.batches.iter().map(|b| match b.state {
             BatchState::Ready { at } => at,
             BatchState::InFlight { since } => {
-                since.saturating_add_unsigned(self.config.request_timeout_ms)
+                since.saturating_add_ms(self.config.request_timeout_ms)
             }
         });
         let flush = (!self.queue.is_empty() && self.batches.len() < self.config.max_in_flight)
@@ -671,16 +687,16 @@ impl Batcher {
         self.queue.is_empty() && self.batches.is_empty()
     }
 
-    fn next_flush_due(&self) -> i64 {
+    fn next_flush_due(&self) -> Timestamp {
         if self.flush_requested || self.queue.len() >= self.config.flush_at {
-            i64::MIN
+            Timestamp::MIN
         } else {
             self.last_flush
-                .saturating_add_unsigned(self.config.flush_after_ms)
+                .saturating_add_ms(self.config.flush_after_ms)
         }
     }
 
-    fn form_batches(&mut self, now: i64) {
+    fn form_batches(&mut self, now: Timestamp) {
         while self.batches.len() < self.config.max_in_flight && !self.queue.is_empty() {
             if self.next_flush_due() > now {
                 break;

@@ -2,10 +2,10 @@
 //!
 //! This crate performs no I/O of any kind: no network, no clock, no
 //! randomness, no threads, no environment variables. The caller passes the
-//! current time (milliseconds since the Unix epoch) and any random bytes in,
-//! and carries requests out and sends them itself. That is what lets one
-//! core serve Python (pyo3) and JavaScript (wasm) with identical behaviour,
-//! and lets tests drive hours of retries on a fake clock.
+//! current time (a [`Timestamp`]) and any random bytes in, and carries
+//! requests out and sends them itself. That is what lets one core serve
+//! Python (pyo3) and JavaScript (wasm) with identical behaviour, and lets
+//! tests drive hours of retries on a fake clock.
 //!
 //! The central pieces:
 //!
@@ -24,8 +24,8 @@
 //!   destination, audience membership as identify calls, and delete
 //!   notifications.
 //! * [`Batcher`]: the client library's queue, batches and upload retries.
-//! * [`Delivery`]: one call through the Webhooks destination, with failover
-//!   and 4 hours of retries.
+//! * [`Delivery`]: one call through the Webhooks destination, in rounds
+//!   across its endpoints, with 4 hours of retries.
 //!
 //! The state machines follow one shape (after quinn-proto): inputs are
 //! `handle_*(now, …)`, commands are verbs (`flush`, `shutdown`), outputs are
@@ -33,14 +33,15 @@
 //! says when to wake. What an HTTP outcome means is decided once, in
 //! [`retry`], for both.
 //!
-//! Every error type has a stable snake_case `code()`, which the Python and
-//! JavaScript packages expose unchanged.
+//! Every failure has a stable [`Code`] from one registry ([`error`]), which
+//! the Python and JavaScript packages expose unchanged as `.code`, raised
+//! as the class the registry names.
 
 pub mod audience;
 pub mod batcher;
 pub mod call;
 pub mod delivery;
-mod error;
+pub mod error;
 pub mod json;
 pub mod retry;
 pub mod routing;
@@ -54,18 +55,66 @@ pub use batcher::{
     BatchRequest, Batcher, BatcherConfig, BatcherEvent, ConfigError, EnqueueError, FailReason,
     Message,
 };
-pub use call::{Call, CallBuilder, CallError, CallKind, FieldKind, Object, Scalar};
+pub use call::{Call, CallBuilder, CallError, CallKind, FieldKind, Object, Scalar, CALL_FIELDS};
 pub use delivery::{
     Attempt, AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason, StateError,
 };
-pub use error::Error;
-pub use json::{stringify, JsonError, JsonObject, Map, ObjectMark, Value, Writer};
+pub use error::{ApiMisuse, Code, Error, ErrorClass};
+pub use json::{stringify, JsonError, JsonObject, KeyCase, Map, ObjectMark, Value, Writer};
 pub use retry::{Outcome, Verdict};
 pub use signature::{
-    sign, verify, verify_digests, verify_value, KeyCache, Secret, SignatureError, SIGNATURE_HEX_LEN,
+    sign, signature_header, verify, verify_digests, verify_value, KeyCache, Secret, SignatureError,
+    SIGNATURE_HEADER, SIGNATURE_HEX_LEN,
 };
 pub use timestamp::{Timestamp, TimestampError};
 pub use webhooks::{
-    delete_notifications, write_body, DeleteSource, EndpointConfig, HeaderText, HostHmac, Request,
-    SettingsError, Webhooks,
+    delete_notifications, write_body, DeleteSource, EndpointConfig, HeaderText, HostHmac, Mode,
+    Request, SettingsError, Webhooks,
 };
+
+/// callpost's version: the workspace's, the one source the Python and npm
+/// packages take theirs from.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Every numeric limit and default a binding exposes, by name, so the
+/// bindings export this one table (Python `callpost.DEFAULTS`, JavaScript
+/// `DEFAULTS`) and their tests check their signatures and type stubs
+/// against it instead of restating numbers. Durations are in milliseconds.
+pub const DEFAULTS: &[(&str, u64)] = &[
+    // The batching client (client-library.md).
+    ("flush_at", batcher::DEFAULT_FLUSH_AT as u64),
+    ("flush_after_ms", batcher::DEFAULT_FLUSH_AFTER_MS),
+    ("max_queue", batcher::DEFAULT_MAX_QUEUE as u64),
+    ("max_attempts", batcher::DEFAULT_MAX_ATTEMPTS as u64),
+    ("max_retry_ms", batcher::DEFAULT_MAX_RETRY_MS),
+    ("request_timeout_ms", batcher::DEFAULT_REQUEST_TIMEOUT_MS),
+    ("max_in_flight", batcher::DEFAULT_MAX_IN_FLIGHT as u64),
+    (
+        "batch_backoff_base_ms",
+        batcher::DEFAULT_BATCH_BACKOFF.base_ms,
+    ),
+    (
+        "batch_backoff_cap_ms",
+        batcher::DEFAULT_BATCH_BACKOFF.cap_ms,
+    ),
+    ("shutdown_timeout_ms", batcher::DEFAULT_SHUTDOWN_TIMEOUT_MS),
+    ("max_message_bytes", batcher::MAX_MESSAGE_BYTES as u64),
+    ("max_batch_bytes", batcher::MAX_BATCH_BYTES as u64),
+    // The Webhooks destination (webhooks-destination.md).
+    ("max_endpoints", webhooks::MAX_ENDPOINTS as u64),
+    ("webhook_timeout_ms", delivery::WEBHOOK_TIMEOUT_MS),
+    ("retry_window_ms", delivery::RETRY_WINDOW_MS),
+    (
+        "delivery_backoff_base_ms",
+        delivery::DELIVERY_BACKOFF.base_ms,
+    ),
+    ("delivery_backoff_cap_ms", delivery::DELIVERY_BACKOFF.cap_ms),
+    ("host_hmac_min_bytes", webhooks::HOST_HMAC_MIN_BYTES as u64),
+    // JSON values.
+    ("max_depth", json::MAX_DEPTH as u64),
+];
+
+/// The value of `name` in [`DEFAULTS`].
+pub fn default_value(name: &str) -> Option<u64> {
+    DEFAULTS.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+}

@@ -2,6 +2,8 @@
 //! One rule set, shared by the [`Batcher`](crate::Batcher) and
 //! [`Delivery`](crate::Delivery).
 
+use crate::error::ApiMisuse;
+use crate::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -36,43 +38,43 @@ pub enum Outcome {
 impl Outcome {
     /// A connection failure.
     pub fn connection(message: impl Into<String>) -> Self {
-        Outcome::Connection {
+        Self::Connection {
             message: message.into(),
         }
     }
 
     /// A TLS failure.
     pub fn tls(message: impl Into<String>) -> Self {
-        Outcome::Tls {
+        Self::Tls {
             message: message.into(),
         }
     }
 
     /// Builds an outcome from what a host's HTTP client reports: a `status`
     /// (with the raw `Retry-After` header), or an `error` kind, `"timeout"`,
-    /// `"connection"` or `"tls"`, with a message for logs. `None` when the
-    /// combination is not one of these; bindings raise a usage error.
+    /// `"connection"` or `"tls"`, with a message for logs. Any other
+    /// combination is [`ApiMisuse::InvalidOutcome`].
     pub fn from_report(
         status: Option<u16>,
         retry_after: Option<String>,
         error: Option<&str>,
         message: &str,
-    ) -> Option<Outcome> {
-        Some(match (status, error) {
-            (Some(status), None) => Outcome::Response {
+    ) -> Result<Self, ApiMisuse> {
+        Ok(match (status, error) {
+            (Some(status), None) => Self::Response {
                 status,
                 retry_after,
             },
-            (None, Some("timeout")) => Outcome::Timeout,
-            (None, Some("connection")) => Outcome::connection(message),
-            (None, Some("tls")) => Outcome::tls(message),
-            _ => return None,
+            (None, Some("timeout")) => Self::Timeout,
+            (None, Some("connection")) => Self::connection(message),
+            (None, Some("tls")) => Self::tls(message),
+            _ => return Err(ApiMisuse::InvalidOutcome),
         })
     }
 
     /// A response with no `Retry-After`.
     pub fn status(status: u16) -> Self {
-        Outcome::Response {
+        Self::Response {
             status,
             retry_after: None,
         }
@@ -81,9 +83,9 @@ impl Outcome {
     /// What this outcome means.
     pub fn verdict(&self) -> Verdict {
         match self {
-            Outcome::Response { status, .. } => classify_status(*status),
-            Outcome::Timeout | Outcome::Connection { .. } => Verdict::Retry,
-            Outcome::Tls { .. } => Verdict::Reject,
+            Self::Response { status, .. } => classify_status(*status),
+            Self::Timeout | Self::Connection { .. } => Verdict::Retry,
+            Self::Tls { .. } => Verdict::Reject,
         }
     }
 
@@ -91,10 +93,10 @@ impl Outcome {
     /// request data.
     pub fn code(&self) -> String {
         match self {
-            Outcome::Response { status, .. } => format!("http_{status}"),
-            Outcome::Timeout => "timeout".into(),
-            Outcome::Connection { .. } => "connection_error".into(),
-            Outcome::Tls { .. } => "tls_error".into(),
+            Self::Response { status, .. } => format!("http_{status}"),
+            Self::Timeout => "timeout".into(),
+            Self::Connection { .. } => "connection_error".into(),
+            Self::Tls { .. } => "tls_error".into(),
         }
     }
 }
@@ -102,10 +104,10 @@ impl Outcome {
 impl fmt::Display for Outcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Outcome::Response { status, .. } => write!(f, "http status {status}"),
-            Outcome::Timeout => f.write_str("timed out"),
-            Outcome::Connection { message } => write!(f, "connection error: {message}"),
-            Outcome::Tls { message } => write!(f, "tls error: {message}"),
+            Self::Response { status, .. } => write!(f, "http status {status}"),
+            Self::Timeout => f.write_str("timed out"),
+            Self::Connection { message } => write!(f, "connection error: {message}"),
+            Self::Tls { message } => write!(f, "tls error: {message}"),
         }
     }
 }
@@ -169,7 +171,7 @@ pub const MAX_RETRY_AFTER_MS: u64 = 86_400_000;
 /// past means "now". Anything else (garbage, negative numbers, the obsolete
 /// RFC 850 date form) gives `None`, and the normal backoff applies: a bad
 /// header is the server's mistake and must not stall or speed up retries.
-pub fn parse_retry_after(value: &str, now_ms: i64) -> Option<u64> {
+pub fn parse_retry_after(value: &str, now: Timestamp) -> Option<u64> {
     let v = value.trim();
     if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
         // Long digit strings saturate rather than fail: "wait a very long time".
@@ -178,7 +180,7 @@ pub fn parse_retry_after(value: &str, now_ms: i64) -> Option<u64> {
     }
     let at_ms = crate::timestamp::parse_http_date(v)?;
     Some(
-        u64::try_from(at_ms.saturating_sub(now_ms))
+        u64::try_from(at_ms.saturating_sub(now.as_millis()))
             .unwrap_or(0)
             .min(MAX_RETRY_AFTER_MS),
     )
@@ -300,34 +302,38 @@ mod tests {
     fn outcomes_from_host_reports() {
         assert_eq!(
             Outcome::from_report(Some(503), Some("5".into()), None, ""),
-            Some(Outcome::Response {
+            Ok(Outcome::Response {
                 status: 503,
                 retry_after: Some("5".into())
             })
         );
         assert_eq!(
             Outcome::from_report(None, None, Some("timeout"), ""),
-            Some(Outcome::Timeout)
+            Ok(Outcome::Timeout)
         );
         assert_eq!(
             Outcome::from_report(None, None, Some("tls"), "self-signed").map(|o| o.verdict()),
-            Some(Verdict::Reject)
+            Ok(Verdict::Reject)
         );
         assert_eq!(
             Outcome::from_report(None, None, Some("connection"), "reset").map(|o| o.code()),
-            Some("connection_error".into())
+            Ok("connection_error".into())
         );
         assert_eq!(
             Outcome::from_report(Some(200), None, Some("timeout"), ""),
-            None
+            Err(ApiMisuse::InvalidOutcome)
         );
-        assert_eq!(Outcome::from_report(None, None, Some("dns"), ""), None);
-        assert_eq!(Outcome::from_report(None, None, None, ""), None);
+        for bad in [Some("dns"), None] {
+            assert_eq!(
+                Outcome::from_report(None, None, bad, ""),
+                Err(ApiMisuse::InvalidOutcome)
+            );
+        }
     }
 
     #[test]
     fn retry_after_forms() {
-        let now = 784_111_777_000; // Sun, 06 Nov 1994 08:49:37 GMT
+        let now = Timestamp::from_millis(784_111_777_000).unwrap(); // Sun, 06 Nov 1994 08:49:37 GMT
         assert_eq!(parse_retry_after("120", now), Some(120_000));
         assert_eq!(parse_retry_after(" 0 ", now), Some(0));
         assert_eq!(

@@ -1,6 +1,7 @@
 //! `X-Signature`: lowercase hex HMAC-SHA1 of the exact body bytes, keyed with
 //! the destination's shared secret (webhooks-destination.md, Authentication).
 
+use crate::error::Code;
 use crate::json::{write_value, Value};
 use hmac::digest::CtOutput;
 use hmac::{Hmac, KeyInit, Mac};
@@ -11,6 +12,22 @@ type HmacSha1 = Hmac<Sha1>;
 
 /// Hex characters in a signature (SHA-1 is 20 bytes).
 pub const SIGNATURE_HEX_LEN: usize = 40;
+
+/// The header the signature travels in (webhooks-destination.md,
+/// Authentication).
+pub const SIGNATURE_HEADER: &str = "X-Signature";
+
+/// The signature among a request's headers: the first header named
+/// [`SIGNATURE_HEADER`], matched case-insensitively as HTTP header names
+/// are. Hosts pass their framework's headers as name/value pairs.
+pub fn signature_header<'a>(
+    headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Option<&'a str> {
+    headers
+        .into_iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(SIGNATURE_HEADER))
+        .map(|(_, value)| value)
+}
 
 /// Errors from signing and verifying.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,11 +48,11 @@ pub enum SignatureError {
 
 impl SignatureError {
     /// Stable snake_case code, identical in Rust, Python and JS.
-    pub fn code(&self) -> &'static str {
+    pub fn code(&self) -> Code {
         match self {
-            Self::EmptySecret => "empty_secret",
-            Self::NoSecrets => "no_secrets",
-            Self::MalformedSignature => "malformed_signature",
+            Self::EmptySecret => Code::EmptySecret,
+            Self::NoSecrets => Code::NoSecrets,
+            Self::MalformedSignature => Code::MalformedSignature,
         }
     }
 }
@@ -57,7 +74,7 @@ impl fmt::Debug for Secret {
 
 impl Secret {
     /// Keys a secret from its UTF-8 (or raw) bytes. Any length but zero.
-    pub fn new(key: impl AsRef<[u8]>) -> Result<Secret, SignatureError> {
+    pub fn new(key: impl AsRef<[u8]>) -> Result<Self, SignatureError> {
         let key = key.as_ref();
         if key.is_empty() {
             return Err(SignatureError::EmptySecret);
@@ -65,7 +82,7 @@ impl Secret {
         // HMAC accepts keys of any length, so this cannot fail.
         let mac =
             <HmacSha1 as KeyInit>::new_from_slice(key).map_err(|_| SignatureError::EmptySecret)?;
-        Ok(Secret { mac })
+        Ok(Self { mac })
     }
 
     /// The raw 20-byte HMAC-SHA1 of `body`.
@@ -121,8 +138,8 @@ impl fmt::Debug for KeyCache {
 
 impl KeyCache {
     /// An empty cache (`const`, so a binding can keep one in a `static`).
-    pub const fn new() -> KeyCache {
-        KeyCache {
+    pub const fn new() -> Self {
+        Self {
             key: Vec::new(),
             secret: None,
         }

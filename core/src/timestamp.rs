@@ -24,7 +24,7 @@ impl TryFrom<i64> for Timestamp {
 }
 
 impl From<Timestamp> for i64 {
-    fn from(t: Timestamp) -> i64 {
+    fn from(t: Timestamp) -> Self {
         t.0
     }
 }
@@ -36,16 +36,34 @@ const MAX_MS: i64 = 253_402_300_799_999;
 
 /// A timestamp that is not ISO 8601 with a zone, or is out of range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid timestamp {}: expected ISO 8601 with a UTC offset, years 0000-9999, e.g. 2026-11-22T10:04:05.123Z", Quoted(.0))]
-pub struct TimestampError(pub String);
+#[non_exhaustive]
+pub enum TimestampError {
+    /// The text (shown), or the milliseconds, are not a timestamp in years
+    /// 0000-9999. Send ISO 8601 with an offset, e.g.
+    /// `2026-11-22T10:04:05.123Z`.
+    #[error("invalid timestamp {}: expected ISO 8601 with a UTC offset, years 0000-9999, e.g. 2026-11-22T10:04:05.123Z", Quoted(.0))]
+    Invalid(String),
+    /// A host's date-time value with no time zone (a naive Python
+    /// `datetime`): its instant is unknown, as for ISO text without an
+    /// offset. Give it a zone.
+    #[error(
+        "datetime has no time zone; pass an aware datetime (for example with tzinfo=timezone.utc)"
+    )]
+    NoZone,
+}
 
 impl Timestamp {
+    /// The earliest timestamp, `0000-01-01T00:00:00.000Z`.
+    pub const MIN: Self = Self(MIN_MS);
+    /// The latest timestamp, `9999-12-31T23:59:59.999Z`.
+    pub const MAX: Self = Self(MAX_MS);
+
     /// From milliseconds since the epoch; fails outside years 0000–9999.
     pub fn from_millis(ms: i64) -> Result<Self, TimestampError> {
         if (MIN_MS..=MAX_MS).contains(&ms) {
             Ok(Self(ms))
         } else {
-            Err(TimestampError(ms.to_string()))
+            Err(TimestampError::Invalid(ms.to_string()))
         }
     }
 
@@ -61,6 +79,19 @@ impl Timestamp {
         self.0
     }
 
+    /// `ms` milliseconds later, clamped to [`Timestamp::MAX`]: deadlines
+    /// and retry times past the year 9999 are never reached anyway.
+    #[must_use]
+    pub fn saturating_add_ms(self, ms: u64) -> Self {
+        Self::saturating_from_millis(self.0.saturating_add_unsigned(ms))
+    }
+
+    /// Milliseconds from `earlier` to `self` (negative when `earlier` is
+    /// later).
+    pub fn millis_since(self, earlier: Self) -> i64 {
+        self.0 - earlier.0
+    }
+
     /// Parses ISO 8601 as used on the web: an RFC 3339 date-time (`T`, `t` or
     /// a space between date and time, any number of fraction digits, `Z` or
     /// `±hh:mm`), or a bare date, which means midnight UTC as in
@@ -71,7 +102,7 @@ impl Timestamp {
     pub fn parse(text: &str) -> Result<Self, TimestampError> {
         parse_iso(text.as_bytes())
             .and_then(|ms| Self::from_millis(ms).ok())
-            .ok_or_else(|| TimestampError(text.chars().take(64).collect()))
+            .ok_or_else(|| TimestampError::Invalid(text.chars().take(64).collect()))
     }
 
     /// Writes `YYYY-MM-DDTHH:MM:SS.sssZ`.

@@ -1,6 +1,14 @@
 //! Our JSON writer against the real `JSON.stringify` of the `node` on PATH,
 //! over a generated corpus of random values.
-#![allow(clippy::unwrap_used, missing_docs)]
+// Test code: a panic is how it reports, and it may print.
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr,
+    clippy::print_stdout
+)]
 
 use callpost_core::{Map, Value};
 use std::process::Command;

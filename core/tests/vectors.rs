@@ -1,9 +1,21 @@
 //! The shared vectors in `testdata/`, which the Python and JS suites read too.
-#![allow(clippy::unwrap_used, missing_docs)]
+// Test code: a panic is how it reports, and it may print.
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr,
+    clippy::print_stdout
+)]
 
 use callpost_core::{
     audience::trait_name, sign, verify, AudienceSync, Call, Map, Secret, Timestamp, Value, Webhooks,
 };
+
+fn at(ms: i64) -> Timestamp {
+    Timestamp::from_millis(ms).unwrap()
+}
 
 fn load(text: &str) -> Value {
     // Our own parser keeps key order, which the vectors depend on.
@@ -242,7 +254,8 @@ fn outcome_of(reply: &Value) -> callpost_core::Outcome {
 #[test]
 fn retry_vectors() {
     use callpost_core::retry::{classify_status, parse_retry_after};
-    use callpost_core::{Delivery, DeliveryConfig, DeliveryOutcome, EndpointConfig, Verdict};
+    use callpost_core::{Delivery, DeliveryConfig, DeliveryOutcome, EndpointConfig, Mode, Verdict};
+    const START: i64 = 1_795_341_845_123;
     let all = load(include_str!("../../testdata/retry.json"));
     let verdict = |v: &str| match v {
         "success" => Verdict::Success,
@@ -276,27 +289,24 @@ fn retry_vectors() {
             _ => None,
         };
         assert_eq!(
-            parse_retry_after(s(case, "value"), num(case, "now") as i64),
+            parse_retry_after(s(case, "value"), at(num(case, "now") as i64)),
             want,
             "{}",
             s(case, "value")
         );
     }
-    const START: i64 = 1_795_341_845_123;
     for case in arr(&all, "deliveries") {
         let name = s(case, "name");
         let n = num(case, "endpoints") as usize;
         let eps: Vec<_> = (0..n)
             .map(|i| EndpointConfig::new(format!("https://r{i}.example/")))
             .collect();
-        let hooks = callpost_core::Webhooks::new(&eps, Some(b"k")).unwrap();
+        let mode = Mode::parse(s(case, "mode")).unwrap();
+        let hooks = Webhooks::with_mode(&eps, Some(b"k"), mode).unwrap();
         let mut call = Call::from_json_str(r#"{"type":"track","userId":"u","event":"e"}"#).unwrap();
         call.integrations = get(case, "integrations").as_object().cloned();
-        let cfg = DeliveryConfig {
-            jitter_seed: num(case, "seed") as u64,
-            ..DeliveryConfig::default()
-        };
-        let mut d = Delivery::new(&hooks, &call, START, cfg).unwrap();
+        let cfg = DeliveryConfig::new(num(case, "seed") as u64);
+        let mut d = Delivery::new(&hooks, &call, at(START), cfg).unwrap();
         let replies: Vec<&[Value]> = arr(case, "replies")
             .iter()
             .map(|r| match r {
@@ -304,49 +314,57 @@ fn retry_vectors() {
                 _ => panic!(),
             })
             .collect();
+        // The runner (testdata/README.md): send every request due now,
+        // then answer them at once in the order they were sent; a
+        // `timeout` reply never answers, so the core's timer fires.
         let mut used = vec![0usize; n];
         let mut now = START;
         for _ in 0..1000 {
-            if let Some(a) = d.poll_request(now, &hooks) {
+            let mut sent = vec![];
+            while let Some(a) = d.poll_request(at(now)) {
                 let list = replies[a.endpoint];
                 let reply = &list[used[a.endpoint].min(list.len() - 1)];
                 used[a.endpoint] += 1;
-                match outcome_of(reply) {
-                    callpost_core::Outcome::Timeout => {
-                        now = a.deadline;
-                        d.handle_timeout(now);
-                    }
-                    o => d.handle_response(now, o),
+                sent.push((a.attempt, outcome_of(reply)));
+            }
+            let answered = !sent.is_empty();
+            for (attempt, o) in sent {
+                if o != callpost_core::Outcome::Timeout {
+                    d.handle_response(at(now), attempt, o);
                 }
+            }
+            if answered {
                 continue;
             }
             match d.poll_timeout() {
                 Some(t) => {
-                    now = t;
-                    d.handle_timeout(now);
+                    now = t.as_millis();
+                    d.handle_timeout(t);
                 }
                 None => break,
             }
         }
         let want = get(case, "expect");
-        let got: Vec<(i64, usize, String)> = d
+        let got: Vec<(i64, usize, String, u32)> = d
             .log()
             .iter()
-            .map(|r| (r.sent_at - START, r.endpoint, r.outcome.code()))
+            .map(|r| {
+                (
+                    r.sent_at.as_millis() - START,
+                    r.endpoint,
+                    r.outcome.code(),
+                    r.round,
+                )
+            })
             .collect();
-        let want_attempts: Vec<(i64, usize, String)> = arr(want, "attempts")
+        let want_attempts: Vec<(i64, usize, String, u32)> = arr(want, "attempts")
             .iter()
             .map(|a| match a {
                 Value::Array(p) => (
-                    match p[0] {
-                        Value::Number(x) => x as i64,
-                        _ => panic!(),
-                    },
-                    match p[1] {
-                        Value::Number(x) => x as usize,
-                        _ => panic!(),
-                    },
+                    p[0].as_f64().unwrap() as i64,
+                    p[1].as_f64().unwrap() as usize,
                     p[2].as_str().unwrap().to_owned(),
+                    p[3].as_f64().unwrap() as u32,
                 ),
                 _ => panic!(),
             })
@@ -354,10 +372,10 @@ fn retry_vectors() {
         assert_eq!(got, want_attempts, "{name}");
         match (d.poll_outcome().unwrap(), s(want, "outcome")) {
             (DeliveryOutcome::Delivered { endpoint, .. }, "delivered") => {
-                assert_eq!(endpoint, num(want, "endpoint") as usize, "{name}")
+                assert_eq!(endpoint, num(want, "endpoint") as usize, "{name}");
             }
             (DeliveryOutcome::GaveUp { reason, .. }, "gave_up") => {
-                assert_eq!(reason.code(), s(want, "reason"), "{name}")
+                assert_eq!(reason.code(), s(want, "reason"), "{name}");
             }
             (DeliveryOutcome::Disabled, "disabled") => {}
             (got, want) => panic!("{name}: got {got:?}, want {want}"),
@@ -381,18 +399,18 @@ fn batch_vectors() {
             library_version: s(c, "libraryVersion").to_owned(),
             ..BatcherConfig::new(s(c, "writeKey"))
         };
-        let mut b = Batcher::new(cfg, 0).unwrap();
+        let mut b = Batcher::new(cfg, at(0)).unwrap();
         for item in arr(case, "calls") {
             let random: [u8; 16] = hex::decode(s(item, "random")).unwrap().try_into().unwrap();
             let call = Call::from_value(get(item, "call")).unwrap();
-            b.handle_call(num(item, "now") as i64, call, random)
+            b.handle_call(at(num(item, "now") as i64), call, random)
                 .unwrap();
         }
-        let at = num(case, "flushAt") as i64;
-        b.flush(at);
+        let flush_at = at(num(case, "flushAt") as i64);
+        b.flush(flush_at);
         let want = get(case, "expect");
         let mut bodies = vec![];
-        while let Some(req) = b.poll_request(at) {
+        while let Some(req) = b.poll_request(flush_at) {
             assert_eq!(req.request.url, s(want, "url"), "{name}");
             let headers: Vec<Value> = req
                 .request
@@ -402,7 +420,7 @@ fn batch_vectors() {
                 .collect();
             assert_eq!(&headers[..], arr(want, "headers"), "{name}");
             bodies.push(String::from_utf8(req.request.body.clone()).unwrap());
-            b.handle_response(at, req.batch_id, Outcome::status(200));
+            b.handle_response(flush_at, req.batch_id, Outcome::status(200));
         }
         let want_bodies: Vec<&str> = arr(want, "bodies")
             .iter()
@@ -427,7 +445,7 @@ fn byte_and_enqueue_error_vectors() {
         }
     }
     for case in arr(&all, "enqueue") {
-        let mut b = Batcher::new(BatcherConfig::new("wk"), 0).unwrap();
+        let mut b = Batcher::new(BatcherConfig::new("wk"), at(0)).unwrap();
         // Built natively: the batcher itself must apply the rules.
         let mut call = Call::new(callpost_core::CallKind::Track);
         call.event = Some("e".into());
@@ -440,7 +458,7 @@ fn byte_and_enqueue_error_vectors() {
             Value::String("x".repeat(num(case, "pad") as usize)),
         );
         call.properties = Some(props.into());
-        let got = b.handle_call(0, call, [0; 16]);
+        let got = b.handle_call(at(0), call, [0; 16]);
         match get(case, "code") {
             Value::String(code) => assert_eq!(got.unwrap_err().code(), code, "{}", s(case, "name")),
             _ => assert!(got.is_ok(), "{}", s(case, "name")),

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
+import pathlib
+import re
+import subprocess
+import sys
+
 import datetime as dt
 import json
 import math
@@ -271,8 +277,14 @@ def test_batcher_reads_clock_and_entropy_when_not_given() -> None:
     assert len(more) == 600 and not more & ids
 
 
-_FIELDS = ("userId", "anonymousId", "event", "name", "category", "groupId", "previousId", "properties", "traits",
-           "context", "integrations", "timestamp", "messageId")
+_FIELDS = callpost.CALL_FIELDS
+
+
+def test_handle_fields_takes_the_cores_call_fields_in_order() -> None:
+    # The parameters are named for readers; their order is the core's list.
+    params = list(inspect.signature(callpost.Batcher.handle_fields).parameters)[1:]
+    snake = [re.sub(r"(?<!^)([A-Z])", r"_\1", f).lower() for f in _FIELDS]
+    assert params == ["kind", *snake]
 
 
 def test_handle_fields_queues_what_handle_call_queues_for_the_same_dict() -> None:
@@ -392,3 +404,66 @@ def test_forked_processes_never_share_message_ids() -> None:
         child = set(f.read().split("\n"))
     os.waitpid(pid, 0)
     assert len(child) == 50 and not parent & child
+
+
+def test_python_defaults_are_the_cores() -> None:
+    d = callpost.DEFAULTS
+    seconds = lambda name: d[name] / 1000  # noqa: E731
+    want = {
+        callpost.Client: dict(flush_at=d["flush_at"], flush_after=seconds("flush_after_ms"), max_queue=d["max_queue"],
+                              max_attempts=d["max_attempts"], max_retry=seconds("max_retry_ms"),
+                              timeout=seconds("request_timeout_ms"), backoff_base=seconds("batch_backoff_base_ms"),
+                              backoff_cap=seconds("batch_backoff_cap_ms"), shutdown_timeout=seconds("shutdown_timeout_ms")),
+        callpost.Webhooks: dict(timeout=seconds("webhook_timeout_ms"), retry_window=seconds("retry_window_ms"),
+                                backoff_base=seconds("delivery_backoff_base_ms"), backoff_cap=seconds("delivery_backoff_cap_ms")),
+    }
+    want[callpost.AsyncClient] = {k: v for k, v in want[callpost.Client].items() if k != "shutdown_timeout"}
+    for cls, params in want.items():
+        sig = inspect.signature(cls)
+        for name, value in params.items():
+            assert sig.parameters[name].default == value, (cls.__name__, name)
+    assert inspect.signature(callpost.AsyncClient.close).parameters["timeout"].default == seconds("shutdown_timeout_ms")
+    # The raw classes leave every default to the core: None in, the core's value out.
+    b = callpost.Batcher("wk", now=0)
+    b.handle_call(0, {"type": "track", "userId": "u", "event": "e"})
+    assert b.poll_timeout() == d["flush_after_ms"]
+    assert callpost.MAX_MESSAGE_BYTES == d["max_message_bytes"] and callpost.MAX_BATCH_BYTES == d["max_batch_bytes"]
+
+
+def test_the_stub_leaves_defaults_to_the_core() -> None:
+    # The .pyi restates no number: the raw classes' defaults are None (the
+    # core's), and the high-level classes' come from DEFAULTS in _io.py.
+    stub = (pathlib.Path(callpost.__file__).parent / "_callpost.pyi").read_text()
+    for name, value in callpost.DEFAULTS.items():
+        assert not re.search(rf"\b{name}\s*:\s*\w+\s*=\s*{value}\b", stub), name
+    assert not re.search(r"=\s*\d{2,}", stub)
+
+
+def test_misuse_is_invalid_argument() -> None:
+    hooks = callpost.Webhooks(["https://example.com/"])
+    d = callpost.Delivery(hooks.settings, {"type": "track", "userId": "u", "event": "e"}, 0, seed=1)
+    a = d.poll_request(0)
+    assert a is not None
+    for misuse in (
+        lambda: callpost.sign(1, "body"),  # type: ignore[arg-type]
+        lambda: callpost.verify("body", "0" * 40, [3]),  # type: ignore[list-item]
+        lambda: d.handle_response(0, a.attempt),
+        lambda: d.handle_response(0, a.attempt, error="dns"),
+        lambda: callpost.Batcher("wk").handle_call(0, {"type": "track", "userId": "u", "event": "e"}, b"short"),
+        lambda: hooks.request({"type": "track", "userId": "u", "event": "e"}, 3),
+        lambda: callpost.verify_request("body", 42, "s"),  # type: ignore[arg-type]
+        lambda: callpost.Webhooks("https://example.com/"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(callpost.InvalidArgumentError) as e:
+            misuse()
+        assert e.value.code == "invalid_argument" and isinstance(e.value, TypeError)
+
+
+def test_version_has_one_source() -> None:
+    cargo = (pathlib.Path(__file__).resolve().parents[2] / "Cargo.toml").read_text()
+    version = re.search(r'^version = "([^"]+)"', cargo, re.M)
+    assert version is not None and callpost.__version__ == version.group(1)
+    from importlib.metadata import version as dist_version
+    assert dist_version("callpost") == callpost.__version__
+    out = subprocess.run([sys.executable, "-m", "callpost", "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == f"callpost {callpost.__version__}"

@@ -26,9 +26,11 @@ def forward(call: Dict[str, Any]) -> Optional[int]:
 
 def own_queue(hooks: callpost.Webhooks) -> str:
     d: callpost.Delivery = hooks.delivery({"type": "track", "userId": "u", "event": "e"}, now=0, seed=1)
-    attempt: Optional[callpost.Attempt] = d.poll_request(0, hooks.settings)
+    attempt: Optional[callpost.Attempt] = d.poll_request(0)
     if attempt is not None:
-        d.handle_response(10, status=503, retry_after="5")
+        d.handle_response(10, attempt.attempt, status=503, retry_after="5")
+    restored = callpost.Delivery.from_json(d.to_json(), hooks.settings)
+    del restored
     wake: Optional[int] = d.poll_timeout()
     del wake
     return d.to_json()

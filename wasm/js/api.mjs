@@ -1,14 +1,17 @@
-// The JavaScript API over the wasm core. Values cross into wasm as JSON text
-// (JSON.stringify runs natively), and the I/O loops here are short: poll the
-// core, fetch, report the outcome, sleep until pollTimeout(). Retry, batching
-// and failover rules live in the Rust core, shared with the Python package.
+// The JavaScript API over the wasm core: the package's public surface. The
+// wasm exports are its private half. Values cross into wasm as JSON text or
+// UTF-8 bytes (JSON.stringify runs natively). The I/O loops are written once,
+// as generators that poll the core and say what to do (deliverySteps,
+// senderSteps), and run by one executor (run): a round's requests go out
+// together with Promise.all over fetch. Retry, batching and round rules,
+// limits and defaults live in the Rust core, shared with the Python package.
 //
-// makeSigning is sign/verify/Signer alone: the `callpost/verify` entry runs it
-// over the verify-only wasm module (the crate's `signing` feature), and
-// makeApi builds the rest on it. makeClient is the `callpost/client` entry's
-// part of makeApi, over the client-only module (`client`): the classes
-// reach for the wasm exports only when used, so the missing ones (webhooks,
-// signing) cost nothing there.
+// makeSigning is sign/verify/verifyRequest/Signer alone: the `callpost/verify`
+// entry runs it over the verify-only wasm module (the crate's `signing`
+// feature), and makeApi builds the rest on it. makeClient is the
+// `callpost/client` entry's part of makeApi, over the client-only module
+// (`client`): the classes reach for the wasm exports only when used, so the
+// missing ones (webhooks, signing) cost nothing there.
 //
 // webInit is the browsers' `init()` of each entry (web.mjs, client-web.mjs,
 // verify-web.mjs).
@@ -18,33 +21,28 @@
 
 export function makeSigning(wasm, platform) {
   // node:crypto hashes large bodies faster than wasm's software SHA-1
-  // (SHA-NI). Where the two cross moves with the machine's state, so the
-  // threshold sits below the worse crossover and sign() is never slower than
-  // the platform. Session 6 put sign()'s at 1280 B, under the cost of key
-  // setup in wasm; since the core caches the last key's state (session 7),
-  // sign() with the last call's secret costs what the prekeyed Signer
-  // does, whose crossover is about 2 KB: wasm against node 0.84-0.93 at
-  // 1792 B, 0.89-0.98 at 2048 B, 0.94-1.06 at 2112 B in session 10's three
-  // sweeps. With two secrets alternating (key setup on every call) it was
-  // still 0.92-0.97 at 1791 B (BENCHMARKS.md).
-  const NATIVE_HMAC_FROM = 1792;
+  // (SHA-NI); the core sets the size from which it does (BENCHMARKS.md).
+  const NATIVE_HMAC_FROM = wasm.hostHmacMinBytes();
   const encoder = new TextEncoder();
   const decoder = new TextDecoder('utf-8', { fatal: true });
 
-  function error(name, code, message) {
-    const err = name === 'NotJSONError' || name === 'TypeError' ? new TypeError(message) : new Error(message);
+  // A JS error for `code`, named and typed as the core's registry says.
+  function error(code, message) {
+    const [name, isTypeError] = wasm.errorClass(code) ?? ['CallpostError', false];
+    const err = isTypeError ? new TypeError(message) : new Error(message);
     err.name = name;
     err.code = code;
     return err;
   }
 
-  const notBytes = (what) => error('TypeError', 'invalid_argument', `${what} must be a string or Uint8Array`);
+  const notBytes = (what) => error('invalid_argument', `${what} must be a string or Uint8Array`);
 
   // sign and verify write the body and secret straight into the core's
   // scratch buffer in wasm memory, and read the 40 hex digits back from it:
   // handing them over as values (wasm-bindgen's type checks, copies and
   // mallocs) cost half of a 423 B sign. The views are renewed when the
-  // buffer moves or the memory grows (which detaches the old ones).
+  // buffer moves or the memory grows (which detaches the old ones). The
+  // buffer is private to this file.
   const memory = wasm.wasmMemory();
   let heap = null;
   let at = -1;
@@ -99,7 +97,7 @@ export function makeSigning(wasm, platform) {
 
   function sign(secret, body) {
     // Empty secrets go to the core, which refuses them with empty_secret.
-    if (platform.hmacSha1 && body.length >= NATIVE_HMAC_FROM && secret.length > 0) {
+    if (platform.hmacSha1 && isBytes(body) && body.length >= NATIVE_HMAC_FROM && isBytes(secret) && secret.length > 0) {
       return platform.hmacSha1(secret, body);
     }
     if (!isBytes(secret)) throw notBytes('secret');
@@ -132,6 +130,7 @@ export function makeSigning(wasm, platform) {
       const b = toScratch(body, secrets);
       return wasm.verifyScratch(keyLen, bodyAt, b, signature);
     }
+    if (typeof signature !== 'string') throw error('invalid_argument', 'signature must be a string');
     return wasm.verify(bytesOf(body), signature, secrets);
   }
 
@@ -152,12 +151,12 @@ export function makeSigning(wasm, platform) {
     }
 
     signString(body) {
-      if (typeof body !== 'string') throw error('TypeError', 'invalid_argument', 'body must be a string');
+      if (typeof body !== 'string') throw error('invalid_argument', 'body must be a string');
       return this.#sign(body);
     }
 
     signBytes(body) {
-      if (!(body instanceof Uint8Array)) throw error('TypeError', 'invalid_argument', 'body must be a Uint8Array');
+      if (!(body instanceof Uint8Array)) throw error('invalid_argument', 'body must be a Uint8Array');
       return this.#sign(body);
     }
 
@@ -166,34 +165,63 @@ export function makeSigning(wasm, platform) {
     }
   }
 
+  // A request's headers as two lists, names and values: a Headers object,
+  // or a plain map whose values may be arrays (Node's IncomingHttpHeaders).
+  function headerLists(headers) {
+    const names = [];
+    const values = [];
+    const add = (k, v) => {
+      if (v == null) return;
+      names.push(String(k));
+      values.push(String(Array.isArray(v) ? v[0] : v));
+    };
+    if (headers && typeof headers.forEach === 'function' && typeof headers.get === 'function') {
+      headers.forEach((v, k) => add(k, v));
+    } else if (headers && typeof headers === 'object') {
+      for (const [k, v] of Object.entries(headers)) add(k, v);
+    } else {
+      throw error('invalid_argument', 'headers must be a Headers object or a plain object');
+    }
+    return [names, values];
+  }
+
   function verifyRequest(body, headers, secrets) {
-    let signature = null;
-    if (headers && typeof headers.get === 'function') signature = headers.get('x-signature');
-    else for (const [k, v] of Object.entries(headers || {})) if (k.toLowerCase() === 'x-signature') signature = v;
-    if (signature == null) return false;
-    return verify(body, Array.isArray(signature) ? signature[0] : signature, secrets);
+    const signature = wasm.signatureHeader(...headerLists(headers));
+    if (signature === undefined) return false;
+    return verify(body, signature, secrets);
   }
 
   const api = { sign, verify, verifyRequest, Signer, init: async () => api };
   return {
     api,
-    error, notBytes, isBytes, room, scratchOf, put, decoder, NATIVE_HMAC_FROM,
+    error, notBytes, isBytes, decoder, encoder, NATIVE_HMAC_FROM,
   };
 }
 
 export function makeApi(wasm, platform) {
-  const signing = makeSigning(wasm, platform);
-  const { sign, verify, verifyRequest, Signer } = signing.api;
-  const { error, notBytes, isBytes, room, scratchOf, put, decoder, NATIVE_HMAC_FROM } = signing;
+  const signing = wasm.hostHmacMinBytes ? makeSigning(wasm, platform) : null;
+  const { sign, verify, verifyRequest, Signer } = signing ? signing.api : {};
+  const encoder = new TextEncoder();
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  const DEFAULTS = Object.freeze(JSON.parse(wasm.defaults()));
+
+  function error(code, message) {
+    const [name, isTypeError] = wasm.errorClass(code) ?? ['CallpostError', false];
+    const err = isTypeError ? new TypeError(message) : new Error(message);
+    err.name = name;
+    err.code = code;
+    return err;
+  }
 
   // JSON text for a JS value, refusing what JSON.stringify would silently
   // change: NaN/Infinity (→ null), BigInt, functions and symbols (dropped or
   // thrown), undefined in arrays (→ null). An undefined object property is
   // left out, as JSON.stringify does: it is JavaScript's "absent".
-  // True when JSON.stringify(v) keeps every value as it is: the fast path,
-  // a plain walk with no replacer (a replacer makes JSON.stringify several
-  // times slower). Anything else takes the replacer path below, which finds
-  // the offending value and names its path.
+  // isPlain is true when JSON.stringify(v) keeps every value as it is: the
+  // fast path, a plain walk with no replacer (a replacer makes
+  // JSON.stringify several times slower). Anything else takes the replacer
+  // path below, which finds the offending value and names its path.
+  const MAX_DEPTH = DEFAULTS.maxDepth;
   function isPlain(v, depth) {
     switch (typeof v) {
       case 'string':
@@ -204,7 +232,7 @@ export function makeApi(wasm, platform) {
       case 'object': {
         if (v === null) return true;
         // Cycles end here too, and the replacer path then reports them.
-        if (depth >= 64 || typeof v.toJSON === 'function') return false;
+        if (depth >= MAX_DEPTH || typeof v.toJSON === 'function') return false;
         if (Array.isArray(v)) {
           for (let i = 0; i < v.length; i++) {
             if (v[i] === undefined || !isPlain(v[i], depth + 1)) return false;
@@ -225,7 +253,7 @@ export function makeApi(wasm, platform) {
 
   function toJson(value) {
     if (isPlain(value, 0)) return JSON.stringify(value);
-    if (value === undefined) throw error('NotJSONError', 'not_json', 'value at $ is not JSON: undefined');
+    if (value === undefined) throw error('not_json', 'value at $ is not JSON: undefined');
     const paths = new Map();
     let root = true;
     function replacer(key, v) {
@@ -234,14 +262,14 @@ export function makeApi(wasm, platform) {
       root = false;
       switch (typeof v) {
         case 'number':
-          if (!Number.isFinite(v)) throw error('JSONValueError', 'non_finite_number', `number at ${path} is NaN or infinite, which JSON cannot represent`);
+          if (!Number.isFinite(v)) throw error('non_finite_number', `number at ${path} is NaN or infinite, which JSON cannot represent`);
           return v;
         case 'bigint':
         case 'function':
         case 'symbol':
-          throw error('NotJSONError', 'not_json', `value at ${path} is not JSON: ${typeof v}`);
+          throw error('not_json', `value at ${path} is not JSON: ${typeof v}`);
         case 'undefined':
-          if (Array.isArray(this)) throw error('NotJSONError', 'not_json', `value at ${path} is not JSON: undefined`);
+          if (Array.isArray(this)) throw error('not_json', `value at ${path} is not JSON: undefined`);
           return v;
         case 'object':
           if (v !== null) paths.set(v, path);
@@ -254,8 +282,8 @@ export function makeApi(wasm, platform) {
       return JSON.stringify(value, replacer);
     } catch (e) {
       if (e && e.code) throw e;
-      if (e instanceof RangeError) throw error('JSONValueError', 'too_deep', 'value nests deeper than 64 levels');
-      if (e instanceof TypeError && /circular|cyclic/i.test(e.message)) throw error('NotJSONError', 'cyclic_value', 'value contains itself');
+      if (e instanceof RangeError) throw error('too_deep', `value nests deeper than ${MAX_DEPTH} levels`);
+      if (e instanceof TypeError && /circular|cyclic/i.test(e.message)) throw error('cyclic_value', 'value contains itself');
       throw e;
     }
   }
@@ -267,27 +295,26 @@ export function makeApi(wasm, platform) {
         return decoder.decode(v);
       } catch {
         // The core's code for the same input (it reads bytes as UTF-8 too).
-        throw error('JSONValueError', 'invalid_unicode', `${what} bytes are not valid UTF-8`);
+        throw error('invalid_unicode', `${what} bytes are not valid UTF-8`);
       }
     }
-    throw notBytes(what);
+    throw error('invalid_argument', `${what} must be a string or Uint8Array`);
   }
 
-  // A call for the core: its UTF-8 JSON written at the start of the wasm
-  // scratch buffer (see sign()), passed as the byte count. The core checks
-  // the UTF-8.
-  function callJson(call) {
-    const json = isBytes(call) ? call : toJson(call);
-    return put(json, scratchOf(room(json)));
+  // A call for the core: its UTF-8 JSON bytes (see call.rs for why bytes).
+  function callBytes(call) {
+    if (call instanceof Uint8Array) return call;
+    return encoder.encode(typeof call === 'string' ? call : toJson(call));
   }
 
   function randomBytes(n) {
     return globalThis.crypto.getRandomValues(new Uint8Array(n));
   }
 
+  // A jitter seed from OS randomness: 53 bits, as many as a number holds.
   function seed() {
-    const b = randomBytes(8);
-    return new DataView(b.buffer).getUint32(0) * 2 ** 21 + (new DataView(b.buffer).getUint32(4) >>> 11);
+    const v = new DataView(randomBytes(8).buffer);
+    return v.getUint32(0) * 2 ** 21 + (v.getUint32(4) >>> 11);
   }
 
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
@@ -309,6 +336,7 @@ export function makeApi(wasm, platform) {
     return ['connection', `${code || (e && e.name)}: ${(cause && cause.message) || (e && e.message) || ''}`];
   }
 
+  // One request; resolves to the report the core's handleResponse takes.
   async function send(fetchFn, request, deadlineMs, extra) {
     try {
       const r = await fetchFn(request.url, {
@@ -323,10 +351,30 @@ export function makeApi(wasm, platform) {
       await r.arrayBuffer().catch(() => undefined);
       // A browser's manual redirect is an opaque response with status 0.
       const status = r.type === 'opaqueredirect' ? 302 : r.status;
-      return [status, r.headers.get('retry-after') ?? undefined, undefined, undefined];
+      return { status, retryAfter: r.headers.get('retry-after') ?? undefined };
     } catch (e) {
       const [kind, message] = failureKind(e);
-      return [undefined, undefined, kind, message];
+      return { error: kind, message };
+    }
+  }
+
+  // Runs a loop (a generator of ['send', [[key, request, deadlineMs]...]]
+  // or ['wait', ms | undefined] steps): a step's requests go out together.
+  async function run(steps, fetchFn, wait) {
+    let reply;
+    for (;;) {
+      const { value, done } = steps.next(reply);
+      if (done) return value;
+      const [kind, arg] = value;
+      if (kind === 'send') {
+        reply = await Promise.all(arg.map(async ([key, request, deadlineMs]) => {
+          const report = await send(fetchFn, request, deadlineMs);
+          return [key, Date.now(), report];
+        }));
+      } else {
+        await wait(arg);
+        reply = undefined;
+      }
     }
   }
 
@@ -334,37 +382,58 @@ export function makeApi(wasm, platform) {
     const log = d.log;
     if (outcome.kind === 'delivered') return { delivered: true, endpoint: outcome.endpoint, attempts: outcome.attempt, log };
     if (outcome.kind === 'disabled') return { delivered: false, endpoint: null, attempts: 0, log };
-    const err = error('DeliveryError', outcome.reason, `delivery gave up after ${outcome.attempts} attempts (${outcome.reason})`);
+    const err = error(outcome.reason, d.errorMessage ?? outcome.reason);
     err.outcome = outcome;
     err.log = log;
     throw err;
   }
 
+  // A delivery's host loop: send what is due (a whole round at once in
+  // parallel mode), report each answer, sleep until the core's timer.
+  function* deliverySteps(d) {
+    for (;;) {
+      const sends = [];
+      for (let a = d.pollRequest(Date.now()); a; a = d.pollRequest(Date.now())) sends.push([a.attempt, a.request, a.deadlineMs]);
+      if (sends.length) {
+        for (const [attempt, ended, report] of yield ['send', sends]) d.handleResponse(ended, attempt, report);
+        continue;
+      }
+      const outcome = d.pollOutcome();
+      if (outcome) return finish(d, outcome);
+      const wake = d.pollTimeout();
+      yield ['wait', wake === undefined ? undefined : wake - Date.now()];
+      d.handleTimeout(Date.now());
+    }
+  }
+
   class Webhooks {
-    constructor({ endpoints, sharedSecret, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
+    #core;
+    #timing;
+    constructor({ endpoints, sharedSecret, mode, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
       const secret = sharedSecret == null ? null : textOf(sharedSecret, 'sharedSecret');
-      this._core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret }));
-      // Large request bodies are signed by the platform too (see sign()); the
-      // core still decides which header carries the signature, and when.
-      if (platform.hmacSha1 && secret) this._core.setNativeHmac((bytes) => platform.hmacSha1(secret, bytes), NATIVE_HMAC_FROM);
-      this._timing = { timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs };
+      this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode }));
+      // Large request bodies are signed by the platform (see sign()); the
+      // core decides which, and which header carries the signature.
+      if (platform.hmacSha1 && secret) this.#core.setNativeHmac((bytes) => platform.hmacSha1(secret, bytes));
+      this.#timing = { timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs };
     }
 
     get urls() {
-      return this._core.urls;
+      return this.#core.urls;
     }
 
-    /** The validated settings, for `delivery.pollRequest(nowMs, hooks.settings)`. */
-    get settings() {
-      return this._core;
+    get mode() {
+      return this.#core.mode;
+    }
+
+    /** @internal The wasm settings, for Delivery. */
+    get _core() {
+      return this.#core;
     }
 
     request(call, endpoint = 0, nowMs = Date.now()) {
-      // One crossing, one string: building the object property by property
-      // from wasm costs more than the core's whole job.
-      const len = this._core.requestScratch(callJson(call), endpoint, nowMs);
-      // "<n>\n<url>\n<name>\n<value>…\n<body>" (see requestScratch).
-      const s = decoder.decode(scratchOf(len).subarray(0, len));
+      // "<n>\n<url>\n<name>\n<value>…\n<body>" (see webhooks.rs).
+      const s = this.#core.request(callBytes(call), endpoint, nowMs);
       let end = s.indexOf('\n');
       const n = +s.slice(0, end);
       let at = end + 1;
@@ -381,46 +450,118 @@ export function makeApi(wasm, platform) {
     }
 
     isEnabledFor(call) {
-      return this._core.isEnabledFor(callJson(call));
+      return this.#core.isEnabledFor(callBytes(call));
     }
 
-    delivery(call, { nowMs = Date.now(), seed: s = seed() } = {}) {
-      return new wasm.DeliveryCore(this._core, callJson(call), nowMs, { ...this._timing, seed: s });
+    delivery(call, { nowMs = Date.now(), seed: s } = {}) {
+      return new Delivery(this, call, { ...this.#timing, nowMs, seed: s });
     }
 
     async deliver(call, { fetch: fetchFn = globalThis.fetch } = {}) {
       const d = this.delivery(call);
       try {
-        for (;;) {
-          const a = d.pollRequest(Date.now(), this._core);
-          if (a) {
-            const [status, retryAfter, kind, message] = await send(fetchFn, a.request, a.deadlineMs);
-            d.handleResponse(Date.now(), status, retryAfter, kind, message);
-            continue;
-          }
-          const outcome = d.pollOutcome();
-          if (outcome) return finish(d, outcome);
-          await sleep(d.pollTimeout() - Date.now());
-          d.handleTimeout(Date.now());
-        }
+        return await run(deliverySteps(d), fetchFn, sleep);
       } finally {
         d.free();
       }
     }
   }
 
-  const KEEPALIVE_LIMIT = 64 * 1024; // fetch keepalive's in-flight body budget
+  // A report object as the core's positional arguments.
+  const reportArgs = ({ status, retryAfter, error: kind, message } = {}) => [status, retryAfter, kind, message];
+
+  // The sans-IO delivery, for hosts that drive and persist it themselves.
+  // Without a seed, its jitter is seeded from crypto.getRandomValues.
+  class Delivery {
+    #core;
+    constructor(webhooks, call, { nowMs = Date.now(), seed: s = seed(), timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
+      if (webhooks === FROM_JSON) {
+        this.#core = call;
+        return;
+      }
+      if (!(webhooks instanceof Webhooks)) throw error('invalid_argument', 'webhooks must be a Webhooks');
+      this.#core = new wasm.DeliveryCore(webhooks._core, callBytes(call), nowMs,
+        { seed: s, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs });
+    }
+
+    pollRequest(nowMs) { return this.#core.pollRequest(nowMs); }
+    handleResponse(nowMs, attempt, report) { this.#core.handleResponse(nowMs, attempt, ...reportArgs(report)); }
+    handleTimeout(nowMs) { this.#core.handleTimeout(nowMs); }
+    pollTimeout() { return this.#core.pollTimeout(); }
+    pollOutcome() { return this.#core.pollOutcome(); }
+    get outcome() { return this.#core.outcome; }
+    get errorMessage() { return this.#core.errorMessage; }
+    get log() { return this.#core.log; }
+    get body() { return this.#core.body; }
+    get messageId() { return this.#core.messageId; }
+    get mode() { return this.#core.mode; }
+    get done() { return this.#core.done; }
+    toJSON() { return this.#core.toJSON(); }
+    static fromJSON(text, webhooks) {
+      if (!(webhooks instanceof Webhooks)) throw error('invalid_argument', 'webhooks must be the Webhooks the delivery was made with');
+      return new Delivery(FROM_JSON, wasm.DeliveryCore.fromJSON(text, webhooks._core));
+    }
+    free() { this.#core.free(); }
+  }
+  const FROM_JSON = Symbol('fromJSON');
+
+  // The batching client's state machine. Without a seed, its jitter is
+  // seeded from crypto.getRandomValues.
+  class Batcher {
+    #core;
+    constructor(options = {}, nowMs = Date.now()) {
+      const o = { ...options };
+      if (o.seed === undefined) o.seed = seed();
+      this.#core = new wasm.BatcherCore(o, nowMs);
+    }
+
+    handleCall(nowMs, call, random = randomBytes(16)) { return this.#core.handleCall(nowMs, callBytes(call), random); }
+    flush(nowMs) { this.#core.flush(nowMs); }
+    shutdown() { this.#core.shutdown(); }
+    pollRequest(nowMs) { return this.#core.pollRequest(nowMs); }
+    handleResponse(nowMs, batchId, report) { this.#core.handleResponse(nowMs, batchId, ...reportArgs(report)); }
+    handleTimeout(nowMs) { this.#core.handleTimeout(nowMs); }
+    pollTimeout() { return this.#core.pollTimeout(); }
+    pollEvent() { return this.#core.pollEvent(); }
+    get queued() { return this.#core.queued; }
+    get inBatches() { return this.#core.inBatches; }
+    get idle() { return this.#core.idle; }
+    free() { this.#core.free(); }
+  }
+
+  const KEEPALIVE_LIMIT = 64 * 1024; // fetch keepalive's in-flight body budget (the Fetch standard)
+
+  // The batching client's sender loop: report the batcher's events, send
+  // the batches due, wait for the batcher's timer or a wake-up. It ends
+  // once the client is closed and nothing is left.
+  function* senderSteps(client) {
+    const b = client._batcher;
+    for (;;) {
+      const now = Date.now();
+      b.handleTimeout(now);
+      client._drainEvents();
+      const sends = [];
+      for (let r = b.pollRequest(now); r; r = b.pollRequest(now)) sends.push([r.batchId, r.request, r.deadlineMs]);
+      if (sends.length) {
+        for (const [batchId, ended, report] of yield ['send', sends]) b.handleResponse(ended, batchId, report);
+        continue;
+      }
+      if (client._closed && b.idle) return;
+      const wake = b.pollTimeout();
+      yield ['wait', wake === undefined ? undefined : wake - now];
+    }
+  }
 
   class Client {
     constructor({ writeKey, endpoint, flushAt, flushAfter, maxQueue, maxAttempts, maxRetryMs, timeoutMs,
                   backoffBaseMs, backoffCapMs, onError, fetch: fetchFn } = {}) {
-      this._core = new wasm.BatcherCore({ writeKey, endpoint, flushAt, flushAfterMs: flushAfter, maxQueue, maxAttempts,
-        maxRetryMs, requestTimeoutMs: timeoutMs, backoffBaseMs, backoffCapMs, seed: seed() }, Date.now());
+      this._batcher = new Batcher({ writeKey, endpoint, flushAt, flushAfterMs: flushAfter, maxQueue, maxAttempts,
+        maxRetryMs, requestTimeoutMs: timeoutMs, backoffBaseMs, backoffCapMs });
       this.onError = onError;
       this._fetch = fetchFn || ((...args) => globalThis.fetch(...args));
-      this._pumping = false;
-      this._timer = null;
-      this._waiters = [];
+      this._loop = null;
+      this._wake = null;
+      this._progress = [];
       this._closed = false;
       if (platform.onExit) platform.onExit(this);
       if (typeof globalThis.addEventListener === 'function' && typeof document !== 'undefined') {
@@ -436,14 +577,14 @@ export function makeApi(wasm, platform) {
     alias(fields) { return this._enqueue('alias', fields); }
 
     _enqueue(type, fields) {
-      const id = this._core.handleCall(Date.now(), callJson(toJson({ type, ...fields })), randomBytes(16));
+      const id = this._batcher.handleCall(Date.now(), toJson({ type, ...fields }));
       this._kick();
       return id;
     }
 
     _report(ev) {
       if (ev.kind !== 'failed') return;
-      const err = error('DeliveryError', ev.code, ev.reason);
+      const err = error(ev.code, ev.reason);
       const messages = ev.messages.map((m) => JSON.parse(m.json));
       if (this.onError) {
         try {
@@ -457,75 +598,79 @@ export function makeApi(wasm, platform) {
     }
 
     _drainEvents() {
-      for (let ev = this._core.pollEvent(); ev; ev = this._core.pollEvent()) this._report(ev);
+      for (let ev = this._batcher.pollEvent(); ev; ev = this._batcher.pollEvent()) this._report(ev);
     }
 
+    // Starts the sender loop, or wakes it.
     _kick() {
-      if (this._pumping) return;
-      if (this._timer) clearTimeout(this._timer);
-      this._timer = null;
-      this._pumping = true;
-      queueMicrotask(() => this._pump());
+      if (this._wake) {
+        this._wake();
+        return;
+      }
+      if (this._loop) return;
+      this._loop = run(senderSteps(this), this._fetch, (ms) => this._wait(ms)).finally(() => {
+        this._loop = null;
+        this._settle();
+      });
     }
 
-    async _pump() {
-      try {
-        for (;;) {
-          const now = Date.now();
-          this._core.handleTimeout(now);
-          this._drainEvents();
-          const b = this._core.pollRequest(now);
-          if (!b) break;
-          const [status, retryAfter, kind, message] = await send(this._fetch, b.request, b.deadlineMs);
-          this._core.handleResponse(Date.now(), b.batchId, status, retryAfter, kind, message);
+    // The sender sleeps until its timer or a wake-up. A pending timer must
+    // not keep Node alive: the exit hook flushes.
+    _wait(ms) {
+      this._settle();
+      return new Promise((resolve) => {
+        let timer;
+        const done = () => {
+          clearTimeout(timer);
+          this._wake = null;
+          resolve();
+        };
+        this._wake = done;
+        if (ms !== undefined) {
+          timer = setTimeout(done, Math.max(0, ms));
+          if (typeof timer.unref === 'function') timer.unref();
         }
-      } finally {
-        this._pumping = false;
-      }
-      this._drainEvents();
-      if (this._core.idle) {
-        for (const w of this._waiters.splice(0)) w();
-      }
-      const t = this._core.pollTimeout();
-      if (t !== undefined && !this._closed) {
-        this._timer = setTimeout(() => this._kick(), Math.max(0, t - Date.now()));
-        // A pending flush timer must not keep Node alive; exit hooks flush.
-        if (this._timer && typeof this._timer.unref === 'function') this._timer.unref();
-      }
+      });
+    }
+
+    // flush() callers look at the batcher again.
+    _settle() {
+      for (const check of this._progress.splice(0)) check();
     }
 
     /** Sends everything queued now; settles when all of it is delivered or reported. */
     flush() {
-      this._core.flush(Date.now());
+      this._batcher.flush(Date.now());
       const done = new Promise((resolve) => {
-        if (this._core.idle) resolve();
-        else this._waiters.push(resolve);
+        const check = () => (this._batcher.idle || !this._loop ? resolve() : this._progress.push(check));
+        this._progress.push(check);
       });
       this._kick();
+      if (this._batcher.idle) this._settle();
       return done;
     }
 
     /** Flushes (up to timeoutMs), then reports whatever is left to onError. */
-    async close({ timeoutMs = 10_000 } = {}) {
+    async close({ timeoutMs = DEFAULTS.shutdownTimeoutMs } = {}) {
       if (this._closed) return;
       let timer;
       await Promise.race([this.flush(), new Promise((r) => { timer = setTimeout(r, timeoutMs); })]);
       clearTimeout(timer);
       this._closed = true;
-      if (this._timer) clearTimeout(this._timer);
-      this._core.shutdown();
+      this._batcher.shutdown();
       this._drainEvents();
+      if (this._wake) this._wake();
     }
 
     // The page is going away: send what is queued with keepalive fetches,
     // which outlive the page (sendBeacon cannot carry Authorization).
     _pagehide() {
       const now = Date.now();
-      this._core.flush(now);
-      for (let b = this._core.pollRequest(now); b; b = this._core.pollRequest(now)) {
+      this._batcher.flush(now);
+      for (let b = this._batcher.pollRequest(now); b; b = this._batcher.pollRequest(now)) {
         const keepalive = b.request.body.length <= KEEPALIVE_LIMIT;
-        send(this._fetch, b.request, b.deadlineMs, { keepalive }).then(([status, retryAfter, kind, message]) => {
-          this._core.handleResponse(Date.now(), b.batchId, status, retryAfter, kind, message);
+        send(this._fetch, b.request, b.deadlineMs, { keepalive }).then((report) => {
+          this._batcher.handleResponse(Date.now(), b.batchId, report);
           this._drainEvents();
         });
       }
@@ -538,15 +683,15 @@ export function makeApi(wasm, platform) {
 
   const api = {
     stringify, sign, verify, verifyParsed, verifyRequest, traitName: wasm.traitName, parseTimestamp: wasm.parseTimestamp,
-    Webhooks, Client, Signer, Delivery: wasm.DeliveryCore, Batcher: wasm.BatcherCore,
-    USER_AGENT: 'callpost/1.0', MAX_MESSAGE_BYTES: wasm.maxMessageBytes(), init,
+    Webhooks, Client, Signer, Delivery, Batcher, DEFAULTS, VERSION: wasm.version(), USER_AGENT: wasm.userAgent(),
+    MAX_MESSAGE_BYTES: DEFAULTS.maxMessageBytes, init,
   };
   return api;
 }
 
 export function makeClient(wasm, platform) {
-  const { Client, Batcher, stringify, parseTimestamp, USER_AGENT, MAX_MESSAGE_BYTES } = makeApi(wasm, platform);
-  const api = { Client, Batcher, stringify, parseTimestamp, USER_AGENT, MAX_MESSAGE_BYTES, init: async () => api };
+  const { Client, Batcher, stringify, parseTimestamp, DEFAULTS, VERSION, MAX_MESSAGE_BYTES } = makeApi(wasm, platform);
+  const api = { Client, Batcher, stringify, parseTimestamp, DEFAULTS, VERSION, MAX_MESSAGE_BYTES, init: async () => api };
   return api;
 }
 

@@ -25,10 +25,13 @@ export interface CallObject {
 }
 export type Call = CallObject | string | Uint8Array;
 
-/** Every error thrown by callpost: `.code` is the core's stable code (same in Rust and Python). */
+/**
+ * Every error thrown by callpost: `.code` is the core's stable code (the same in Rust and Python), and `.name` the
+ * class the core's registry names for it. `NotJSONError` and `InvalidArgumentError` are `TypeError`s.
+ */
 export interface CallpostError extends Error {
   name: 'InvalidCallError' | 'JSONValueError' | 'NotJSONError' | 'SettingsError' | 'SignatureError' | 'ConfigError'
-    | 'MessageTooLargeError' | 'QueueFullError' | 'ClosedError' | 'DeliveryError' | 'CallpostError' | 'TypeError';
+    | 'MessageTooLargeError' | 'QueueFullError' | 'ClosedError' | 'StateError' | 'InvalidArgumentError' | 'DeliveryError';
   code: string;
 }
 
@@ -49,16 +52,18 @@ export interface HttpRequest {
 }
 
 export type Outcome =
-  | { kind: 'response'; status: number; retry_after?: string }
+  | { kind: 'response'; status: number; retryAfter?: string }
   | { kind: 'timeout' }
   | { kind: 'connection'; message: string }
   | { kind: 'tls'; message: string };
 
 export interface AttemptRecord {
   attempt: number;
+  /** 1-based round: in parallel mode every live endpoint gets one attempt per round. */
+  round: number;
   endpoint: number;
-  sent_at: number;
-  ended_at: number;
+  sentAt: number;
+  endedAt: number;
   outcome: Outcome;
   verdict: 'success' | 'retry' | 'reject';
 }
@@ -71,6 +76,7 @@ export type DeliveryOutcome =
 export interface DeliveryResult {
   /** False only when the call's integrations turned Webhooks off. */
   delivered: boolean;
+  /** The first endpoint that took the call. */
   endpoint: number | null;
   attempts: number;
   log: AttemptRecord[];
@@ -93,47 +99,85 @@ export function traitName(audience: string): string;
 export function parseTimestamp(text: string): number;
 export const USER_AGENT: string;
 export const MAX_MESSAGE_BYTES: number;
+/** callpost's version (the Rust workspace's). */
+export const VERSION: string;
+
+/** The core's limits and defaults, by name; durations in milliseconds. */
+export interface Defaults {
+  readonly flushAt: number; readonly flushAfterMs: number; readonly maxQueue: number; readonly maxAttempts: number;
+  readonly maxRetryMs: number; readonly requestTimeoutMs: number; readonly maxInFlight: number;
+  readonly batchBackoffBaseMs: number; readonly batchBackoffCapMs: number; readonly shutdownTimeoutMs: number;
+  readonly maxMessageBytes: number; readonly maxBatchBytes: number; readonly maxEndpoints: number;
+  readonly webhookTimeoutMs: number; readonly retryWindowMs: number; readonly deliveryBackoffBaseMs: number;
+  readonly deliveryBackoffCapMs: number; readonly hostHmacMinBytes: number; readonly maxDepth: number;
+}
+export const DEFAULTS: Defaults;
 
 export interface WebhooksOptions {
-  /** 1 to 5 endpoints, tried in order. */
+  /** 1 to 5 endpoints. */
   endpoints: Endpoint[];
   sharedSecret?: Secret | null;
-  /** Default 5000 (the spec). */
+  /**
+   * `parallel`: every round goes to every endpoint at once, as Segment's own integration did; `failover`: one
+   * endpoint after another until one takes the call.
+   * @default 'parallel'
+   */
+  mode?: 'parallel' | 'failover';
+  /** @default DEFAULTS.webhookTimeoutMs */
   timeoutMs?: number;
-  /** Default 4 hours (the spec). */
+  /** @default DEFAULTS.retryWindowMs */
   retryWindowMs?: number;
+  /** @default DEFAULTS.deliveryBackoffBaseMs */
   backoffBaseMs?: number;
+  /** @default DEFAULTS.deliveryBackoffCapMs */
   backoffCapMs?: number;
-}
-
-/** Validated destination settings, as the sans-IO Delivery needs them. */
-export interface WebhooksSettings {
-  readonly urls: string[];
 }
 
 export class Webhooks {
   constructor(options: WebhooksOptions);
   readonly urls: string[];
-  /** Pass to `Delivery.pollRequest` when you drive a delivery yourself. */
-  readonly settings: WebhooksSettings;
+  readonly mode: 'parallel' | 'failover';
   request(call: Call, endpoint?: number, nowMs?: number): HttpRequest;
   isEnabledFor(call: Call): boolean;
-  /** The sans-IO delivery, to drive and persist yourself. */
+  /** The sans-IO delivery, to drive and persist yourself. Seeded from crypto.getRandomValues unless `seed` is given. */
   delivery(call: Call, options?: { nowMs?: number; seed?: number }): Delivery;
-  /** fetch with a timeout, retries and failover; rejects with a DeliveryError when it gives up. */
+  /** fetch with a timeout, retries and rounds; rejects with a DeliveryError when it gives up. */
   deliver(call: Call, options?: { fetch?: typeof fetch }): Promise<DeliveryResult>;
 }
 
+/** What a host's HTTP client saw: a status (with the raw Retry-After), or an error kind. */
+export type Report =
+  | { status: number; retryAfter?: string }
+  | { error: 'timeout' | 'connection' | 'tls'; message?: string };
+
+export interface DeliveryAttempt {
+  endpoint: number;
+  /** Pass it back to `handleResponse`. */
+  attempt: number;
+  request: HttpRequest;
+  deadlineMs: number;
+}
+
+/** The sans-IO delivery: `pollRequest` until undefined, send every request, `handleResponse` for each. */
 export class Delivery {
-  pollRequest(nowMs: number, webhooks: WebhooksSettings): { endpoint: number; attempt: number; request: HttpRequest; deadlineMs: number } | undefined;
-  handleResponse(nowMs: number, status?: number, retryAfter?: string, error?: 'timeout' | 'connection' | 'tls', message?: string): void;
+  /** Seeded from crypto.getRandomValues unless `seed` is given. */
+  constructor(webhooks: Webhooks, call: Call, options?: { nowMs?: number; seed?: number; timeoutMs?: number;
+    retryWindowMs?: number; backoffBaseMs?: number; backoffCapMs?: number });
+  pollRequest(nowMs: number): DeliveryAttempt | undefined;
+  handleResponse(nowMs: number, attempt: number, report: Report): void;
   handleTimeout(nowMs: number): void;
   pollTimeout(): number | undefined;
   pollOutcome(): DeliveryOutcome | undefined;
+  readonly outcome: DeliveryOutcome | undefined;
+  readonly errorMessage: string | undefined;
   readonly log: AttemptRecord[];
   readonly body: string;
+  readonly messageId: string | undefined;
+  readonly mode: 'parallel' | 'failover';
+  readonly done: boolean;
   toJSON(): string;
-  static fromJSON(text: string): Delivery;
+  /** Restores a saved state for the same settings; requests in flight when it was saved are sent again. */
+  static fromJSON(text: string, webhooks: Webhooks): Delivery;
   free(): void;
 }
 
@@ -153,15 +197,17 @@ export type BatcherEvent =
   | { kind: 'retrying'; batchId: number; attempt: number; retryAtMs: number; reason: string }
   | { kind: 'failed'; batchId: number | null; code: 'rejected' | 'retries_exhausted' | 'shutdown'; reason: string; messages: { messageId: string; json: string }[] };
 
+/** The batching client's sans-IO state machine. Seeded from crypto.getRandomValues unless `seed` is given. */
 export class Batcher {
   constructor(options: { writeKey: string; endpoint?: string; flushAt?: number; flushAfterMs?: number; maxQueue?: number;
     maxAttempts?: number; maxRetryMs?: number; requestTimeoutMs?: number; maxInFlight?: number; backoffBaseMs?: number;
-    backoffCapMs?: number; libraryName?: string; libraryVersion?: string; seed?: number }, nowMs: number);
-  handleCall(nowMs: number, callJson: string | Uint8Array, random: Uint8Array): string;
+    backoffCapMs?: number; libraryName?: string; libraryVersion?: string; seed?: number }, nowMs?: number);
+  /** Queues a call (an object or its JSON text); `random` (16 bytes, for the messageId) defaults to crypto's. */
+  handleCall(nowMs: number, call: Call, random?: Uint8Array): string;
   flush(nowMs: number): void;
   shutdown(): void;
   pollRequest(nowMs: number): { batchId: number; attempt: number; messageCount: number; request: HttpRequest; deadlineMs: number } | undefined;
-  handleResponse(nowMs: number, batchId: number, status?: number, retryAfter?: string, error?: 'timeout' | 'connection' | 'tls', message?: string): void;
+  handleResponse(nowMs: number, batchId: number, report: Report): void;
   handleTimeout(nowMs: number): void;
   pollTimeout(): number | undefined;
   pollEvent(): BatcherEvent | undefined;
@@ -175,17 +221,23 @@ type Fields = Omit<CallObject, 'type'>;
 
 export interface ClientOptions {
   writeKey: string;
-  /** Base URL; batches go to `${endpoint}/v1/batch`. Default https://api.segment.io. */
+  /** Base URL; batches go to `${endpoint}/v1/batch`. Default: Segment's API. */
   endpoint?: string;
-  /** Default 20. */
+  /** @default DEFAULTS.flushAt */
   flushAt?: number;
-  /** Milliseconds; default 5000. */
+  /** Milliseconds. @default DEFAULTS.flushAfterMs */
   flushAfter?: number;
+  /** @default DEFAULTS.maxQueue */
   maxQueue?: number;
+  /** @default DEFAULTS.maxAttempts */
   maxAttempts?: number;
+  /** @default DEFAULTS.maxRetryMs */
   maxRetryMs?: number;
+  /** @default DEFAULTS.requestTimeoutMs */
   timeoutMs?: number;
+  /** @default DEFAULTS.batchBackoffBaseMs */
   backoffBaseMs?: number;
+  /** @default DEFAULTS.batchBackoffCapMs */
   backoffCapMs?: number;
   /** Receives messages that will not be delivered, with the reason. */
   onError?: (error: CallpostError, messages: Record<string, Json>[]) => void;
@@ -204,7 +256,7 @@ export class Client {
   alias(fields: Fields & { previousId: string | number; userId: string | number }): string;
   /** Settles when everything queued is delivered or reported. */
   flush(): Promise<void>;
-  /** Flushes (up to timeoutMs), then reports the rest to onError. */
+  /** Flushes (up to timeoutMs, by default DEFAULTS.shutdownTimeoutMs), then reports the rest to onError. */
   close(options?: { timeoutMs?: number }): Promise<void>;
 }
 
@@ -212,7 +264,7 @@ export interface Api {
   stringify: typeof stringify; sign: typeof sign; verify: typeof verify; verifyParsed: typeof verifyParsed;
   verifyRequest: typeof verifyRequest; traitName: typeof traitName; parseTimestamp: typeof parseTimestamp;
   Webhooks: typeof Webhooks; Client: typeof Client; Signer: typeof Signer; Delivery: typeof Delivery; Batcher: typeof Batcher;
-  USER_AGENT: string; MAX_MESSAGE_BYTES: number; init: typeof init;
+  DEFAULTS: Defaults; VERSION: string; USER_AGENT: string; MAX_MESSAGE_BYTES: number; init: typeof init;
 }
 
 /** Loads the wasm module (browsers, bundlers, edge runtimes); in Node it resolves at once. */

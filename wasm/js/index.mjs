@@ -3,6 +3,6 @@ import api from './index.cjs';
 
 export const {
   stringify, sign, verify, verifyParsed, verifyRequest, traitName, parseTimestamp,
-  Webhooks, Client, Signer, Delivery, Batcher, USER_AGENT, MAX_MESSAGE_BYTES, init,
+  Webhooks, Client, Signer, Delivery, Batcher, DEFAULTS, VERSION, USER_AGENT, MAX_MESSAGE_BYTES, init,
 } = api;
 export default api;

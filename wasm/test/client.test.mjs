@@ -116,7 +116,7 @@ test('callpost/client loads the client-only wasm module, which sends the same me
   assert.equal(typeof small.BatcherCore, 'function');
   assert.equal(small.WebhooksCore, undefined);
   assert.equal(small.signScratch, undefined);
-  assert.deepEqual(Object.keys(clientEntry).sort(), ['Batcher', 'Client', 'MAX_MESSAGE_BYTES', 'USER_AGENT', 'default', 'init', 'parseTimestamp', 'stringify']);
+  assert.deepEqual(Object.keys(clientEntry).sort(), ['Batcher', 'Client', 'DEFAULTS', 'MAX_MESSAGE_BYTES', 'VERSION', 'default', 'init', 'parseTimestamp', 'stringify']);
   assert.equal(await clientEntry.init(), clientEntry.default);
   // A size, not a time: what the feature split is for.
   assert.ok(pkgSize('client/node/callpost_wasm_bg.wasm') < pkgSize('node/callpost_wasm_bg.wasm') * 0.8);

@@ -133,7 +133,7 @@ test('batches', () => {
       assert.equal(r.request.url, c.expect.url);
       assert.deepEqual(r.request.headers, c.expect.headers);
       bodies.push(r.request.body);
-      b.handleResponse(c.flushAt, r.batchId, 200);
+      b.handleResponse(c.flushAt, r.batchId, { status: 200 });
     }
     assert.deepEqual(bodies, c.expect.bodies, c.name);
     b.free();
@@ -144,28 +144,33 @@ test('retry decisions and delivery scenarios', () => {
   const r = vectors('retry.json');
   const start = 1_795_341_845_123;
   for (const c of r.deliveries) {
-    const hooks = new callpost.Webhooks({ endpoints: Array.from({ length: c.endpoints }, (_, i) => `https://r${i}.example/`), sharedSecret: 'k' });
+    const hooks = new callpost.Webhooks({ endpoints: Array.from({ length: c.endpoints }, (_, i) => `https://r${i}.example/`), sharedSecret: 'k', mode: c.mode });
     const call = { type: 'track', userId: 'u', event: 'e', ...(c.integrations ? { integrations: c.integrations } : {}) };
     const d = hooks.delivery(call, { nowMs: start, seed: c.seed });
     const used = new Array(c.endpoints).fill(0);
     let now = start;
+    // The runner of testdata/README.md: send every request due now, then
+    // answer them at once in the order they were sent; a `timeout` reply
+    // never answers, so the core's timer fires.
     for (let i = 0; i < 1000; i++) {
-      const a = d.pollRequest(now, hooks.settings);
-      if (a) {
+      const sent = [];
+      for (let a = d.pollRequest(now); a; a = d.pollRequest(now)) {
         const list = c.replies[a.endpoint];
-        const reply = list[Math.min(used[a.endpoint]++, list.length - 1)];
-        if (reply.kind === 'timeout') { now = a.deadlineMs; d.handleTimeout(now); }
-        else if (reply.kind) d.handleResponse(now, undefined, undefined, reply.kind, 'vector');
-        else d.handleResponse(now, reply.status, reply.retry_after);
-        continue;
+        sent.push([a.attempt, list[Math.min(used[a.endpoint]++, list.length - 1)]]);
       }
+      for (const [attempt, reply] of sent) {
+        if (reply.kind === 'timeout') continue;
+        if (reply.kind) d.handleResponse(now, attempt, { error: reply.kind, message: 'vector' });
+        else d.handleResponse(now, attempt, { status: reply.status, retryAfter: reply.retry_after });
+      }
+      if (sent.length) continue;
       const t = d.pollTimeout();
       if (t === undefined) break;
       now = t;
       d.handleTimeout(now);
     }
     const code = (o) => (o.kind === 'response' ? `http_${o.status}` : o.kind === 'connection' ? 'connection_error' : o.kind === 'tls' ? 'tls_error' : o.kind);
-    assert.deepEqual(d.log.map((x) => [x.sent_at - start, x.endpoint, code(x.outcome)]), c.expect.attempts, c.name);
+    assert.deepEqual(d.log.map((x) => [x.sentAt - start, x.endpoint, code(x.outcome), x.round]), c.expect.attempts, c.name);
     const out = d.pollOutcome();
     assert.equal(out.kind, c.expect.outcome, c.name);
     if (out.kind === 'delivered') assert.equal(out.endpoint, c.expect.endpoint);
@@ -175,8 +180,7 @@ test('retry decisions and delivery scenarios', () => {
   const hooks = new callpost.Webhooks({ endpoints: ['https://r.example/'] });
   for (const [status, verdict] of r.statuses) {
     const d = hooks.delivery({ type: 'track', userId: 'u', event: 'e' }, { nowMs: 0, seed: 1 });
-    d.pollRequest(0, hooks.settings);
-    d.handleResponse(0, status);
+    d.handleResponse(0, d.pollRequest(0).attempt, { status });
     const out = d.pollOutcome();
     assert.equal(out ? (out.kind === 'delivered' ? 'success' : 'reject') : 'retry', verdict, String(status));
   }
@@ -203,8 +207,7 @@ test('Retry-After vectors through a delivery', () => {
   const hooks = new callpost.Webhooks({ endpoints: ['https://r.example/'] });
   for (const c of vectors('retry.json').retry_after) {
     const d = hooks.delivery({ type: 'track', userId: 'u', event: 'e' }, { nowMs: c.now, seed: 3 });
-    assert.ok(d.pollRequest(c.now, hooks.settings));
-    d.handleResponse(c.now, 503, c.value);
+    d.handleResponse(c.now, d.pollRequest(c.now).attempt, { status: 503, retryAfter: c.value });
     if (c.ms !== null && c.ms > 4 * 3600_000) {
       assert.equal(d.pollOutcome().reason, 'window_exhausted', c.value);
       continue;
@@ -239,20 +242,30 @@ test('large bodies are signed by the platform HMAC, with the same result', async
     fresh.request(big);
     assert.equal(platformCalls, 1);
   } finally { crypto.createHmac = orig; }
-  // The route: a stand-in platform HMAC is asked for large bodies only, and
-  // an answer that is not a hex digest is never sent.
+  // The route, through the wasm settings: the core asks a stand-in platform
+  // HMAC for bodies from its threshold up only, and never sends an answer
+  // that is not 40 lowercase hex digits.
+  const wasm = pkgRequire('node/callpost_wasm.js');
+  const from = wasm.hostHmacMinBytes();
+  assert.equal(from, callpost.DEFAULTS.hostHmacMinBytes);
+  const settings = new wasm.WebhooksCore(JSON.stringify({ endpoints: ['https://example.com/'], sharedSecret: 'k€y' }));
   const seen = [];
-  hooks.settings.setNativeHmac((bytes) => { seen.push(bytes.length); return 'a'.repeat(40); }, 4096);
-  assert.equal(sig(hooks.request(big)), 'a'.repeat(40));
-  // One request: the body carries the time it was made, to the millisecond.
-  const smallReq = hooks.request(small);
-  assert.equal(sig(smallReq), new callpost.Signer('k€y').signString(smallReq.body));
-  const d = hooks.delivery(big);
-  assert.equal(sig(d.pollRequest(Date.now(), hooks.settings).request), 'a'.repeat(40));
-  assert.equal(seen.length, 2);
-  hooks.settings.setNativeHmac(() => 'not hex', 4096);
-  const r = hooks.request(big);
-  assert.equal(sig(r), createHmac('sha1', 'k€y').update(r.body).digest('hex'));
+  settings.setNativeHmac((bytes) => { seen.push(bytes.length); return 'a'.repeat(40); });
+  const bytes = (call) => new TextEncoder().encode(JSON.stringify(call));
+  const sigOf = (packed) => packed.split('\n').find((line, i, all) => all[i - 1] === 'X-Signature');
+  assert.equal(sigOf(settings.request(bytes(big), 0, 0)), 'a'.repeat(40));
+  const smallPacked = settings.request(bytes(small), 0, 0);
+  assert.notEqual(sigOf(smallPacked), 'a'.repeat(40));
+  assert.equal(seen.length, 1);
+  assert.ok(seen[0] >= from);
+  const d = new wasm.DeliveryCore(settings, bytes(big), 0, { seed: 1 });
+  assert.equal(sig(d.pollRequest(0).request), 'a'.repeat(40));
+  for (const answer of ['not hex', 'A'.repeat(40), 'a'.repeat(39), undefined]) {
+    settings.setNativeHmac(() => answer);
+    const packed = settings.request(bytes(big), 0, 0);
+    const body = packed.slice(packed.indexOf('{"version"'));
+    assert.equal(sigOf(packed), createHmac('sha1', 'k€y').update(body).digest('hex'), String(answer));
+  }
 });
 
 for (const [entry, api] of signingEntries) {
@@ -361,4 +374,66 @@ test('large-body verify uses the host HMAC, and the core when the host answers w
   assert.throws(() => real.verify(body, good, ['key', '']), (e) => e.code === 'empty_secret');
   assert.throws(() => real.verify(body, good, []), (e) => e.code === 'no_secrets');
   assert.deepEqual(calls, []);
+});
+
+test('every error code is raised as the class the core registry names', () => {
+  const wasm = pkgRequire('node/callpost_wasm.js');
+  const codes = JSON.parse(wasm.errorCodes());
+  assert.ok(Object.keys(codes).length >= 40);
+  // The classes that derive from TypeError are TypeErrors in JS too.
+  for (const [code, name] of Object.entries(codes)) {
+    const [cls, isType] = wasm.errorClass(code);
+    assert.equal(cls, name, code);
+    assert.equal(isType, ['NotJSONError', 'InvalidArgumentError'].includes(name), code);
+  }
+  assert.deepEqual([...new Set(Object.values(codes))].sort(), wasm.errorClasses().sort());
+  // Errors from the shared table carry the registry's class.
+  const hooks = new callpost.Webhooks({ endpoints: ['https://example.com/'] });
+  for (const c of vectors('errors.json').calls) {
+    if (c.code === null || !c.call_json) continue;
+    assert.throws(() => hooks.request(c.call_json, 0, 0), (e) => e.code === c.code && e.name === codes[c.code], c.name);
+  }
+  // Misuse is invalid_argument, a TypeError, in every place it can happen.
+  const d = hooks.delivery({ type: 'track', userId: 'u', event: 'e' }, { nowMs: 0, seed: 1 });
+  const a = d.pollRequest(0);
+  for (const misuse of [
+    () => d.handleResponse(0, a.attempt, {}),
+    () => d.handleResponse(0, a.attempt, { error: 'dns' }),
+    () => hooks.request({ type: 'track', userId: 'u', event: 'e' }, 3, 0),
+    () => new callpost.Batcher({ writeKey: 'wk' }, 0).handleCall(0, '{"type":"track","userId":"u","event":"e"}', new Uint8Array(3)),
+    () => new callpost.Batcher({ writeKey: 'wk', flushAt: -1 }, 0),
+    () => callpost.verifyRequest('b', 42, 's'),
+    () => callpost.sign(42, 'b'),
+  ]) {
+    assert.throws(misuse, (e) => e.code === 'invalid_argument' && e.name === 'InvalidArgumentError' && e instanceof TypeError);
+  }
+});
+
+test('defaults are the core\'s: DEFAULTS, and every @default in the types names one', async () => {
+  const { readFileSync } = await import('node:fs');
+  const dts = readFileSync(join(pkgDir, 'index.d.ts'), 'utf8');
+  const named = [...dts.matchAll(/@default DEFAULTS\.(\w+)/g)].map((m) => m[1]);
+  assert.ok(named.length >= 10);
+  for (const name of named) assert.equal(typeof callpost.DEFAULTS[name], 'number', name);
+  // No number is restated as a default in the types.
+  assert.deepEqual([...dts.matchAll(/@default (\d+)/g)], []);
+  const declared = [...dts.matchAll(/readonly (\w+): number;/g)].map((m) => m[1]).filter((n) => n in callpost.DEFAULTS);
+  assert.deepEqual(declared.sort(), Object.keys(callpost.DEFAULTS).sort(), 'the Defaults interface lists every default');
+  assert.equal(callpost.MAX_MESSAGE_BYTES, callpost.DEFAULTS.maxMessageBytes);
+  // What the classes do with no option is what DEFAULTS says.
+  const b = new callpost.Batcher({ writeKey: 'wk' }, 0);
+  b.handleCall(0, { type: 'track', userId: 'u', event: 'e' });
+  assert.equal(b.pollTimeout(), callpost.DEFAULTS.flushAfterMs);
+  const d = new callpost.Webhooks({ endpoints: ['https://example.com/'] }).delivery({ type: 'track', userId: 'u', event: 'e' }, { nowMs: 0 });
+  assert.equal(d.pollRequest(0).deadlineMs, callpost.DEFAULTS.webhookTimeoutMs);
+});
+
+test('the version has one source: the Rust workspace', async () => {
+  const { readFileSync } = await import('node:fs');
+  const cargo = readFileSync(new URL('../../Cargo.toml', import.meta.url), 'utf8');
+  const version = cargo.match(/^version = "([^"]+)"/m)[1];
+  assert.equal(callpost.VERSION, version);
+  assert.equal(JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')).version, version);
+  const { Client } = callpost;
+  assert.equal(typeof Client, 'function');
 });

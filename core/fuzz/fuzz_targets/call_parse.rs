@@ -20,7 +20,7 @@ fuzz_target!(|data: &[u8]| {
         _ => panic!("streaming {fast:?} vs tree {tree:?}"),
     }
     match fast {
-        Err(e) => assert!(!e.code().is_empty()),
+        Err(e) => assert!(!e.code().as_str().is_empty()),
         Ok(call) => {
             call.validate().expect("a parsed call is valid");
             let mut body = Vec::new();

@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 fn normalise(url: &str) -> Result<String, &'static str> {
     Webhooks::new(&[EndpointConfig::new(url)], None)
         .map(|h| h.endpoints()[0].url().to_owned())
-        .map_err(|e| e.code())
+        .map_err(|e| e.code().as_str())
 }
 
 fuzz_target!(|input: &str| {
@@ -29,5 +29,5 @@ fuzz_target!(|input: &str| {
         endpoint: input.to_owned(),
         ..BatcherConfig::new("wk")
     };
-    let _ = Batcher::new(config, 0);
+    let _ = Batcher::new(config, callpost_core::Timestamp::MIN);
 });

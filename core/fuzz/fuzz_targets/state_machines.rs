@@ -7,8 +7,8 @@
 use arbitrary::Arbitrary;
 use callpost_core::batcher::{MAX_BATCH_BYTES, MAX_MESSAGE_BYTES};
 use callpost_core::{
-    Batcher, BatcherConfig, BatcherEvent, Call, CallKind, Delivery, DeliveryConfig, EndpointConfig, Map, Outcome, Value,
-    Webhooks,
+    Batcher, BatcherConfig, BatcherEvent, Call, CallKind, Delivery, DeliveryConfig, EndpointConfig, Map, Mode, Outcome,
+    Timestamp, Value, Webhooks,
 };
 use libfuzzer_sys::fuzz_target;
 use std::collections::HashSet;
@@ -33,6 +33,10 @@ struct Input {
     replies: Vec<(u16, u8)>,
 }
 
+fn t(ms: i64) -> Timestamp {
+    Timestamp::from_millis(ms).unwrap()
+}
+
 fn outcome(kind: u8) -> Outcome {
     match kind % 3 {
         0 => Outcome::Timeout,
@@ -50,7 +54,7 @@ fn batcher(input: &Input) {
         ..BatcherConfig::new("wk")
     };
     let flush_at = cfg.flush_at;
-    let mut b = Batcher::new(cfg, 0).unwrap();
+    let mut b = Batcher::new(cfg, t(0)).unwrap();
     let mut now = 0i64;
     let mut accepted = HashSet::new();
     let mut reported = HashSet::new();
@@ -82,7 +86,7 @@ fn batcher(input: &Input) {
                 c.properties = Some(p.into());
                 let mut r = [0u8; 16];
                 r[..8].copy_from_slice(&i.to_le_bytes());
-                if let Ok(id) = b.handle_call(now, c, r) {
+                if let Ok(id) = b.handle_call(t(now), c, r) {
                     assert!(accepted.insert(id));
                 }
             }
@@ -90,19 +94,19 @@ fn batcher(input: &Input) {
             Op::Respond { pick, status, retry_after } => {
                 if !in_flight.is_empty() {
                     let id = in_flight.remove(usize::from(*pick) % in_flight.len());
-                    b.handle_response(now, id, Outcome::Response { status: *status, retry_after: retry_after.map(|r| r.to_string()) });
+                    b.handle_response(t(now), id, Outcome::Response { status: *status, retry_after: retry_after.map(|r| r.to_string()) });
                 }
             }
             Op::Fail { pick, kind } => {
                 if !in_flight.is_empty() {
                     let id = in_flight.remove(usize::from(*pick) % in_flight.len());
-                    b.handle_response(now, id, outcome(*kind));
+                    b.handle_response(t(now), id, outcome(*kind));
                 }
             }
-            Op::Flush => b.flush(now),
-            Op::Timeout => b.handle_timeout(now),
+            Op::Flush => b.flush(t(now)),
+            Op::Timeout => b.handle_timeout(t(now)),
         }
-        while let Some(req) = b.poll_request(now) {
+        while let Some(req) = b.poll_request(t(now)) {
             assert!(req.message_count <= flush_at);
             assert!(req.request.body.len() <= MAX_BATCH_BYTES);
             in_flight.push(req.batch_id);
@@ -116,46 +120,59 @@ fn batcher(input: &Input) {
 
 fn delivery(input: &Input) {
     let n = usize::from(input.endpoints % 5) + 1;
+    let mode = if input.seed % 2 == 0 { Mode::Parallel } else { Mode::Failover };
     let eps: Vec<_> = (0..n).map(|i| EndpointConfig::new(format!("https://r{i}.example/"))).collect();
-    let hooks = Webhooks::new(&eps, Some(b"k")).unwrap();
+    let hooks = Webhooks::with_mode(&eps, Some(b"k"), mode).unwrap();
     let call = Call::from_json_str(r#"{"type":"track","userId":"u","event":"e"}"#).unwrap();
-    let cfg = DeliveryConfig { jitter_seed: input.seed, ..DeliveryConfig::default() };
+    let cfg = DeliveryConfig::new(input.seed);
     let window = cfg.retry_window_ms as i64;
-    let mut d = Delivery::new(&hooks, &call, 0, cfg).unwrap();
+    let mut d = Delivery::new(&hooks, &call, t(0), cfg).unwrap();
     let mut now = 0i64;
     let mut first = None;
+    // Attempts the host is waiting on, answered in an arbitrary order.
+    let mut waiting: Vec<u32> = Vec::new();
     for step in 0..10_000usize {
-        if let Some(a) = d.poll_request(now, &hooks) {
+        while let Some(a) = d.poll_request(t(now)) {
             let start = *first.get_or_insert(now);
             assert!(now - start <= window, "attempt after the window");
+            assert!(mode == Mode::Parallel || waiting.is_empty(), "failover sends one at a time");
+            assert!(!waiting.contains(&a.attempt));
+            waiting.push(a.attempt);
+        }
+        if !waiting.is_empty() {
             let (status, kind) = input.replies.get(step % input.replies.len().max(1)).copied().unwrap_or((503, 0));
+            let attempt = waiting.remove(usize::from(kind / 4) % waiting.len());
             match kind % 4 {
-                0 => d.handle_response(now + 1, Outcome::status(status)),
-                1 => {
-                    now = a.deadline;
-                    d.handle_timeout(now);
-                }
-                k => d.handle_response(now, outcome(k)),
+                0 => d.handle_response(t(now), attempt, Outcome::status(status)),
+                // No answer: the core's timer ends it.
+                1 => {}
+                k => d.handle_response(t(now), attempt, outcome(k)),
             }
-            // Save and restore now and then: the restored state is equal
-            // and carries on identically.
+            // Save and restore now and then: what was in flight is sent
+            // again, and the restored state saves as it was read.
             if status % 7 == 0 {
-                let saved = d.to_json();
-                d = Delivery::from_json(&saved).expect("our own state restores");
+                let saved = Delivery::from_json(&d.to_json(), &hooks).expect("our own state restores").to_json();
+                d = Delivery::from_json(&saved, &hooks).unwrap();
                 assert_eq!(d.to_json(), saved);
+                waiting.clear();
             }
-            continue;
+            if kind % 4 != 1 {
+                continue;
+            }
         }
         match d.poll_timeout() {
-            Some(t) => {
-                assert!(t >= now);
-                now = t;
-                d.handle_timeout(now);
+            Some(at) => {
+                let at = at.as_millis();
+                assert!(at >= now, "a timer in the past");
+                now = at;
+                d.handle_timeout(t(now));
             }
-            None => break,
+            None => {
+                assert!(d.poll_outcome().is_some(), "no timer, so the delivery ended");
+                return;
+            }
         }
     }
-    assert!(d.poll_outcome().is_some(), "the delivery ended");
 }
 
 fuzz_target!(|input: Input| {

@@ -1,13 +1,14 @@
-//! One call through the Webhooks destination: failover across endpoints,
-//! retries for up to 4 hours, and an attempt log (webhooks-destination.md,
-//! Errors and Limits).
+//! One call through the Webhooks destination: rounds of attempts to its
+//! endpoints, retries for up to 4 hours, and an attempt log
+//! (webhooks-destination.md, Errors and Limits).
 
 use crate::call::Call;
+use crate::error::Code;
 use crate::retry::{parse_retry_after, Backoff, Jitter, Outcome, Verdict};
 use crate::timestamp::Timestamp;
-use crate::webhooks::HostHmac;
-use crate::webhooks::{write_body, Request, Webhooks};
+use crate::webhooks::{write_body, HostHmac, Mode, Request, Webhooks};
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 
 mod state;
 
@@ -36,24 +37,27 @@ pub const DELIVERY_BACKOFF: Backoff = Backoff {
 /// Timing settings for a delivery. The defaults are the spec's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryConfig {
-    /// How long to wait for an answer ([`WEBHOOK_TIMEOUT_MS`]).
+    /// How long to wait for each answer ([`WEBHOOK_TIMEOUT_MS`]).
     pub timeout_ms: u64,
-    /// No attempt starts later than this after the first
+    /// No round starts later than this after the first attempt
     /// ([`RETRY_WINDOW_MS`]).
     pub retry_window_ms: u64,
     /// Backoff between retry rounds ([`DELIVERY_BACKOFF`]).
     pub backoff: Backoff,
-    /// Seed for jitter; hosts pass OS randomness, tests a constant.
+    /// Seed for the backoff's jitter. The core has no entropy: hosts pass
+    /// OS randomness, so deliveries that fail together do not all retry
+    /// at the same instants; tests pass a constant.
     pub jitter_seed: u64,
 }
 
-impl Default for DeliveryConfig {
-    fn default() -> Self {
+impl DeliveryConfig {
+    /// The spec's timings, with `jitter_seed`.
+    pub fn new(jitter_seed: u64) -> Self {
         Self {
             timeout_ms: WEBHOOK_TIMEOUT_MS,
             retry_window_ms: RETRY_WINDOW_MS,
             backoff: DELIVERY_BACKOFF,
-            jitter_seed: 0,
+            jitter_seed,
         }
     }
 }
@@ -61,14 +65,16 @@ impl Default for DeliveryConfig {
 /// One attempt, as recorded in the log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptRecord {
-    /// 1-based attempt number across all endpoints.
+    /// 1-based attempt number across all endpoints and rounds.
     pub attempt: u32,
+    /// 1-based round the attempt belongs to.
+    pub round: u32,
     /// Which endpoint.
     pub endpoint: usize,
-    /// When it was sent (ms since the epoch).
-    pub sent_at: i64,
+    /// When it was sent.
+    pub sent_at: Timestamp,
     /// When its outcome arrived.
-    pub ended_at: i64,
+    pub ended_at: Timestamp,
     /// What happened.
     pub outcome: Outcome,
     /// What that meant.
@@ -79,8 +85,8 @@ pub struct AttemptRecord {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GiveUpReason {
-    /// The next attempt would start more than the retry window (4 hours)
-    /// after the first.
+    /// The next round would start more than the retry window (4 hours)
+    /// after the first attempt.
     WindowExhausted,
     /// Every endpoint refused the call for good (4xx, 3xx or TLS failure).
     AllEndpointsRejected,
@@ -88,10 +94,10 @@ pub enum GiveUpReason {
 
 impl GiveUpReason {
     /// Stable snake_case code.
-    pub fn code(self) -> &'static str {
+    pub fn code(self) -> Code {
         match self {
-            Self::WindowExhausted => "window_exhausted",
-            Self::AllEndpointsRejected => "all_endpoints_rejected",
+            Self::WindowExhausted => Code::WindowExhausted,
+            Self::AllEndpointsRejected => Code::AllEndpointsRejected,
         }
     }
 }
@@ -100,14 +106,15 @@ impl GiveUpReason {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum DeliveryOutcome {
-    /// Endpoint `endpoint` answered 2xx to attempt `attempt`.
+    /// Endpoint `endpoint` answered 2xx to attempt `attempt` (the first
+    /// success, when several endpoints took the call in one round).
     Delivered {
         /// Which endpoint.
         endpoint: usize,
-        /// 1-based attempt number across all endpoints.
+        /// 1-based attempt number.
         attempt: u32,
         /// When the 2xx arrived.
-        at: i64,
+        at: Timestamp,
     },
     /// No endpoint took the call.
     GaveUp {
@@ -122,53 +129,105 @@ pub enum DeliveryOutcome {
     Disabled,
 }
 
-/// The next request to send.
+impl DeliveryOutcome {
+    /// The message a host raises when the delivery gave up, or `None`
+    /// when it did not.
+    pub fn error_message(&self) -> Option<String> {
+        let Self::GaveUp {
+            reason,
+            attempts,
+            last,
+        } = self
+        else {
+            return None;
+        };
+        let last = last
+            .as_ref()
+            .map_or_else(String::new, |o| format!("; last: {o}"));
+        Some(format!(
+            "delivery gave up after {attempts} attempts ({}){last}",
+            reason.code()
+        ))
+    }
+}
+
+/// A request to send.
 #[derive(Debug, Clone)]
 pub struct Attempt {
     /// Which endpoint it goes to.
     pub endpoint: usize,
-    /// 1-based attempt number.
+    /// 1-based attempt number: pass it back to
+    /// [`Delivery::handle_response`].
     pub attempt: u32,
     /// The signed request.
     pub request: Request,
-    /// When to stop waiting and report a timeout (ms since the epoch).
-    pub deadline: i64,
+    /// When to stop waiting and report a timeout.
+    pub deadline: Timestamp,
 }
 
+/// A request of the current round: not yet sent (`sent_at` is `None`), or
+/// in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Slot {
+    endpoint: usize,
+    /// Given when the slot is first sent; kept when a restored delivery
+    /// sends it again, so the log and the receiver see one attempt.
+    attempt: Option<u32>,
+    sent_at: Option<Timestamp>,
+}
+
+/// A round: the endpoints it still has to send to, those awaiting an
+/// answer, and the first success, if one came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Round {
+    /// When the unsent slots may go.
+    due: Timestamp,
+    pending: VecDeque<Slot>,
+    in_flight: Vec<Slot>,
+    success: Option<DeliveryOutcome>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Phase {
-    Waiting { at: i64 },
-    InFlight { endpoint: usize, sent_at: i64 },
+    Round(Round),
     Done,
 }
 
 /// One call's delivery, sans I/O, and fully serializable: store it
 /// ([`Delivery::to_json`]) and resume after a restart
-/// ([`Delivery::from_json`]) with the same [`Webhooks`] settings.
+/// ([`Delivery::from_json`]).
 ///
 /// # Driving it
-/// * Output: [`poll_request`](Self::poll_request) gives the next request
-///   when one is due.
-/// * Inputs: [`handle_response`](Self::handle_response) with its outcome,
-///   or [`handle_timeout`](Self::handle_timeout) when `now` reaches
+/// * Output: [`poll_request`](Self::poll_request), called until `None`,
+///   gives every request due now (all of a round's at once in
+///   [`Mode::Parallel`]); send them concurrently.
+/// * Inputs: [`handle_response`](Self::handle_response) with each
+///   request's attempt number and outcome, and
+///   [`handle_timeout`](Self::handle_timeout) when `now` reaches
 ///   [`poll_timeout`](Self::poll_timeout).
 /// * [`poll_outcome`](Self::poll_outcome) gives the final outcome once.
 ///
-/// Endpoints are tried in order within a round; a failure moves straight on
-/// to the next endpoint (failover), and the first 2xx ends the delivery.
-/// When a round fails, the next round starts after a backoff. An endpoint
-/// that rejects the call (3xx, 4xx other than 408/429, TLS failure) is not
-/// tried again.
-#[derive(Clone, PartialEq, Eq)]
+/// # Rounds
+/// A round sends the call to every endpoint that has not rejected it:
+/// all at once ([`Mode::Parallel`]), or one after another until one takes
+/// it ([`Mode::Failover`]). A 2xx ends the delivery; in parallel mode it
+/// ends when the round's other requests have ended too, so the log holds
+/// each endpoint's outcome, and the endpoints that failed in that round
+/// are not tried again. An endpoint that rejects the call (3xx, 4xx other
+/// than 408/429, TLS failure) leaves the later rounds. When a round fails,
+/// the next starts after a backoff, within the retry window.
+#[derive(Clone)]
 pub struct Delivery {
+    settings: Webhooks,
+    mode: Mode,
     message_id: Option<String>,
     body: String,
     rejected: Vec<bool>,
-    cursor: usize,
+    /// Rounds that ended without a success.
     round: u32,
     round_retry_after: Option<u64>,
     phase: Phase,
-    first_sent: Option<i64>,
+    first_sent: Option<Timestamp>,
     attempts: u32,
     log: Vec<AttemptRecord>,
     outcome: Option<DeliveryOutcome>,
@@ -182,10 +241,10 @@ pub struct Delivery {
 impl std::fmt::Debug for Delivery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Delivery")
+            .field("mode", &self.mode)
             .field("message_id", &self.message_id)
             .field("body_len", &self.body.len())
             .field("rejected", &self.rejected)
-            .field("cursor", &self.cursor)
             .field("round", &self.round)
             .field("phase", &self.phase)
             .field("attempts", &self.attempts)
@@ -195,27 +254,29 @@ impl std::fmt::Debug for Delivery {
 }
 
 impl Delivery {
-    /// Starts delivering `call` (first attempt due at `now`). The body is
-    /// built once, here, so every attempt sends the same signed bytes.
+    /// Starts delivering `call` with `settings` (first round due at `now`).
+    /// The body is built once, here, so every attempt sends the same signed
+    /// bytes.
     pub fn new(
-        hooks: &Webhooks,
+        settings: &Webhooks,
         call: &Call,
-        now: i64,
+        now: Timestamp,
         config: DeliveryConfig,
     ) -> Result<Self, crate::Error> {
-        let enabled = hooks.is_enabled_for(call);
+        let enabled = settings.is_enabled_for(call);
         let mut body = Vec::with_capacity(call.capacity_hint());
-        write_body(call, Timestamp::from_millis(now)?, &mut body)?;
+        write_body(call, now, &mut body)?;
         let body = String::from_utf8(body).map_err(|_| crate::JsonError::InvalidUnicode)?;
-        let n = hooks.endpoints().len();
+        let n = settings.endpoints().len();
         let mut d = Self {
+            settings: settings.clone(),
+            mode: settings.mode(),
             message_id: call.message_id.clone(),
             body,
             rejected: vec![false; n],
-            cursor: 0,
             round: 0,
             round_retry_after: None,
-            phase: Phase::Waiting { at: now },
+            phase: Phase::Done,
             first_sent: None,
             attempts: 0,
             log: Vec::new(),
@@ -224,10 +285,27 @@ impl Delivery {
             config,
             rng: Jitter::new(config.jitter_seed),
         };
-        if !enabled {
+        if enabled {
+            d.phase = Phase::Round(d.new_round(now));
+        } else {
             d.finish(DeliveryOutcome::Disabled);
         }
         Ok(d)
+    }
+
+    /// The settings the delivery sends with.
+    pub fn settings(&self) -> &Webhooks {
+        &self.settings
+    }
+
+    /// How this delivery reaches several endpoints.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The call's `messageId`, also sent as `Idempotency-Key`.
+    pub fn message_id(&self) -> Option<&str> {
+        self.message_id.as_deref()
     }
 
     /// The body every attempt sends.
@@ -245,78 +323,92 @@ impl Delivery {
         self.outcome.as_ref()
     }
 
-    /// The request to send now, or `None` (not due yet, in flight, or done).
-    /// Changes after `handle_response`, `handle_timeout`, and as `now`
-    /// reaches [`poll_timeout`](Self::poll_timeout).
-    ///
-    /// `hooks` must be the settings the delivery was created with.
+    /// A request to send now, or `None`: call it until `None` and send
+    /// every request it gave. Changes after `handle_response` and
+    /// `handle_timeout`, and as `now` reaches
+    /// [`poll_timeout`](Self::poll_timeout).
     #[must_use]
-    pub fn poll_request(&mut self, now: i64, hooks: &Webhooks) -> Option<Attempt> {
-        self.poll_request_with(now, hooks, None)
+    pub fn poll_request(&mut self, now: Timestamp) -> Option<Attempt> {
+        self.poll_request_with(now, None)
     }
 
-    /// [`Delivery::poll_request`], signed by the host's `hmac` when given
-    /// (see [`Webhooks::request_for_body_with`]).
+    /// [`Delivery::poll_request`], with `X-Signature` computed by the
+    /// host's HMAC where that is faster (see [`HostHmac`]).
     #[must_use]
     pub fn poll_request_with(
         &mut self,
-        now: i64,
-        hooks: &Webhooks,
+        now: Timestamp,
         hmac: Option<HostHmac<'_>>,
     ) -> Option<Attempt> {
-        let Phase::Waiting { at } = self.phase else {
+        let Phase::Round(r) = &mut self.phase else {
             return None;
         };
-        if now < at {
+        let sequential = self.mode == Mode::Failover;
+        if now < r.due || (sequential && !r.in_flight.is_empty()) {
             return None;
         }
-        let endpoint = self.cursor;
-        // Only fails if the settings lost endpoints since the delivery began.
-        let request = hooks
-            .request_for_body_with(
+        let mut slot = r.pending.pop_front()?;
+        let attempt = match slot.attempt {
+            Some(a) => a,
+            None => {
+                self.attempts += 1;
+                self.attempts
+            }
+        };
+        slot.attempt = Some(attempt);
+        slot.sent_at = Some(now);
+        r.in_flight.push(slot);
+        self.first_sent.get_or_insert(now);
+        let request = self
+            .settings
+            .request_for_body(
                 self.message_id.as_deref(),
                 self.body.clone().into_bytes(),
-                endpoint,
+                slot.endpoint,
                 hmac,
             )
+            // Restoring checks the endpoint count against the settings,
+            // so every slot's endpoint exists.
             .ok()?;
-        self.attempts += 1;
-        self.first_sent.get_or_insert(now);
-        self.phase = Phase::InFlight {
-            endpoint,
-            sent_at: now,
-        };
         Some(Attempt {
-            endpoint,
-            attempt: self.attempts,
+            endpoint: slot.endpoint,
+            attempt,
             request,
-            deadline: now.saturating_add_unsigned(self.config.timeout_ms),
+            deadline: now.saturating_add_ms(self.config.timeout_ms),
         })
     }
 
-    /// Reports the outcome of the request in flight. Ignored when none is.
-    pub fn handle_response(&mut self, now: i64, outcome: Outcome) {
-        let Phase::InFlight { endpoint, sent_at } = self.phase else {
+    /// Reports the outcome of attempt `attempt`. Answers to attempts not
+    /// in flight (from an earlier round, or already timed out) are ignored.
+    pub fn handle_response(&mut self, now: Timestamp, attempt: u32, outcome: Outcome) {
+        let Phase::Round(r) = &mut self.phase else {
             return;
         };
+        let Some(i) = r.in_flight.iter().position(|s| s.attempt == Some(attempt)) else {
+            return;
+        };
+        let slot = r.in_flight.remove(i);
         let verdict = outcome.verdict();
         self.log.push(AttemptRecord {
-            attempt: self.attempts,
-            endpoint,
-            sent_at,
+            attempt,
+            round: self.round + 1,
+            endpoint: slot.endpoint,
+            sent_at: slot.sent_at.unwrap_or(now),
             ended_at: now,
             outcome: outcome.clone(),
             verdict,
         });
         match verdict {
             Verdict::Success => {
-                return self.finish(DeliveryOutcome::Delivered {
-                    endpoint,
-                    attempt: self.attempts,
+                r.success.get_or_insert(DeliveryOutcome::Delivered {
+                    endpoint: slot.endpoint,
+                    attempt,
                     at: now,
                 });
+                // A success ends the delivery: nothing more goes out.
+                r.pending.clear();
             }
-            Verdict::Reject => self.rejected[endpoint] = true,
+            Verdict::Reject => self.rejected[slot.endpoint] = true,
             Verdict::Retry => {
                 if let Outcome::Response {
                     retry_after: Some(v),
@@ -328,52 +420,74 @@ impl Delivery {
                 }
             }
         }
-        let first = self.first_sent.unwrap_or(sent_at);
-        let window_end = first.saturating_add_unsigned(self.config.retry_window_ms);
-        // Failover: the next endpoint in this round, straight away.
-        if let Some(next) = (endpoint + 1..self.rejected.len()).find(|&i| !self.rejected[i]) {
+        if !r.in_flight.is_empty() {
+            return;
+        }
+        if let Some(success) = r.success.take() {
+            return self.finish(success);
+        }
+        let window_end = self
+            .first_sent
+            .unwrap_or(now)
+            .saturating_add_ms(self.config.retry_window_ms);
+        if !r.pending.is_empty() {
+            // Failover: the next endpoint of this round, straight away.
             if now > window_end {
                 return self.give_up(GiveUpReason::WindowExhausted, outcome);
             }
-            self.cursor = next;
-            self.phase = Phase::Waiting { at: now };
+            r.due = now;
             return;
         }
-        let Some(first_open) = self.rejected.iter().position(|r| !r) else {
+        if self.rejected.iter().all(|&r| r) {
             return self.give_up(GiveUpReason::AllEndpointsRejected, outcome);
-        };
+        }
         self.round += 1;
         let backoff = self.config.backoff.equal_jitter(self.round, &mut self.rng);
         let delay = backoff.max(self.round_retry_after.take().unwrap_or(0));
-        let at = now.saturating_add_unsigned(delay);
+        let at = now.saturating_add_ms(delay);
         if at > window_end {
             return self.give_up(GiveUpReason::WindowExhausted, outcome);
         }
-        self.cursor = first_open;
-        self.phase = Phase::Waiting { at };
+        self.phase = Phase::Round(self.new_round(at));
     }
 
-    /// Call when `now` reaches [`poll_timeout`](Self::poll_timeout). A
-    /// request unanswered past the timeout counts as [`Outcome::Timeout`].
-    pub fn handle_timeout(&mut self, now: i64) {
-        if let Phase::InFlight { sent_at, .. } = self.phase {
-            if now >= sent_at.saturating_add_unsigned(self.config.timeout_ms) {
-                self.handle_response(now, Outcome::Timeout);
-            }
+    /// Call when `now` reaches [`poll_timeout`](Self::poll_timeout).
+    /// Requests unanswered past the timeout count as [`Outcome::Timeout`].
+    pub fn handle_timeout(&mut self, now: Timestamp) {
+        let Phase::Round(r) = &self.phase else {
+            return;
+        };
+        let timeout = self.config.timeout_ms;
+        let expired: Vec<u32> = r
+            .in_flight
+            .iter()
+            .filter(|s| {
+                s.sent_at
+                    .is_some_and(|t| now >= t.saturating_add_ms(timeout))
+            })
+            .filter_map(|s| s.attempt)
+            .collect();
+        for attempt in expired {
+            self.handle_response(now, attempt, Outcome::Timeout);
         }
     }
 
-    /// When to call [`handle_timeout`](Self::handle_timeout) or
-    /// [`poll_request`](Self::poll_request) next, or `None` when done.
+    /// When to call [`poll_request`](Self::poll_request) or
+    /// [`handle_timeout`](Self::handle_timeout) next, or `None` when done.
+    /// Changes after every input.
     #[must_use]
-    pub fn poll_timeout(&self) -> Option<i64> {
-        match self.phase {
-            Phase::Waiting { at } => Some(at),
-            Phase::InFlight { sent_at, .. } => {
-                Some(sent_at.saturating_add_unsigned(self.config.timeout_ms))
-            }
-            Phase::Done => None,
-        }
+    pub fn poll_timeout(&self) -> Option<Timestamp> {
+        let Phase::Round(r) = &self.phase else {
+            return None;
+        };
+        let sendable =
+            !r.pending.is_empty() && (self.mode == Mode::Parallel || r.in_flight.is_empty());
+        let deadlines = r
+            .in_flight
+            .iter()
+            .filter_map(|s| s.sent_at)
+            .map(|t| t.saturating_add_ms(self.config.timeout_ms));
+        deadlines.chain(sendable.then_some(r.due)).min()
     }
 
     /// The final outcome, returned once. Changes after `handle_response` and
@@ -391,6 +505,23 @@ impl Delivery {
     /// True once the delivery has an outcome.
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
+    }
+
+    /// A round to every endpoint that has not rejected the call, due at `at`.
+    fn new_round(&self, at: Timestamp) -> Round {
+        Round {
+            due: at,
+            pending: (0..self.rejected.len())
+                .filter(|&i| !self.rejected[i])
+                .map(|endpoint| Slot {
+                    endpoint,
+                    attempt: None,
+                    sent_at: None,
+                })
+                .collect(),
+            in_flight: Vec::new(),
+            success: None,
+        }
     }
 
     fn give_up(&mut self, reason: GiveUpReason, last: Outcome) {

@@ -1,17 +1,29 @@
-//! A [`Delivery`]'s saved state, as JSON text.
+//! A [`Delivery`]'s saved state, as JSON text, and the public JSON shapes
+//! of its log and outcome.
 //!
 //! Written by hand over the core's own [`Value`] rather than with
 //! serde_json: the format stays under our control (versioned, with 64-bit
 //! integers as strings so JavaScript readers keep every digit), restoring
 //! checks the invariants the state machine indexes by, and serde_json's
 //! deserializer was a quarter of the wasm module for this one feature.
+//!
+//! Format 2 adds the mode and the round in flight: the endpoints still to
+//! send to, and those awaiting an answer. Format 1 (one request at a time,
+//! always in failover order) still restores, as a failover delivery.
 
-use super::{AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason, Phase};
-use crate::json::{Map, Value};
+use super::{
+    AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason, Phase, Round, Slot,
+};
+use crate::error::Code;
+use crate::json::{KeyCase, Map, Value};
 use crate::retry::{Backoff, Jitter, Outcome};
+use crate::timestamp::Timestamp;
+use crate::webhooks::{Mode, Webhooks};
+use std::collections::VecDeque;
 
-/// The format version written in `"version"`; restoring any other fails.
-pub const STATE_VERSION: u32 = 1;
+/// The format version written in `"version"`. Restoring reads this one and
+/// format 1; anything else fails.
+pub const STATE_VERSION: u32 = 2;
 
 /// A saved delivery state that cannot be restored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -20,8 +32,8 @@ pub struct StateError(String);
 
 impl StateError {
     /// Stable snake_case code, identical in Rust, Python and JS.
-    pub fn code(&self) -> &'static str {
-        "invalid_state"
+    pub fn code(&self) -> Code {
+        Code::InvalidState
     }
 }
 
@@ -38,6 +50,10 @@ fn int(n: impl Into<i128>) -> Value {
     } else {
         Value::String(n.to_string())
     }
+}
+
+fn time(t: Timestamp) -> Value {
+    int(t.as_millis())
 }
 
 fn object<const N: usize>(entries: [(&str, Value); N]) -> Value {
@@ -93,6 +109,20 @@ impl<'a> Fields<'a> {
             .ok_or_else(|| bad(format!("{}.{k} is not an integer in range", self.1)))
     }
 
+    fn time(&self, k: &str) -> Result<Timestamp, StateError> {
+        self.opt_time(k)?
+            .ok_or_else(|| bad(format!("{}.{k} is missing", self.1)))
+    }
+
+    fn opt_time(&self, k: &str) -> Result<Option<Timestamp>, StateError> {
+        self.opt_int::<i64>(k)?
+            .map(|ms| {
+                Timestamp::from_millis(ms)
+                    .map_err(|_| bad(format!("{}.{k} is not a time in range", self.1)))
+            })
+            .transpose()
+    }
+
     fn str(&self, k: &str) -> Result<&'a str, StateError> {
         self.get(k)?
             .as_str()
@@ -107,6 +137,13 @@ impl<'a> Fields<'a> {
         match self.get(k)? {
             Value::Bool(b) => Ok(*b),
             _ => Err(bad(format!("{}.{k} is not a boolean", self.1))),
+        }
+    }
+
+    fn array(&self, k: &str) -> Result<&'a [Value], StateError> {
+        match self.get(k)? {
+            Value::Array(items) => Ok(items),
+            _ => Err(bad(format!("{}.{k} is not an array", self.1))),
         }
     }
 
@@ -158,17 +195,34 @@ fn outcome_of(v: &Value) -> Result<Outcome, StateError> {
         status.is_none().then_some(kind),
         f.opt_str("message")?.unwrap_or_default(),
     )
-    .ok_or_else(|| f.unknown("kind"))
+    .map_err(|_| f.unknown("kind"))
 }
 
 fn record_value(r: &AttemptRecord) -> Value {
     object([
         ("attempt", int(r.attempt)),
+        ("round", int(r.round)),
         ("endpoint", int(r.endpoint as u64)),
-        ("sent_at", int(r.sent_at)),
-        ("ended_at", int(r.ended_at)),
+        ("sent_at", time(r.sent_at)),
+        ("ended_at", time(r.ended_at)),
         ("outcome", outcome_value(&r.outcome)),
     ])
+}
+
+fn record_of(v: &Value) -> Result<AttemptRecord, StateError> {
+    let f = Fields::of(v, "log entry")?;
+    let outcome = outcome_of(f.get("outcome")?)?;
+    Ok(AttemptRecord {
+        attempt: f.int("attempt")?,
+        // Format 1 had no rounds; its readers saw none.
+        round: f.opt_int("round")?.unwrap_or(0),
+        endpoint: f.int("endpoint")?,
+        sent_at: f.time("sent_at")?,
+        ended_at: f.time("ended_at")?,
+        // Not saved: the verdict is always what the outcome means.
+        verdict: outcome.verdict(),
+        outcome,
+    })
 }
 
 /// A log record as users see it: the saved form plus its verdict.
@@ -178,31 +232,6 @@ fn public_record_value(r: &AttemptRecord) -> Value {
         m.insert("verdict".into(), r.verdict.code().into());
     }
     v
-}
-
-impl DeliveryOutcome {
-    /// The outcome as JSON text: snake_case keys and a `kind` tag, the
-    /// shape the JS binding hands to users (and the serde derive writes;
-    /// a test holds the two equal). Bindings parse this instead of each
-    /// mapping the enum.
-    pub fn to_json(&self) -> String {
-        // Finite, shallow values: writing cannot fail.
-        final_value(self).to_json_string().unwrap_or_default()
-    }
-}
-
-fn record_of(v: &Value) -> Result<AttemptRecord, StateError> {
-    let f = Fields::of(v, "log entry")?;
-    let outcome = outcome_of(f.get("outcome")?)?;
-    Ok(AttemptRecord {
-        attempt: f.int("attempt")?,
-        endpoint: f.int("endpoint")?,
-        sent_at: f.int("sent_at")?,
-        ended_at: f.int("ended_at")?,
-        // Not saved: the verdict is always what the outcome means.
-        verdict: outcome.verdict(),
-        outcome,
-    })
 }
 
 fn final_value(o: &DeliveryOutcome) -> Value {
@@ -215,7 +244,7 @@ fn final_value(o: &DeliveryOutcome) -> Value {
             ("kind", "delivered".into()),
             ("endpoint", int(*endpoint as u64)),
             ("attempt", int(*attempt)),
-            ("at", int(*at)),
+            ("at", time(*at)),
         ]),
         DeliveryOutcome::GaveUp {
             reason,
@@ -223,7 +252,7 @@ fn final_value(o: &DeliveryOutcome) -> Value {
             last,
         } => object([
             ("kind", "gave_up".into()),
-            ("reason", reason.code().into()),
+            ("reason", reason.code().as_str().into()),
             ("attempts", int(*attempts)),
             ("last", opt(last.as_ref().map(outcome_value))),
         ]),
@@ -237,7 +266,7 @@ fn final_of(v: &Value) -> Result<DeliveryOutcome, StateError> {
         "delivered" => DeliveryOutcome::Delivered {
             endpoint: f.int("endpoint")?,
             attempt: f.int("attempt")?,
-            at: f.int("at")?,
+            at: f.time("at")?,
         },
         "gave_up" => DeliveryOutcome::GaveUp {
             reason: {
@@ -258,40 +287,143 @@ fn final_of(v: &Value) -> Result<DeliveryOutcome, StateError> {
     })
 }
 
-fn phase_value(p: Phase) -> Value {
+/// `JSON.stringify` of a value the core built (finite numbers, shallow):
+/// writing cannot fail.
+fn text(v: &Value) -> String {
+    v.to_json_string().unwrap_or_default()
+}
+
+impl DeliveryOutcome {
+    /// The outcome as JSON text, with a `kind` tag and keys in `case`: the
+    /// shape the bindings hand to users (the serde derive writes the same
+    /// in snake_case; a test holds the two equal). Bindings parse this
+    /// instead of each mapping the enum.
+    pub fn to_json(&self, case: KeyCase) -> String {
+        text(&case.apply(final_value(self)))
+    }
+}
+
+fn slot_value(s: &Slot) -> Value {
+    object([
+        ("endpoint", int(s.endpoint as u64)),
+        ("attempt", opt(s.attempt.map(int))),
+        ("sent_at", opt(s.sent_at.map(time))),
+    ])
+}
+
+fn slot_of(v: &Value) -> Result<Slot, StateError> {
+    let f = Fields::of(v, "slot")?;
+    Ok(Slot {
+        endpoint: f.int("endpoint")?,
+        attempt: f.opt_int("attempt")?,
+        sent_at: f.opt_time("sent_at")?,
+    })
+}
+
+fn phase_value(p: &Phase) -> Value {
     match p {
-        Phase::Waiting { at } => object([("kind", "waiting".into()), ("at", int(at))]),
-        Phase::InFlight { endpoint, sent_at } => object([
-            ("kind", "in_flight".into()),
-            ("endpoint", int(endpoint as u64)),
-            ("sent_at", int(sent_at)),
+        Phase::Round(r) => object([
+            ("kind", "round".into()),
+            ("due", time(r.due)),
+            (
+                "pending",
+                Value::Array(r.pending.iter().map(slot_value).collect()),
+            ),
+            (
+                "in_flight",
+                Value::Array(r.in_flight.iter().map(slot_value).collect()),
+            ),
+            ("success", opt(r.success.as_ref().map(final_value))),
         ]),
         Phase::Done => object([("kind", "done".into())]),
     }
 }
 
+/// A round as saved in format 2. Requests that were in flight got no answer
+/// this process will ever see: they go back to the front of the round's
+/// pending requests, keeping their attempt numbers, and are sent again at
+/// once (with the same `Idempotency-Key`). The rest of the round is as it
+/// was.
 fn phase_of(v: &Value) -> Result<Phase, StateError> {
     let f = Fields::of(v, "phase")?;
     Ok(match f.kind()? {
-        "waiting" => Phase::Waiting { at: f.int("at")? },
-        "in_flight" => Phase::InFlight {
-            endpoint: f.int("endpoint")?,
-            sent_at: f.int("sent_at")?,
-        },
+        "round" => {
+            let mut pending = f
+                .array("pending")?
+                .iter()
+                .map(slot_of)
+                .collect::<Result<VecDeque<_>, _>>()?;
+            let in_flight = f
+                .array("in_flight")?
+                .iter()
+                .map(slot_of)
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut due = f.time("due")?;
+            for mut s in in_flight.into_iter().rev() {
+                if s.attempt.is_none() {
+                    return Err(bad("an in-flight request has no attempt number"));
+                }
+                due = due.min(s.sent_at.unwrap_or(due));
+                s.sent_at = None;
+                pending.push_front(s);
+            }
+            Phase::Round(Round {
+                due,
+                pending,
+                in_flight: Vec::new(),
+                success: f.opt("success").map(final_of).transpose()?,
+            })
+        }
         "done" => Phase::Done,
         _ => return Err(f.unknown("kind")),
     })
 }
 
+/// Format 1's phase: the next request goes to endpoint `cursor` (at `at`,
+/// or again at once if it was in flight), then on through the later
+/// endpoints that have not rejected the call: a failover round.
+fn phase_of_v1(f: &Fields<'_>, rejected: &[bool], attempts: u32) -> Result<Phase, StateError> {
+    let p = Fields::of(f.get("phase")?, "phase")?;
+    let cursor: usize = f.int("cursor")?;
+    let (due, first_attempt) = match p.kind()? {
+        "waiting" => (p.time("at")?, None),
+        "in_flight" => (p.time("sent_at")?, Some(attempts)),
+        "done" => return Ok(Phase::Done),
+        _ => return Err(p.unknown("kind")),
+    };
+    if cursor >= rejected.len() {
+        return Err(bad("endpoint index out of range"));
+    }
+    let pending = (cursor..rejected.len())
+        .filter(|&i| i == cursor || !rejected[i])
+        .map(|endpoint| Slot {
+            endpoint,
+            attempt: if endpoint == cursor {
+                first_attempt
+            } else {
+                None
+            },
+            sent_at: None,
+        })
+        .collect();
+    Ok(Phase::Round(Round {
+        due,
+        pending,
+        in_flight: Vec::new(),
+        success: None,
+    }))
+}
+
 impl Delivery {
     /// The whole state as JSON text, to store and resume with
     /// [`Delivery::from_json`]. It holds the signed body (customer data),
-    /// but never the secret: the same [`crate::Webhooks`] settings must be
-    /// passed to `poll_request` after restoring.
+    /// but never the secret or the endpoints' settings: the same
+    /// [`Webhooks`] are passed when restoring.
     pub fn to_json(&self) -> String {
         let c = &self.config;
-        let state = object([
+        text(&object([
             ("version", int(STATE_VERSION)),
+            ("mode", self.mode.as_str().into()),
             (
                 "message_id",
                 opt(self.message_id.as_deref().map(Value::from)),
@@ -301,11 +433,10 @@ impl Delivery {
                 "rejected",
                 Value::Array(self.rejected.iter().map(|b| Value::Bool(*b)).collect()),
             ),
-            ("cursor", int(self.cursor as u64)),
             ("round", int(self.round)),
             ("round_retry_after", opt(self.round_retry_after.map(int))),
-            ("phase", phase_value(self.phase)),
-            ("first_sent", opt(self.first_sent.map(int))),
+            ("phase", phase_value(&self.phase)),
+            ("first_sent", opt(self.first_sent.map(time))),
             ("attempts", int(self.attempts)),
             (
                 "log",
@@ -324,42 +455,53 @@ impl Delivery {
                 ]),
             ),
             ("jitter_state", int(self.rng.state())),
-        ]);
-        // Every value above is finite and shallow, so writing cannot fail.
-        state.to_json_string().unwrap_or_default()
+        ]))
     }
 
     /// The attempt log as a JSON array, each record in the shape of
-    /// [`AttemptRecord`] (snake_case keys, with its `verdict`).
-    pub fn log_json(&self) -> String {
-        Value::Array(self.log.iter().map(public_record_value).collect())
-            .to_json_string()
-            .unwrap_or_default()
+    /// [`AttemptRecord`] (with its `verdict`), keys in `case`.
+    pub fn log_json(&self, case: KeyCase) -> String {
+        text(&case.apply(Value::Array(
+            self.log.iter().map(public_record_value).collect(),
+        )))
     }
 
-    /// Restores a state saved with [`Delivery::to_json`], checking that it
-    /// is complete and self-consistent.
-    pub fn from_json(text: &str) -> Result<Delivery, StateError> {
+    /// Restores a state saved with [`Delivery::to_json`] (this format or
+    /// format 1), checking that it is complete, self-consistent, and saved
+    /// for as many endpoints as `settings` has. Requests that were in
+    /// flight when it was saved are sent again by the next
+    /// [`poll_request`](Delivery::poll_request), with their attempt numbers
+    /// and the same `Idempotency-Key`: their answers were lost with the
+    /// process that sent them.
+    pub fn from_json(text: &str, settings: &Webhooks) -> Result<Self, StateError> {
         let root = Value::from_json_str(text).map_err(|e| bad(e.to_string()))?;
         let f = Fields::of(&root, "state")?;
         let version: u32 = f.int("version")?;
-        if version != STATE_VERSION {
-            return Err(bad(format!("version {version} is not {STATE_VERSION}")));
+        if version != STATE_VERSION && version != 1 {
+            return Err(bad(format!(
+                "version {version} is not 1 or {STATE_VERSION}"
+            )));
         }
-        let rejected = match f.get("rejected")? {
-            Value::Array(items) => items
-                .iter()
-                .map(|v| match v {
-                    Value::Bool(b) => Ok(*b),
-                    _ => Err(bad("state.rejected holds a non-boolean")),
-                })
-                .collect::<Result<Vec<_>, _>>()?,
-            _ => return Err(bad("state.rejected is not an array")),
-        };
-        let log = match f.get("log")? {
-            Value::Array(items) => items.iter().map(record_of).collect::<Result<_, _>>()?,
-            _ => return Err(bad("state.log is not an array")),
-        };
+        let rejected = f
+            .array("rejected")?
+            .iter()
+            .map(|v| match v {
+                Value::Bool(b) => Ok(*b),
+                _ => Err(bad("state.rejected holds a non-boolean")),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let endpoints = settings.endpoints().len();
+        if rejected.len() != endpoints {
+            return Err(bad(format!(
+                "saved for {} endpoints, but the settings have {endpoints}",
+                rejected.len()
+            )));
+        }
+        let log = f
+            .array("log")?
+            .iter()
+            .map(record_of)
+            .collect::<Result<_, _>>()?;
         let cf = Fields::of(f.get("config")?, "config")?;
         let config = DeliveryConfig {
             timeout_ms: cf.int("timeout_ms")?,
@@ -370,31 +512,36 @@ impl Delivery {
             },
             jitter_seed: cf.int("jitter_seed")?,
         };
-        let d = Delivery {
+        let attempts = f.int("attempts")?;
+        let (mode, phase) = if version == 1 {
+            (Mode::Failover, phase_of_v1(&f, &rejected, attempts)?)
+        } else {
+            let mode = Mode::parse(f.str("mode")?).ok_or_else(|| f.unknown("mode"))?;
+            (mode, phase_of(f.get("phase")?)?)
+        };
+        if let Phase::Round(r) = &phase {
+            // The state machine indexes `rejected` by these.
+            if r.pending.iter().any(|s| s.endpoint >= endpoints) {
+                return Err(bad("endpoint index out of range"));
+            }
+        }
+        Ok(Self {
+            settings: settings.clone(),
+            mode,
             message_id: f.opt_str("message_id")?.map(str::to_owned),
             body: f.str("body")?.to_owned(),
             rejected,
-            cursor: f.int("cursor")?,
             round: f.int("round")?,
             round_retry_after: f.opt_int("round_retry_after")?,
-            phase: phase_of(f.get("phase")?)?,
-            first_sent: f.opt_int("first_sent")?,
-            attempts: f.int("attempts")?,
+            phase,
+            first_sent: f.opt_time("first_sent")?,
+            attempts,
             log,
             outcome: f.opt("outcome").map(final_of).transpose()?,
             outcome_taken: f.bool("outcome_taken")?,
             config,
             rng: Jitter::from_state(f.int("jitter_state")?),
-        };
-        // The state machine indexes `rejected` by these.
-        let endpoints = d.rejected.len();
-        let in_range = |i: usize| i < endpoints;
-        if !in_range(d.cursor)
-            || matches!(d.phase, Phase::InFlight { endpoint, .. } if !in_range(endpoint))
-        {
-            return Err(bad("endpoint index out of range"));
-        }
-        Ok(d)
+        })
     }
 }
 
@@ -404,44 +551,70 @@ mod tests {
     use super::*;
     use crate::{Call, EndpointConfig, Outcome, Webhooks};
 
-    fn delivery(seed: u64) -> Delivery {
-        let hooks = Webhooks::new(
+    fn hooks(mode: Mode) -> Webhooks {
+        Webhooks::with_mode(
             &[
                 EndpointConfig::new("https://a.example/h"),
                 EndpointConfig::new("https://b.example/h"),
             ],
             Some(b"s3cret"),
+            mode,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millis(ms).unwrap()
+    }
+
+    /// A failover delivery whose first endpoint answered 503 and whose
+    /// second is in flight.
+    fn delivery(seed: u64) -> Delivery {
         let call =
             Call::from_json_str(r#"{"type":"track","userId":"u","event":"e","messageId":"m"}"#)
                 .unwrap();
-        let config = DeliveryConfig {
-            jitter_seed: seed,
-            ..DeliveryConfig::default()
-        };
-        let mut d = Delivery::new(&hooks, &call, 1_000, config).unwrap();
-        let _ = d.poll_request(1_000, &hooks).unwrap();
+        let mut d = Delivery::new(
+            &hooks(Mode::Failover),
+            &call,
+            at(1_000),
+            DeliveryConfig::new(seed),
+        )
+        .unwrap();
+        let a = d.poll_request(at(1_000)).unwrap();
         d.handle_response(
-            1_200,
+            at(1_200),
+            a.attempt,
             Outcome::Response {
                 status: 503,
                 retry_after: Some("7".into()),
             },
         );
-        let _ = d.poll_request(1_200, &hooks).unwrap();
+        let _ = d.poll_request(at(1_200)).unwrap();
         d
     }
 
     #[test]
     fn round_trips_with_64_bit_seeds_as_strings() {
         for seed in [0, 99, u64::MAX] {
-            let d = delivery(seed);
+            let mut d = delivery(seed);
             let text = d.to_json();
             assert!(!text.contains("s3cret"));
-            let back = Delivery::from_json(&text).unwrap();
-            assert_eq!(back, d);
-            assert_eq!(back.to_json(), text);
+            let mut back = Delivery::from_json(&text, &hooks(Mode::Failover)).unwrap();
+            // The request in flight is sent again, as the same attempt.
+            let again = back.poll_request(at(5_000)).unwrap();
+            assert_eq!((again.endpoint, again.attempt), (1, 2));
+            let _ = d.poll_request(at(5_000));
+            assert_eq!(back.log(), d.log());
+            // A restored state with nothing in flight saves as it was read.
+            let idle = Delivery::from_json(&text, &hooks(Mode::Failover))
+                .unwrap()
+                .to_json();
+            assert_eq!(
+                Delivery::from_json(&idle, &hooks(Mode::Failover))
+                    .unwrap()
+                    .to_json(),
+                idle
+            );
         }
         assert!(delivery(u64::MAX)
             .to_json()
@@ -454,21 +627,41 @@ mod tests {
         let cases = [
             "{nope".to_owned(),
             "[]".to_owned(),
-            good.replace(r#""version":1"#, r#""version":2"#),
-            good.replace(r#""cursor":1"#, r#""cursor":2"#),
-            good.replace(
-                r#""kind":"in_flight","endpoint":1"#,
-                r#""kind":"in_flight","endpoint":9"#,
-            ),
+            good.replace(r#""version":2"#, r#""version":3"#),
+            good.replace(r#""mode":"failover""#, r#""mode":"both""#),
+            good.replace(r#""endpoint":1"#, r#""endpoint":9"#),
             good.replace(r#""kind":"response""#, r#""kind":"teapot""#),
             good.replace(r#""attempts":2"#, r#""attempts":-2"#),
             good.replace(r#""body":"#, r#""bodi":"#),
             good.replace(r#""rejected":[false,false]"#, r#""rejected":[0,false]"#),
+            good.replace(r#""rejected":[false,false]"#, r#""rejected":[false]"#),
         ];
         for text in cases {
             assert_ne!(text, good);
-            let e = Delivery::from_json(&text).unwrap_err();
+            let e = Delivery::from_json(&text, &hooks(Mode::Failover)).unwrap_err();
             assert_eq!(e.code(), "invalid_state", "{text}");
         }
+    }
+
+    #[test]
+    fn format_1_restores_as_failover() {
+        // Saved by the previous release: endpoint 0 answered 503, endpoint
+        // 1 in flight.
+        let v1 = r#"{"version":1,"message_id":"m","body":"{}","rejected":[false,false],"cursor":1,"round":0,"round_retry_after":7000,"phase":{"kind":"in_flight","endpoint":1,"sent_at":1200},"first_sent":1000,"attempts":2,"log":[{"attempt":1,"endpoint":0,"sent_at":1000,"ended_at":1200,"outcome":{"kind":"response","status":503,"retry_after":"7"}}],"outcome":null,"outcome_taken":false,"config":{"timeout_ms":5000,"retry_window_ms":14400000,"backoff_base_ms":10000,"backoff_cap_ms":1800000,"jitter_seed":5},"jitter_state":5}"#;
+        // A Parallel settings object: the saved mode wins.
+        let mut d = Delivery::from_json(v1, &hooks(Mode::Parallel)).unwrap();
+        assert_eq!(d.mode(), Mode::Failover);
+        let a = d.poll_request(at(9_000)).unwrap();
+        assert_eq!((a.endpoint, a.attempt), (1, 2));
+        assert!(d.poll_request(at(9_000)).is_none());
+        d.handle_response(at(9_100), 2, Outcome::status(200));
+        assert_eq!(
+            d.poll_outcome(),
+            Some(DeliveryOutcome::Delivered {
+                endpoint: 1,
+                attempt: 2,
+                at: at(9_100)
+            })
+        );
     }
 }

@@ -16,29 +16,35 @@ Senders::
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence, Union
-
 from ._callpost import (
+    CALL_FIELDS,
+    DEFAULT_ENDPOINT,
+    DEFAULTS,
+    ERROR_CODES,
     MAX_BATCH_BYTES,
     MAX_MESSAGE_BYTES,
+    SIGNATURE_HEADER,
     USER_AGENT,
     Attempt,
     BatchRequest,
     Batcher,
     Delivery,
     Request,
+    __version__,
     parse_timestamp,
     sign,
     stringify,
     trait_name,
     verify,
     verify_parsed,
+    verify_request,
 )
 from ._errors import (
     CallpostError,
     ClosedError,
     ConfigError,
     DeliveryError,
+    InvalidArgumentError,
     InvalidCallError,
     JSONValueError,
     MessageTooLargeError,
@@ -46,47 +52,27 @@ from ._errors import (
     QueueFullError,
     SettingsError,
     SignatureError,
+    StateError,
 )
 from ._io import AsyncClient, Client, DeliveryResult, Webhooks
-
-__version__ = "0.1.0"
-
-
-def verify_request(
-    body: Union[str, bytes],
-    headers: Mapping[str, str],
-    secrets: Union[str, bytes, Sequence[Union[str, bytes]]],
-) -> bool:
-    """Verifies a received webhook from its raw body and its headers (any
-    mapping; the header name is matched case-insensitively). False when the
-    request carries no ``X-Signature`` or it does not match; raises
-    :class:`SignatureError` when the header is malformed.
-
-    Use the raw body bytes, before any JSON parsing: Flask ``request.get_data()``,
-    Django ``request.body``, FastAPI/Starlette ``await request.body()``.
-    """
-    signature = None
-    for name, value in headers.items():
-        if name.lower() == "x-signature":
-            signature = value
-            break
-    if signature is None:
-        return False
-    return verify(body, signature, secrets)
-
 
 __all__ = [
     "AsyncClient",
     "Attempt",
     "BatchRequest",
     "Batcher",
+    "CALL_FIELDS",
     "CallpostError",
     "Client",
     "ClosedError",
     "ConfigError",
+    "DEFAULTS",
+    "DEFAULT_ENDPOINT",
     "Delivery",
     "DeliveryError",
     "DeliveryResult",
+    "ERROR_CODES",
+    "InvalidArgumentError",
     "InvalidCallError",
     "JSONValueError",
     "MAX_BATCH_BYTES",
@@ -95,10 +81,13 @@ __all__ = [
     "NotJSONError",
     "QueueFullError",
     "Request",
+    "SIGNATURE_HEADER",
     "SettingsError",
     "SignatureError",
+    "StateError",
     "USER_AGENT",
     "Webhooks",
+    "__version__",
     "parse_timestamp",
     "sign",
     "stringify",

@@ -1,10 +1,13 @@
-"""``python -m callpost demo``: the whole path on 127.0.0.1.
+"""``python -m callpost``: the command line.
 
-A Client batches every call kind to a local ingest server (speaking Segment's
+``python -m callpost demo`` runs the whole path on 127.0.0.1: a Client
+batches every call kind to a local ingest server (speaking Segment's
 ``/v1/batch``), which forwards each message through the Webhooks destination
-to two endpoints: the first always answers 503, so failover shows; the second
-is a receiver that verifies ``X-Signature`` and fails its very first request,
-so a retry shows too.
+to two endpoints at once (parallel mode): the first always answers 503; the
+second is a receiver that verifies ``X-Signature`` and fails its very first
+request, so a retry round shows too.
+
+``python -m callpost --version`` prints the version.
 """
 
 from __future__ import annotations
@@ -76,14 +79,14 @@ def demo() -> int:
         print(f"  ingest: batch of {len(batch)} messages, {len(body)} bytes")
         for message in batch:
             result = hooks.deliver(message)
-            tries = ", ".join(f"endpoint {a['endpoint']}: {a['outcome']['kind']} {a['outcome'].get('status', '')}".strip()
+            tries = ", ".join(f"round {a['round']} endpoint {a['endpoint']}: {a['outcome']['kind']} {a['outcome'].get('status', '')}".strip()
                               for a in result.log)
-            print(f"    {message['type']:<8} delivered to endpoint {result.endpoint} after {result.attempts} attempts ({tries})")
+            print(f"    {message['type']:<8} taken by endpoint {result.endpoint} ({tries})")
         return 200, b"{}"
 
     ingest_server, ingest_url = _serve(ingest)
 
-    print(f"client → ingest {ingest_url} → webhooks [{broken_url} (always 503), {recv_url} (verifies)]")
+    print(f"client → ingest {ingest_url} → webhooks, both at once: [{broken_url} (always 503), {recv_url} (verifies)]")
     with callpost.Client(WRITE_KEY, endpoint=ingest_url, flush_at=20, flush_after=0.2) as analytics:
         analytics.identify("user-1", {"email": "ada@example.com", "plan": "pro"})
         analytics.track("user-1", "Order Completed", {"total": 25.0, "items": 2, "tiny": 1.5e-7})
@@ -107,10 +110,16 @@ def demo() -> int:
     return 0 if ok else 1
 
 
+USAGE = "usage: python -m callpost demo | --version"
+
+
 def main(argv: List[str]) -> int:
     if argv[1:2] == ["demo"]:
         return demo()
-    print("usage: python -m callpost demo", file=sys.stderr)
+    if argv[1:2] == ["--version"]:
+        print(f"callpost {callpost.__version__}")
+        return 0
+    print(USAGE, file=sys.stderr)
     return 2
 
 

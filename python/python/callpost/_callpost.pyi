@@ -1,40 +1,62 @@
 """Type stubs for the native module. Everything here is re-exported by
 ``callpost``; the classes are the sans-IO core, for hosts that drive their own
-I/O (Celery, RQ, a database outbox)."""
+I/O (Celery, RQ, a database outbox).
+
+Parameters that default to ``None`` take the core's default, listed in
+``DEFAULTS`` (durations in milliseconds)."""
 
 import datetime
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union, final
-
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, final
 
 __all__ = [
     "Attempt",
     "BatchRequest",
     "Batcher",
+    "CALL_FIELDS",
+    "DEFAULTS",
+    "DEFAULT_ENDPOINT",
     "Delivery",
+    "ERROR_CODES",
     "MAX_BATCH_BYTES",
     "MAX_MESSAGE_BYTES",
     "Request",
+    "SIGNATURE_HEADER",
     "USER_AGENT",
     "Webhooks",
+    "__version__",
     "parse_timestamp",
     "sign",
     "stringify",
     "trait_name",
     "verify",
     "verify_parsed",
+    "verify_request",
 ]
 
 _Bytes = Union[str, bytes]
 _Now = Union[int, datetime.datetime, None]
 _Call = Union[Mapping[str, Any], str, bytes]
 """A call: a dict with Segment's camelCase keys, or its JSON text."""
+_Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
 
+__version__: str
+"""callpost's version (the Rust workspace's)."""
 USER_AGENT: str
-"""The ``User-Agent`` webhook requests carry (``callpost/1.0``)."""
+"""The ``User-Agent`` webhook requests carry."""
+DEFAULT_ENDPOINT: str
+"""The batching client's default ingest base URL."""
+SIGNATURE_HEADER: str
+"""The header webhook signatures travel in (``X-Signature``)."""
 MAX_MESSAGE_BYTES: int
-"""Largest serialized message the batching client accepts (32,000)."""
+"""Largest serialized message the batching client accepts."""
 MAX_BATCH_BYTES: int
-"""Largest batch body, envelope included (500,000)."""
+"""Largest batch body, envelope included."""
+DEFAULTS: Dict[str, int]
+"""Every limit and default of the core, by name; durations in milliseconds."""
+CALL_FIELDS: List[str]
+"""A call's top-level keys other than ``type``, in the order ``Batcher.handle_fields`` takes them."""
+ERROR_CODES: Dict[str, Tuple[str, Optional[str]]]
+"""The core's error registry: code → (exception class name, built-in base or None)."""
 
 def stringify(value: Any) -> str:
     """``JSON.stringify(value)``, byte for byte. Takes dict (str keys), list,
@@ -48,6 +70,15 @@ def sign(secret: _Bytes, body: _Bytes) -> str:
 def verify(body: _Bytes, signature: str, secrets: Union[_Bytes, Sequence[_Bytes]]) -> bool:
     """Constant-time check of ``signature`` over the raw body, against one or
     several secrets (rotation). Raises SignatureError if malformed."""
+
+def verify_request(body: _Bytes, headers: _Headers, secrets: Union[_Bytes, Sequence[_Bytes]]) -> bool:
+    """Verifies a received webhook from its raw body and its headers (any
+    mapping, or name/value pairs; the header name is matched
+    case-insensitively). False when the request carries no ``X-Signature``
+    or it does not match; raises SignatureError when it is malformed.
+
+    Use the raw body bytes, before any JSON parsing: Flask ``request.get_data()``,
+    Django ``request.body``, FastAPI/Starlette ``await request.body()``."""
 
 def verify_parsed(value: Any, signature: str, secrets: Union[_Bytes, Sequence[_Bytes]]) -> bool:
     """Verifies a parsed body by re-stringifying it as JavaScript does."""
@@ -77,7 +108,13 @@ class Request:
 class Webhooks:
     """Native settings object; use ``callpost.Webhooks``, which adds delivery."""
 
-    def __new__(cls, endpoints: Sequence[Union[str, Mapping[str, Any]]], shared_secret: Optional[_Bytes] = None) -> "Webhooks": ...
+    def __new__(
+        cls,
+        endpoints: Sequence[Union[str, Mapping[str, Any]]],
+        shared_secret: Optional[_Bytes] = None,
+        *,
+        mode: Optional[str] = None,
+    ) -> "Webhooks": ...
     def request(self, call: _Call, endpoint: int = 0, now: _Now = None) -> Request:
         """The signed request for ``call`` to endpoint ``endpoint``."""
     def is_enabled_for(self, call: _Call) -> bool:
@@ -86,6 +123,9 @@ class Webhooks:
     def urls(self) -> List[str]: ...
     @property
     def signed(self) -> bool: ...
+    @property
+    def mode(self) -> str:
+        """``"parallel"`` or ``"failover"``."""
 
 @final
 class Attempt:
@@ -94,7 +134,8 @@ class Attempt:
     @property
     def endpoint(self) -> int: ...
     @property
-    def attempt(self) -> int: ...
+    def attempt(self) -> int:
+        """Pass it back to ``Delivery.handle_response``."""
     @property
     def request(self) -> Request: ...
     @property
@@ -102,9 +143,11 @@ class Attempt:
 
 @final
 class Delivery:
-    """One call's delivery: failover, retries for 4 hours, an attempt log.
-    Drive it: ``poll_request`` → send → ``handle_response``; sleep until
-    ``poll_timeout`` → ``handle_timeout``; ``poll_outcome`` once done."""
+    """One call's delivery: rounds across the endpoints, retries for 4 hours,
+    an attempt log. Drive it: ``poll_request`` until None → send every
+    request → ``handle_response`` for each; sleep until ``poll_timeout`` →
+    ``handle_timeout``; ``poll_outcome`` once done. With ``seed=None`` the
+    backoff's jitter is seeded from OS randomness."""
 
     def __new__(
         cls,
@@ -112,41 +155,52 @@ class Delivery:
         call: _Call,
         now: _Now = None,
         *,
-        timeout_ms: int = 5000,
-        retry_window_ms: int = 14400000,
-        backoff_base_ms: int = 10000,
-        backoff_cap_ms: int = 1800000,
-        seed: int = 0,
+        timeout_ms: Optional[int] = None,
+        retry_window_ms: Optional[int] = None,
+        backoff_base_ms: Optional[int] = None,
+        backoff_cap_ms: Optional[int] = None,
+        seed: Optional[int] = None,
     ) -> "Delivery": ...
-    def poll_request(self, now_ms: int, webhooks: Webhooks) -> Optional[Attempt]:
-        """The request to send now, or None."""
+    def poll_request(self, now_ms: int) -> Optional[Attempt]:
+        """A request to send now, or None; call until None."""
     def handle_response(
         self,
         now_ms: int,
+        attempt: int,
         status: Optional[int] = None,
         retry_after: Optional[str] = None,
         error: Optional[str] = None,
         message: str = "",
     ) -> None:
-        """Reports a status (with the raw Retry-After header) or an
-        ``error`` of 'timeout', 'connection' or 'tls'."""
+        """Reports attempt ``attempt``'s status (with the raw Retry-After
+        header) or an ``error`` of 'timeout', 'connection' or 'tls'."""
     def handle_timeout(self, now_ms: int) -> None: ...
     def poll_timeout(self) -> Optional[int]:
-        """When to call ``handle_timeout`` / ``poll_request`` next (ms), or None when done."""
+        """When to call ``poll_request`` / ``handle_timeout`` next (ms), or None when done."""
     def poll_outcome(self) -> Optional[Dict[str, Any]]:
         """The final outcome, once: kind 'delivered' | 'gave_up' | 'disabled'."""
     @property
     def outcome(self) -> Optional[Dict[str, Any]]: ...
     @property
+    def error_message(self) -> Optional[str]:
+        """What a host raises when the delivery gave up, or None."""
+    @property
     def log(self) -> List[Dict[str, Any]]: ...
     @property
     def body(self) -> bytes: ...
+    @property
+    def message_id(self) -> Optional[str]: ...
+    @property
+    def mode(self) -> str: ...
     @property
     def done(self) -> bool: ...
     def to_json(self) -> str:
         """The whole state, to persist and resume with ``from_json``."""
     @staticmethod
-    def from_json(text: str) -> "Delivery": ...
+    def from_json(text: str, webhooks: Webhooks) -> "Delivery":
+        """Restores a saved state for the same settings. Requests that were in
+        flight when it was saved are sent again (same attempt, same
+        ``Idempotency-Key``)."""
 
 @final
 class BatchRequest:
@@ -172,24 +226,25 @@ class Batcher:
         write_key: str,
         *,
         endpoint: Optional[str] = None,
-        flush_at: int = 20,
-        flush_after_ms: int = 5000,
-        max_queue: int = 10000,
-        max_attempts: int = 10,
-        max_retry_ms: int = 600000,
-        request_timeout_ms: int = 15000,
-        max_in_flight: int = 1,
-        backoff_base_ms: int = 1000,
-        backoff_cap_ms: int = 60000,
+        flush_at: Optional[int] = None,
+        flush_after_ms: Optional[int] = None,
+        max_queue: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        max_retry_ms: Optional[int] = None,
+        request_timeout_ms: Optional[int] = None,
+        max_in_flight: Optional[int] = None,
+        backoff_base_ms: Optional[int] = None,
+        backoff_cap_ms: Optional[int] = None,
         library_name: Optional[str] = None,
         library_version: Optional[str] = None,
-        seed: int = 0,
+        seed: Optional[int] = None,
         now: _Now = None,
         on_wake: Optional[Callable[[], object]] = None,
     ) -> "Batcher":
-        """Safe to share between threads (each method locks it briefly). ``on_wake`` is called, after
-        ``handle_call``/``handle_fields`` queued a call that moved ``poll_timeout()`` earlier, so an I/O
-        loop sleeping until the old time can look again; its exception propagates (the call is queued)."""
+        """Safe to share between threads (each method locks it briefly). With ``seed=None`` the retry jitter
+        is seeded from OS randomness. ``on_wake`` is called after ``handle_call``/``handle_fields`` queued a
+        call that moved ``poll_timeout()`` earlier, so an I/O loop sleeping until the old time can look again;
+        its exception propagates (the call is queued)."""
     def handle_call(self, now_ms: Optional[int], call: _Call, random: Optional[bytes] = None) -> str:
         """Queues a call; ``random`` is 16 bytes for its messageId. Returns the messageId.
         ``None`` reads the host clock / the OS's entropy."""
@@ -201,17 +256,17 @@ class Batcher:
         event: Any,
         name: Any,
         category: Any,
-        group_id: Any,
-        previous_id: Any,
         properties: Any,
         traits: Any,
         context: Any,
         integrations: Any,
+        group_id: Any,
+        previous_id: Any,
         timestamp: Any,
         message_id: Any,
     ) -> str:
-        """``handle_call(None, {"type": kind, "userId": ..., ...}, None)`` without the dict: what the clients'
-        ``track()`` and friends call. ``None`` fields are absent."""
+        """``handle_call(None, {"type": kind, "userId": ..., ...}, None)`` without the dict, fields in the
+        order of ``CALL_FIELDS``: what the clients' ``track()`` and friends call. ``None`` fields are absent."""
     def flush(self, now_ms: int) -> None: ...
     def shutdown(self) -> None: ...
     def poll_request(self, now_ms: int) -> Optional[BatchRequest]: ...

@@ -1,7 +1,10 @@
 """The exception hierarchy, defined once here and raised from Rust too.
 
 Every exception carries ``.code``: the core's stable snake_case code, the same
-in Rust, Python and JavaScript. Catch by class, or test ``.code``.
+in Rust, Python and JavaScript. Which class each code is raised as comes from
+the core's registry (``callpost.ERROR_CODES``); the test suite checks that
+every class the registry names is defined here with the base it names.
+Catch by class, or test ``.code``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ __all__ = [
     "MessageTooLargeError",
     "QueueFullError",
     "ClosedError",
+    "StateError",
+    "InvalidArgumentError",
     "DeliveryError",
 ]
 
@@ -46,7 +51,7 @@ class NotJSONError(CallpostError, TypeError):
 
 
 class SettingsError(CallpostError, ValueError):
-    """Bad Webhooks settings: endpoints, URLs, headers."""
+    """Bad Webhooks settings: endpoints, URLs, headers, mode, audience names."""
 
 
 class SignatureError(CallpostError, ValueError):
@@ -69,8 +74,16 @@ class ClosedError(CallpostError):
     """The client was closed."""
 
 
+class StateError(CallpostError, ValueError):
+    """A saved delivery state (``Delivery.to_json``) that cannot be restored."""
+
+
+class InvalidArgumentError(CallpostError, TypeError):
+    """The API was called wrongly: an argument of the wrong type or shape."""
+
+
 class DeliveryError(CallpostError):
-    """A webhook delivery gave up. ``outcome`` and ``log`` say what happened."""
+    """A webhook delivery or a batch upload gave up. ``outcome`` and ``log`` say what happened."""
 
     def __init__(
         self, code: str, message: str, outcome: Optional[Any] = None, log: Optional[List[Dict[str, Any]]] = None

@@ -1,8 +1,12 @@
-"""The I/O loops around the core's state machines, over httpx.
+"""The I/O around the core's state machines, over httpx.
 
-Each loop is short: poll the core, send, report the outcome, sleep until
-``poll_timeout()``. No retry, batching or failover rule lives here; those are
-in the Rust core, shared with the JavaScript package.
+The loops are written once, as generators that poll the core and say what
+to do (``_delivery_steps``, ``_sender_steps``), and run by one executor per
+host style: ``_run_sync`` (a thread; the requests of a round go out on
+threads) and ``_run_async`` (asyncio; a round's requests are tasks). No
+retry, batching or round rule lives here; those are in the Rust core,
+shared with the JavaScript package. Defaults come from the core's
+``DEFAULTS``.
 """
 
 from __future__ import annotations
@@ -16,8 +20,22 @@ import ssl
 import threading
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    Generator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 import httpx
 
@@ -33,6 +51,9 @@ if "analytics" in os.environ.get("DEBUG", "").split(","):
     logging.basicConfig()
     logger.setLevel(logging.DEBUG)
 
+_D = _callpost.DEFAULTS
+"""The core's limits and defaults; durations in ms (the API below takes seconds)."""
+
 Endpoint = Union[str, Mapping[str, Any]]
 Call = Union[Mapping[str, Any], str, bytes]
 
@@ -41,8 +62,15 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _seed() -> int:
-    return int.from_bytes(os.urandom(8), "little")
+# One step of a loop: ("send", [(key, request, deadline_ms), ...]), answered
+# with [(key, ended_ms, report), ...] where `report` holds the keyword
+# arguments of the core's handle_response; or ("wait", seconds or None),
+# answered with None.
+_Sends = List[Tuple[int, "_callpost.Request", int]]
+_Reports = List[Tuple[int, int, Dict[str, Any]]]
+_Step = Tuple[str, Any]
+_T = TypeVar("_T")
+_Steps = Generator[_Step, Any, _T]
 
 
 def _error_kind(exc: BaseException) -> Tuple[str, str]:
@@ -57,10 +85,75 @@ def _error_kind(exc: BaseException) -> Tuple[str, str]:
     return "connection", f"{type(exc).__name__}: {exc}"
 
 
+def _post_args(req: "_callpost.Request", deadline_ms: int) -> Dict[str, Any]:
+    return dict(headers=req.headers, content=req.body, timeout=max(deadline_ms - _now_ms(), 1) / 1000)
+
+
+def _report_of(r: httpx.Response) -> Dict[str, Any]:
+    return dict(status=r.status_code, retry_after=r.headers.get("retry-after"))
+
+
+def _send_one(http: httpx.Client, key: int, req: "_callpost.Request", deadline_ms: int) -> Tuple[int, int, Dict[str, Any]]:
+    try:
+        report = _report_of(http.post(req.url, **_post_args(req, deadline_ms)))
+    except httpx.HTTPError as exc:
+        kind, message = _error_kind(exc)
+        report = dict(error=kind, message=message)
+    return key, _now_ms(), report
+
+
+async def _send_one_async(http: httpx.AsyncClient, key: int, req: "_callpost.Request", deadline_ms: int) -> Tuple[int, int, Dict[str, Any]]:
+    try:
+        report = _report_of(await http.post(req.url, **_post_args(req, deadline_ms)))
+    except httpx.HTTPError as exc:
+        kind, message = _error_kind(exc)
+        report = dict(error=kind, message=message)
+    return key, _now_ms(), report
+
+
+def _run_sync(steps: _Steps[_T], http: httpx.Client, wait: Callable[[Optional[float]], None]) -> _T:
+    """Runs a loop on this thread. A step's requests go out together, on
+    threads when there are several (a parallel round)."""
+    reply: Any = None
+    while True:
+        try:
+            kind, arg = steps.send(reply)
+        except StopIteration as stop:
+            result: _T = stop.value
+            return result
+        if kind == "send":
+            sends: _Sends = arg
+            if len(sends) == 1:
+                reply = [_send_one(http, *sends[0])]
+            else:
+                with ThreadPoolExecutor(max_workers=len(sends), thread_name_prefix="callpost-send") as pool:
+                    reply = list(pool.map(lambda s: _send_one(http, *s), sends))
+        else:
+            wait(arg)
+            reply = None
+
+
+async def _run_async(steps: _Steps[_T], http: httpx.AsyncClient, wait: Callable[[Optional[float]], Awaitable[None]]) -> _T:
+    """Runs a loop on the running event loop; a step's requests are tasks."""
+    reply: Any = None
+    while True:
+        try:
+            kind, arg = steps.send(reply)
+        except StopIteration as stop:
+            result: _T = stop.value
+            return result
+        if kind == "send":
+            reply = list(await asyncio.gather(*(_send_one_async(http, *s) for s in arg)))
+        else:
+            await wait(arg)
+            reply = None
+
+
 @dataclass(frozen=True)
 class DeliveryResult:
     """How a delivery ended. ``delivered`` is False only when the call's
-    ``integrations`` turned Webhooks off (nothing was sent)."""
+    ``integrations`` turned Webhooks off (nothing was sent). ``endpoint``
+    is the first endpoint that took the call."""
 
     delivered: bool
     endpoint: Optional[int]
@@ -75,20 +168,47 @@ def _finish(d: "_callpost.Delivery", outcome: Dict[str, Any]) -> DeliveryResult:
         return DeliveryResult(True, outcome["endpoint"], outcome["attempt"], log)
     if kind == "disabled":
         return DeliveryResult(False, None, 0, log)
-    last = outcome.get("last") or {}
-    raise DeliveryError(
-        outcome["reason"],
-        f"delivery gave up after {outcome['attempts']} attempts ({outcome['reason']}); last: {last.get('kind')}",
-        outcome,
-        log,
-    )
+    raise DeliveryError(outcome["reason"], d.error_message or outcome["reason"], outcome, log)
+
+
+def _delivery_steps(d: "_callpost.Delivery") -> _Steps[DeliveryResult]:
+    """A delivery's host loop: send what is due (a whole round at once in
+    parallel mode), report each answer, sleep until the core's timer."""
+    while True:
+        now = _now_ms()
+        sends: _Sends = []
+        while (a := d.poll_request(now)) is not None:
+            sends.append((a.attempt, a.request, a.deadline_ms))
+        if sends:
+            reports: _Reports = yield ("send", sends)
+            for attempt, ended, report in reports:
+                d.handle_response(ended, attempt, **report)
+            if logger.isEnabledFor(logging.DEBUG):
+                for r in d.log[-len(reports):]:
+                    logger.debug("webhook attempt %d (round %d) to endpoint %d: %s", r["attempt"], r["round"],
+                                 r["endpoint"], r["outcome"]["kind"])
+            continue
+        outcome = d.poll_outcome()
+        if outcome is not None:
+            return _finish(d, outcome)
+        wake = d.poll_timeout()
+        yield ("wait", None if wake is None else max(wake - _now_ms(), 0) / 1000)
+        d.handle_timeout(_now_ms())
+
+
+def _http(client_type: Any) -> Any:
+    # Certificates are always verified; redirects are never followed (the
+    # core counts a 3xx as a rejection).
+    return client_type(verify=True, follow_redirects=False)
 
 
 class Webhooks:
     """The Webhooks destination: settings, signed requests, and delivery.
 
     ``endpoints`` is a list of 1 to 5 URLs or ``{"url": ..., "headers": {...}}``
-    dicts, tried in order. Bad settings raise :class:`SettingsError` here.
+    dicts. ``mode`` is ``"parallel"`` (every round goes to every endpoint at
+    once; the core's default) or ``"failover"`` (one endpoint after another
+    until one takes the call). Bad settings raise :class:`SettingsError` here.
     """
 
     def __init__(
@@ -96,12 +216,13 @@ class Webhooks:
         endpoints: Sequence[Endpoint],
         shared_secret: Union[str, bytes, None] = None,
         *,
-        timeout: float = 5.0,
-        retry_window: float = 4 * 3600.0,
-        backoff_base: float = 10.0,
-        backoff_cap: float = 1800.0,
+        mode: Optional[str] = None,
+        timeout: float = _D["webhook_timeout_ms"] / 1000,
+        retry_window: float = _D["retry_window_ms"] / 1000,
+        backoff_base: float = _D["delivery_backoff_base_ms"] / 1000,
+        backoff_cap: float = _D["delivery_backoff_cap_ms"] / 1000,
     ) -> None:
-        self._native = _callpost.Webhooks(endpoints, shared_secret)
+        self._native = _callpost.Webhooks(endpoints, shared_secret, mode=mode)
         self._timing = dict(
             timeout_ms=int(timeout * 1000),
             retry_window_ms=int(retry_window * 1000),
@@ -117,9 +238,13 @@ class Webhooks:
         return self._native.urls
 
     @property
+    def mode(self) -> str:
+        return self._native.mode
+
+    @property
     def settings(self) -> "_callpost.Webhooks":
-        """The validated settings, to pass to ``Delivery.poll_request`` when
-        you drive a delivery yourself (see :meth:`delivery`)."""
+        """The validated settings: what ``Delivery(...)`` and
+        ``Delivery.from_json(text, settings)`` take."""
         return self._native
 
     def request(self, call: Call, endpoint: int = 0, now: Union[int, Any, None] = None) -> "_callpost.Request":
@@ -128,82 +253,32 @@ class Webhooks:
 
     def delivery(self, call: Call, now: Optional[int] = None, *, seed: Optional[int] = None) -> "_callpost.Delivery":
         """A sans-IO delivery to drive yourself (for queues and outboxes):
-        ``d.poll_request(now_ms, hooks.settings)``, send, ``d.handle_response``."""
-        return _callpost.Delivery(
-            self._native, call, _now_ms() if now is None else now, seed=_seed() if seed is None else seed, **self._timing
-        )
+        ``d.poll_request(now_ms)`` until None, send, ``d.handle_response``.
+        Its jitter is seeded from OS randomness unless ``seed`` is given."""
+        return _callpost.Delivery(self._native, call, now, seed=seed, **self._timing)
 
     def deliver(self, call: Call, *, client: Optional[httpx.Client] = None) -> DeliveryResult:
         """Delivers ``call`` over HTTP, blocking through retries (up to 4 hours).
 
-        Certificates are always verified and redirects are never followed.
-        Raises :class:`DeliveryError` when the delivery gives up.
+        A parallel round's requests go out on threads at once. Certificates
+        are always verified and redirects are never followed. Raises
+        :class:`DeliveryError` when the delivery gives up.
         """
-        d = self.delivery(call)
-        own = client is None
-        http = client or httpx.Client(verify=True, follow_redirects=False)
+        http = client or _http(httpx.Client)
         try:
-            while True:
-                now = _now_ms()
-                attempt = d.poll_request(now, self._native)
-                if attempt is not None:
-                    req = attempt.request
-                    try:
-                        r = http.post(
-                            req.url,
-                            headers=req.headers,
-                            content=req.body,
-                            timeout=max(attempt.deadline_ms - now, 1) / 1000,
-                        )
-                        d.handle_response(_now_ms(), r.status_code, r.headers.get("retry-after"))
-                    except httpx.HTTPError as exc:
-                        kind, message = _error_kind(exc)
-                        d.handle_response(_now_ms(), error=kind, message=message)
-                    logger.debug("webhook attempt %d to endpoint %d: %s", attempt.attempt, attempt.endpoint, d.log[-1]["outcome"]["kind"])
-                    continue
-                outcome = d.poll_outcome()
-                if outcome is not None:
-                    return _finish(d, outcome)
-                wake = d.poll_timeout()
-                if wake is not None:
-                    time.sleep(max(wake - _now_ms(), 0) / 1000)
-                d.handle_timeout(_now_ms())
+            return _run_sync(_delivery_steps(self.delivery(call)), http, lambda s: time.sleep(s or 0))
         finally:
-            if own:
+            if client is None:
                 http.close()
 
     async def deliver_async(self, call: Call, *, client: Optional[httpx.AsyncClient] = None) -> DeliveryResult:
-        """:meth:`deliver` for asyncio: never blocks the event loop."""
-        d = self.delivery(call)
-        own = client is None
-        http = client or httpx.AsyncClient(verify=True, follow_redirects=False)
+        """:meth:`deliver` for asyncio: never blocks the event loop; a round's
+        requests are tasks."""
+        http = client or _http(httpx.AsyncClient)
         try:
-            while True:
-                now = _now_ms()
-                attempt = d.poll_request(now, self._native)
-                if attempt is not None:
-                    req = attempt.request
-                    try:
-                        r = await http.post(
-                            req.url,
-                            headers=req.headers,
-                            content=req.body,
-                            timeout=max(attempt.deadline_ms - now, 1) / 1000,
-                        )
-                        d.handle_response(_now_ms(), r.status_code, r.headers.get("retry-after"))
-                    except httpx.HTTPError as exc:
-                        kind, message = _error_kind(exc)
-                        d.handle_response(_now_ms(), error=kind, message=message)
-                    continue
-                outcome = d.poll_outcome()
-                if outcome is not None:
-                    return _finish(d, outcome)
-                wake = d.poll_timeout()
-                if wake is not None:
-                    await asyncio.sleep(max(wake - _now_ms(), 0) / 1000)
-                d.handle_timeout(_now_ms())
+            return await _run_async(_delivery_steps(self.delivery(call)), http, lambda s: asyncio.sleep(s or 0))
         finally:
-            if own:
+            if client is None:
                 await http.aclose()
 
 
@@ -227,52 +302,52 @@ def _waker(client: Union["Client", "AsyncClient"]) -> Callable[[], None]:
 class _CallMethods:
     """identify/track/page/screen/group/alias, shared by both clients."""
 
-    # Each method hands its fields to the batcher as they are, in this
-    # order, without building a dict for it to walk: `_enqueue` is the
-    # client's `Batcher.handle_fields` itself, which wakes the sender
-    # through `on_wake` when it must. No Python frame or lock in between:
-    # they were a fifth of `track()`'s CPU.
+    # Each method hands its fields to the batcher as they are, in the order
+    # of the core's CALL_FIELDS, without building a dict for it to walk:
+    # `_enqueue` is the client's `Batcher.handle_fields` itself, which wakes
+    # the sender through `on_wake` when it must. No Python frame or lock in
+    # between: they were a fifth of `track()`'s CPU.
     _enqueue: Callable[..., str]
 
     def identify(self, user_id: Optional[str] = None, traits: Optional[Mapping[str, Any]] = None, *, anonymous_id: Optional[str] = None,
                  context: Optional[Mapping[str, Any]] = None, integrations: Optional[Mapping[str, Any]] = None,
                  timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records who the user is. Returns the messageId."""
-        return self._enqueue("identify", user_id, anonymous_id, None, None, None, None, None, None, traits, context, integrations,
+        return self._enqueue("identify", user_id, anonymous_id, None, None, None, None, traits, context, integrations, None, None,
                              timestamp, message_id)
 
     def track(self, user_id: Optional[str] = None, event: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
               anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records an event. Returns the messageId."""
-        return self._enqueue("track", user_id, anonymous_id, event, None, None, None, None, properties, None, context, integrations,
+        return self._enqueue("track", user_id, anonymous_id, event, None, None, properties, None, context, integrations, None, None,
                              timestamp, message_id)
 
     def page(self, user_id: Optional[str] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
              category: Optional[str] = None, anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records a page view. Returns the messageId."""
-        return self._enqueue("page", user_id, anonymous_id, None, name, category, None, None, properties, None, context,
-                             integrations, timestamp, message_id)
+        return self._enqueue("page", user_id, anonymous_id, None, name, category, properties, None, context, integrations, None, None,
+                             timestamp, message_id)
 
     def screen(self, user_id: Optional[str] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
                anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
                integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Records a screen view. Returns the messageId."""
-        return self._enqueue("screen", user_id, anonymous_id, None, name, None, None, None, properties, None, context, integrations,
+        return self._enqueue("screen", user_id, anonymous_id, None, name, None, properties, None, context, integrations, None, None,
                              timestamp, message_id)
 
     def group(self, user_id: Optional[str] = None, group_id: Optional[str] = None, traits: Optional[Mapping[str, Any]] = None, *,
               anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Associates the user with a group. Returns the messageId."""
-        return self._enqueue("group", user_id, anonymous_id, None, None, None, group_id, None, None, traits, context, integrations,
+        return self._enqueue("group", user_id, anonymous_id, None, None, None, None, traits, context, integrations, group_id, None,
                              timestamp, message_id)
 
     def alias(self, previous_id: Optional[str] = None, user_id: Optional[str] = None, *, context: Optional[Mapping[str, Any]] = None,
               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
         """Merges ``previous_id`` into ``user_id``. Returns the messageId."""
-        return self._enqueue("alias", user_id, None, None, None, None, None, previous_id, None, None, context, integrations,
+        return self._enqueue("alias", user_id, None, None, None, None, None, None, context, integrations, None, previous_id,
                              timestamp, message_id)
 
 
@@ -293,6 +368,36 @@ def _report(on_error: Optional[OnError], event: Dict[str, Any]) -> None:
         logger.debug("callpost: batch %s delivered (%d messages)", event["batch_id"], len(event["message_ids"]))
 
 
+def _sender_steps(client: Union["Client", "AsyncClient"]) -> _Steps[None]:
+    """The batching client's sender loop: report the batcher's events, send
+    the batches due, and wait for the batcher's timer or a wake-up. It ends
+    once the client is closed and nothing is left."""
+    b = client._batcher
+    while True:
+        now = _now_ms()
+        b.handle_timeout(now)
+        while (ev := b.poll_event()) is not None:
+            _report(client.on_error, ev)
+        sends: _Sends = []
+        while (req := b.poll_request(now)) is not None:
+            sends.append((req.batch_id, req.request, req.deadline_ms))
+        if sends:
+            for batch_id, ended, report in (yield ("send", sends)):
+                b.handle_response(ended, batch_id, **report)
+            continue
+        if client._closed and b.idle:
+            return None
+        wake = b.poll_timeout()
+        yield ("wait", None if wake is None else max(wake - now, 0) / 1000)
+
+
+def _client_settings(endpoint: Optional[str], flush_at: int, flush_after: float, max_queue: int, max_attempts: int,
+                     max_retry: float, timeout: float, backoff_base: float, backoff_cap: float) -> Dict[str, Any]:
+    return dict(endpoint=endpoint, flush_at=flush_at, flush_after_ms=int(flush_after * 1000), max_queue=max_queue,
+                max_attempts=max_attempts, max_retry_ms=int(max_retry * 1000), request_timeout_ms=int(timeout * 1000),
+                backoff_base_ms=int(backoff_base * 1000), backoff_cap_ms=int(backoff_cap * 1000))
+
+
 class Client(_CallMethods):
     """The batching client (client-library.md): calls queue in memory and a
     background thread sends them in batches of ``flush_at`` or every
@@ -305,28 +410,19 @@ class Client(_CallMethods):
         write_key: str,
         *,
         endpoint: Optional[str] = None,
-        flush_at: int = 20,
-        flush_after: float = 5.0,
-        max_queue: int = 10_000,
-        max_attempts: int = 10,
-        max_retry: float = 600.0,
-        timeout: float = 15.0,
-        backoff_base: float = 1.0,
-        backoff_cap: float = 60.0,
+        flush_at: int = _D["flush_at"],
+        flush_after: float = _D["flush_after_ms"] / 1000,
+        max_queue: int = _D["max_queue"],
+        max_attempts: int = _D["max_attempts"],
+        max_retry: float = _D["max_retry_ms"] / 1000,
+        timeout: float = _D["request_timeout_ms"] / 1000,
+        backoff_base: float = _D["batch_backoff_base_ms"] / 1000,
+        backoff_cap: float = _D["batch_backoff_cap_ms"] / 1000,
         on_error: Optional[OnError] = None,
-        shutdown_timeout: float = 10.0,
+        shutdown_timeout: float = _D["shutdown_timeout_ms"] / 1000,
     ) -> None:
-        self._settings: Dict[str, Any] = dict(
-            backoff_base_ms=int(backoff_base * 1000),
-            backoff_cap_ms=int(backoff_cap * 1000),
-            endpoint=endpoint,
-            flush_at=flush_at,
-            flush_after_ms=int(flush_after * 1000),
-            max_queue=max_queue,
-            max_attempts=max_attempts,
-            max_retry_ms=int(max_retry * 1000),
-            request_timeout_ms=int(timeout * 1000),
-        )
+        self._settings = _client_settings(endpoint, flush_at, flush_after, max_queue, max_attempts, max_retry, timeout,
+                                          backoff_base, backoff_cap)
         self._write_key = write_key
         self._timeout = timeout
         self.on_error = on_error
@@ -338,16 +434,16 @@ class Client(_CallMethods):
             os.register_at_fork(after_in_child=lambda: _after_fork(ref))
 
     def _reset(self) -> None:
-        self._batcher = _callpost.Batcher(self._write_key, seed=_seed(), now=_now_ms(), on_wake=_waker(self),
-                                          **self._settings)
+        # The jitter seed is the native batcher's: OS randomness.
+        self._batcher = _callpost.Batcher(self._write_key, on_wake=_waker(self), **self._settings)
         self._enqueue = self._batcher.handle_fields
         # A plain Lock, not Condition()'s default RLock: `with self._lock` is
         # entered in C, and nothing re-enters it (callbacks run unlocked).
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
+        self._woken = False
         self._thread: Optional[threading.Thread] = None
         self._closed = False
-        self._http: Optional[httpx.Client] = None
 
     def __repr__(self) -> str:
         return f"Client(endpoint={self._settings['endpoint']!r}, flush_at={self._settings['flush_at']})"
@@ -358,51 +454,35 @@ class Client(_CallMethods):
         # makes a batch due now), and only then: waking the sender on every
         # call cost more CPU than the call.
         with self._cond:
+            self._woken = True
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="callpost-client", daemon=True)
                 self._thread.start()
             self._cond.notify_all()
 
+    def _wait(self, timeout: Optional[float]) -> None:
+        # The sender is about to sleep: flush() waiters look at the batcher
+        # again, and a wake-up that came since the sender last polled is not
+        # lost (`_woken` is set under the same lock).
+        with self._cond:
+            self._cond.notify_all()
+            if not self._woken:
+                self._cond.wait(timeout)
+            self._woken = False
+
     def _run(self) -> None:
-        http = self._http = httpx.Client(verify=True, follow_redirects=False, timeout=self._timeout)
-        while True:
-            with self._cond:
-                now = _now_ms()
-                self._batcher.handle_timeout(now)
-                batch = self._batcher.poll_request(now)
-                events = []
-                while (ev := self._batcher.poll_event()) is not None:
-                    events.append(ev)
-                if batch is None and not events:
-                    if self._closed and self._batcher.idle:
-                        self._cond.notify_all()
-                        break
-                    wake = self._batcher.poll_timeout()
-                    self._cond.notify_all()
-                    self._cond.wait(None if wake is None else max(wake - now, 0) / 1000)
-                    continue
-            for ev in events:
-                _report(self.on_error, ev)
-            if batch is not None:
-                req = batch.request
-                try:
-                    r = http.post(req.url, headers=req.headers, content=req.body,
-                                  timeout=max(batch.deadline_ms - _now_ms(), 1) / 1000)
-                    result: Dict[str, Any] = dict(status=r.status_code, retry_after=r.headers.get("retry-after"))
-                except httpx.HTTPError as exc:
-                    kind, message = _error_kind(exc)
-                    result = dict(error=kind, message=message)
-                with self._cond:
-                    self._batcher.handle_response(_now_ms(), batch.batch_id, **result)
-                    self._cond.notify_all()
-        http.close()
+        with httpx.Client(verify=True, follow_redirects=False, timeout=self._timeout) as http:
+            _run_sync(_sender_steps(self), http, self._wait)
+        with self._cond:
+            self._cond.notify_all()
 
     def flush(self, timeout: Optional[float] = None) -> bool:
         """Sends everything queued now (batches waiting to retry too) and
         waits until it is delivered or reported. Returns False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        self._batcher.flush(_now_ms())
         with self._cond:
-            self._batcher.flush(_now_ms())
+            self._woken = True
             self._cond.notify_all()
             while not self._batcher.idle:
                 if self._thread is None or not self._thread.is_alive():
@@ -419,15 +499,13 @@ class Client(_CallMethods):
         if self._closed:
             return
         self.flush(self._shutdown_timeout if timeout is None else timeout)
-        with self._cond:
-            self._closed = True
-            self._batcher.shutdown()
-            events = []
-            while (ev := self._batcher.poll_event()) is not None:
-                events.append(ev)
-            self._cond.notify_all()
-        for ev in events:
+        self._closed = True
+        self._batcher.shutdown()
+        while (ev := self._batcher.poll_event()) is not None:
             _report(self.on_error, ev)
+        with self._cond:
+            self._woken = True
+            self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout=self._timeout + 1)
 
@@ -457,18 +535,29 @@ class AsyncClient(_CallMethods):
     only queue); a task on the running loop sends batches. ``await close()``
     before the loop ends."""
 
-    def __init__(self, write_key: str, *, endpoint: Optional[str] = None, flush_at: int = 20, flush_after: float = 5.0,
-                 max_queue: int = 10_000, max_attempts: int = 10, max_retry: float = 600.0, timeout: float = 15.0,
-                 backoff_base: float = 1.0, backoff_cap: float = 60.0, on_error: Optional[OnError] = None) -> None:
-        self._batcher = _callpost.Batcher(write_key, endpoint=endpoint, flush_at=flush_at, flush_after_ms=int(flush_after * 1000),
-                                          backoff_base_ms=int(backoff_base * 1000), backoff_cap_ms=int(backoff_cap * 1000),
-                                          max_queue=max_queue, max_attempts=max_attempts, max_retry_ms=int(max_retry * 1000),
-                                          request_timeout_ms=int(timeout * 1000), seed=_seed(), now=_now_ms(),
-                                          on_wake=_waker(self))
+    def __init__(
+        self,
+        write_key: str,
+        *,
+        endpoint: Optional[str] = None,
+        flush_at: int = _D["flush_at"],
+        flush_after: float = _D["flush_after_ms"] / 1000,
+        max_queue: int = _D["max_queue"],
+        max_attempts: int = _D["max_attempts"],
+        max_retry: float = _D["max_retry_ms"] / 1000,
+        timeout: float = _D["request_timeout_ms"] / 1000,
+        backoff_base: float = _D["batch_backoff_base_ms"] / 1000,
+        backoff_cap: float = _D["batch_backoff_cap_ms"] / 1000,
+        on_error: Optional[OnError] = None,
+    ) -> None:
+        settings = _client_settings(endpoint, flush_at, flush_after, max_queue, max_attempts, max_retry, timeout,
+                                    backoff_base, backoff_cap)
+        self._batcher = _callpost.Batcher(write_key, on_wake=_waker(self), **settings)
         self._enqueue = self._batcher.handle_fields
         self.on_error = on_error
         self._timeout = timeout
         self._wake: Optional[asyncio.Event] = None
+        self._progress: Optional[asyncio.Event] = None
         self._task: Optional["asyncio.Task[None]"] = None
         self._closed = False
 
@@ -477,47 +566,41 @@ class AsyncClient(_CallMethods):
         # loop.
         if self._task is None:
             self._wake = asyncio.Event()
+            self._progress = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._run())
         assert self._wake is not None
         self._wake.set()
 
+    async def _wait(self, timeout: Optional[float]) -> None:
+        assert self._wake is not None and self._progress is not None
+        # The sender is about to sleep: flush() looks at the batcher again.
+        self._progress.set()
+        try:
+            await asyncio.wait_for(self._wake.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass
+        self._wake.clear()
+
     async def _run(self) -> None:
-        assert self._wake is not None
         async with httpx.AsyncClient(verify=True, follow_redirects=False, timeout=self._timeout) as http:
-            while True:
-                now = _now_ms()
-                self._batcher.handle_timeout(now)
-                while (ev := self._batcher.poll_event()) is not None:
-                    _report(self.on_error, ev)
-                batch = self._batcher.poll_request(now)
-                if batch is None:
-                    if self._closed and self._batcher.idle:
-                        return
-                    wake = self._batcher.poll_timeout()
-                    self._wake.clear()
-                    try:
-                        await asyncio.wait_for(self._wake.wait(), None if wake is None else max(wake - now, 0) / 1000)
-                    except asyncio.TimeoutError:
-                        pass
-                    continue
-                req = batch.request
-                try:
-                    r = await http.post(req.url, headers=req.headers, content=req.body,
-                                        timeout=max(batch.deadline_ms - _now_ms(), 1) / 1000)
-                    self._batcher.handle_response(_now_ms(), batch.batch_id, r.status_code, r.headers.get("retry-after"))
-                except httpx.HTTPError as exc:
-                    kind, message = _error_kind(exc)
-                    self._batcher.handle_response(_now_ms(), batch.batch_id, error=kind, message=message)
+            await _run_async(_sender_steps(self), http, self._wait)
+        assert self._progress is not None
+        self._progress.set()
 
     async def flush(self) -> None:
         """Sends everything queued now and waits until it is delivered or reported."""
         self._batcher.flush(_now_ms())
-        if self._wake is not None:
-            self._wake.set()
-        while not self._batcher.idle and self._task is not None and not self._task.done():
-            await asyncio.sleep(0.005)
+        task, wake, progress = self._task, self._wake, self._progress
+        if task is None or wake is None or progress is None:
+            return
+        wake.set()
+        while not self._batcher.idle and not task.done():
+            progress.clear()
+            waiter = asyncio.ensure_future(progress.wait())
+            await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+            waiter.cancel()
 
-    async def close(self, timeout: float = 10.0) -> None:
+    async def close(self, timeout: float = _D["shutdown_timeout_ms"] / 1000) -> None:
         """Flushes (up to ``timeout`` seconds), then hands the rest to ``on_error``."""
         if self._closed:
             return

@@ -1,5 +1,5 @@
 // A typed usage example; `npm run typecheck` runs tsc --noEmit over it.
-import callpost, { Client, Webhooks, verify, stringify, type DeliveryResult, type CallpostError, type HttpRequest } from 'callpost';
+import callpost, { Client, Webhooks, Delivery, DEFAULTS, verify, stringify, type DeliveryResult, type CallpostError, type HttpRequest } from 'callpost';
 
 const hooks = new Webhooks({ endpoints: ['https://a.example/', { url: 'https://b.example/', headers: { 'X-Team': '1' } }], sharedSecret: 's' });
 const req: HttpRequest = hooks.request({ type: 'track', userId: 'u', event: 'E', properties: { n: 1 } });
@@ -18,8 +18,12 @@ async function main(): Promise<void> {
   await c.close({ timeoutMs: 1000 });
   const api = await callpost.init();
   const d = api.Webhooks === Webhooks ? hooks.delivery('{"type":"track","userId":"u","event":"e"}', { nowMs: 0, seed: 1 }) : undefined;
-  const attempt = d?.pollRequest(0, hooks.settings);
+  const attempt = d?.pollRequest(0);
+  if (d && attempt) d.handleResponse(10, attempt.attempt, { status: 503, retryAfter: '5' });
   const t: number | undefined = attempt ? attempt.deadlineMs : d?.pollTimeout();
-  console.log(ok, text, id, t);
+  const restored: Delivery | undefined = d ? Delivery.fromJSON(d.toJSON(), hooks) : undefined;
+  const sentAt: number | undefined = restored?.log[0]?.sentAt;
+  const flushAt: number = DEFAULTS.flushAt;
+  console.log(ok, text, id, t, sentAt, flushAt, hooks.mode);
 }
 void main();

@@ -1,7 +1,10 @@
-//! The batching client (the `client` feature; see the crate doc).
+//! The batching client's state machine (the `client` feature; see the
+//! crate doc).
 
-use crate::calls::{call_of, millis, outcome_of, request_object, set, Options};
-use crate::{js_err, usage_err};
+use crate::call::call_of;
+use crate::error::{js_err, misuse};
+use crate::timestamp::millis;
+use crate::util::{outcome_of, request_object, set, Options};
 use callpost_core as core;
 use js_sys::{Array, Object};
 use wasm_bindgen::prelude::*;
@@ -14,38 +17,33 @@ pub struct Batcher {
 
 #[wasm_bindgen(js_class = BatcherCore)]
 impl Batcher {
-    /// From an options object (`writeKey`, `endpoint`, `flushAt`, ...).
+    /// From an options object: `writeKey`, and `seed` (required: the JS
+    /// layer draws it from `crypto.getRandomValues`); `endpoint`,
+    /// `flushAt`, `flushAfterMs`, `maxQueue`, `maxAttempts`, `maxRetryMs`,
+    /// `requestTimeoutMs`, `maxInFlight`, `backoffBaseMs`, `backoffCapMs`,
+    /// `libraryName`, `libraryVersion` in place of the core's defaults.
     #[wasm_bindgen(constructor)]
-    pub fn new(options_obj: JsValue, now_ms: f64) -> Result<Batcher, JsValue> {
-        let o = Options::of(&options_obj)?;
+    pub fn new(options: JsValue, now_ms: f64) -> Result<Self, JsValue> {
+        let o = Options::of(&options)?;
         let write_key = o
             .string("writeKey")?
-            .ok_or_else(|| usage_err("invalid_argument", "writeKey is required"))?;
-        let d = core::BatcherConfig::new(write_key);
-        let config = core::BatcherConfig {
-            endpoint: o.string("endpoint")?.unwrap_or(d.endpoint.clone()),
-            flush_at: o.usize("flushAt")?.unwrap_or(d.flush_at),
-            flush_after_ms: o.uint("flushAfterMs")?.unwrap_or(d.flush_after_ms),
-            max_queue: o.usize("maxQueue")?.unwrap_or(d.max_queue),
-            max_attempts: o
-                .uint("maxAttempts")?
-                .map_or(d.max_attempts, |n| u32::try_from(n).unwrap_or(u32::MAX)),
-            max_retry_ms: o.uint("maxRetryMs")?.unwrap_or(d.max_retry_ms),
-            request_timeout_ms: o.uint("requestTimeoutMs")?.unwrap_or(d.request_timeout_ms),
-            max_in_flight: o.usize("maxInFlight")?.unwrap_or(d.max_in_flight),
-            backoff: core::retry::Backoff {
-                base_ms: o.uint("backoffBaseMs")?.unwrap_or(d.backoff.base_ms),
-                cap_ms: o.uint("backoffCapMs")?.unwrap_or(d.backoff.cap_ms),
-            },
-            library_name: o.string("libraryName")?.unwrap_or(d.library_name.clone()),
-            library_version: o
-                .string("libraryVersion")?
-                .unwrap_or(d.library_version.clone()),
-            jitter_seed: o.uint("seed")?.unwrap_or(0),
-            ..d
-        };
-        Ok(Batcher {
-            inner: core::Batcher::new(config, millis(now_ms)).map_err(js_err)?,
+            .ok_or_else(|| misuse("writeKey is required"))?;
+        let mut c = core::BatcherConfig::new(write_key);
+        c.jitter_seed = o.uint("seed")?.ok_or_else(|| misuse("seed is required"))?;
+        o.set_string("endpoint", &mut c.endpoint)?;
+        o.set_uint("flushAt", &mut c.flush_at)?;
+        o.set_uint("flushAfterMs", &mut c.flush_after_ms)?;
+        o.set_uint("maxQueue", &mut c.max_queue)?;
+        o.set_uint("maxAttempts", &mut c.max_attempts)?;
+        o.set_uint("maxRetryMs", &mut c.max_retry_ms)?;
+        o.set_uint("requestTimeoutMs", &mut c.request_timeout_ms)?;
+        o.set_uint("maxInFlight", &mut c.max_in_flight)?;
+        o.set_uint("backoffBaseMs", &mut c.backoff.base_ms)?;
+        o.set_uint("backoffCapMs", &mut c.backoff.cap_ms)?;
+        o.set_string("libraryName", &mut c.library_name)?;
+        o.set_string("libraryVersion", &mut c.library_version)?;
+        Ok(Self {
+            inner: core::Batcher::new(c, millis(now_ms)?).map_err(js_err)?,
         })
     }
 
@@ -59,16 +57,17 @@ impl Batcher {
     ) -> Result<String, JsValue> {
         let random: [u8; 16] = random
             .try_into()
-            .map_err(|_| usage_err("invalid_argument", "random must be exactly 16 bytes"))?;
+            .map_err(|_| js_err(core::ApiMisuse::RandomLength(16)))?;
         let call = call_of(call_json)?;
         self.inner
-            .handle_call(millis(now_ms), call, random)
+            .handle_call(millis(now_ms)?, call, random)
             .map_err(js_err)
     }
 
     /// Makes everything due now.
-    pub fn flush(&mut self, now_ms: f64) {
-        self.inner.flush(millis(now_ms));
+    pub fn flush(&mut self, now_ms: f64) -> Result<(), JsValue> {
+        self.inner.flush(millis(now_ms)?);
+        Ok(())
     }
 
     /// Reports whatever is left as failed; refuses later calls.
@@ -79,7 +78,7 @@ impl Batcher {
     /// `{batchId, attempt, messageCount, request, deadlineMs}`, or undefined.
     #[wasm_bindgen(js_name = pollRequest)]
     pub fn poll_request(&mut self, now_ms: f64) -> Result<JsValue, JsValue> {
-        let Some(b) = self.inner.poll_request(millis(now_ms)) else {
+        let Some(b) = self.inner.poll_request(millis(now_ms)?) else {
             return Ok(JsValue::UNDEFINED);
         };
         let o = Object::new();
@@ -87,7 +86,7 @@ impl Batcher {
         set(&o, "attempt", b.attempt);
         set(&o, "messageCount", b.message_count as f64);
         set(&o, "request", request_object(b.request)?);
-        set(&o, "deadlineMs", b.deadline as f64);
+        set(&o, "deadlineMs", b.deadline.as_millis() as f64);
         Ok(o.into())
     }
 
@@ -102,22 +101,23 @@ impl Batcher {
         error: Option<String>,
         message: Option<String>,
     ) -> Result<(), JsValue> {
-        let outcome = outcome_of(status, retry_after, error, message.unwrap_or_default())?;
+        let outcome = outcome_of(status, retry_after, error, message)?;
         self.inner
-            .handle_response(millis(now_ms), batch_id as u64, outcome);
+            .handle_response(millis(now_ms)?, batch_id as u64, outcome);
         Ok(())
     }
 
     /// Call when `now` reaches `pollTimeout()`.
     #[wasm_bindgen(js_name = handleTimeout)]
-    pub fn handle_timeout(&mut self, now_ms: f64) {
-        self.inner.handle_timeout(millis(now_ms));
+    pub fn handle_timeout(&mut self, now_ms: f64) -> Result<(), JsValue> {
+        self.inner.handle_timeout(millis(now_ms)?);
+        Ok(())
     }
 
     /// When to wake next (ms), or undefined.
     #[wasm_bindgen(js_name = pollTimeout)]
     pub fn poll_timeout(&self) -> Option<f64> {
-        self.inner.poll_timeout().map(|t| t as f64)
+        self.inner.poll_timeout().map(|t| t.as_millis() as f64)
     }
 
     /// The next event: `{kind: "delivered" | "retrying" | "failed", ...}`.
@@ -152,7 +152,7 @@ impl Batcher {
                 set(&o, "kind", "retrying");
                 set(&o, "batchId", batch_id as f64);
                 set(&o, "attempt", attempt);
-                set(&o, "retryAtMs", retry_at as f64);
+                set(&o, "retryAtMs", retry_at.as_millis() as f64);
                 set(&o, "reason", outcome.to_string());
             }
             core::BatcherEvent::Failed {
@@ -166,7 +166,7 @@ impl Batcher {
                     "batchId",
                     batch_id.map_or(JsValue::NULL, |b| (b as f64).into()),
                 );
-                set(&o, "code", reason.code());
+                set(&o, "code", reason.code().as_str());
                 set(&o, "reason", reason.to_string());
                 let list = Array::new();
                 for m in messages {

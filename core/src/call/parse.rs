@@ -1,0 +1,96 @@
+//! Calls from JSON text and JSON values, through [`CallBuilder`].
+
+use super::{Call, CallBuilder, CallError, FieldKind, Object, Scalar, CALL_FIELDS};
+use crate::json::{JsonError, JsonObject, Parser, Value};
+
+impl Call {
+    /// [`Call::from_json_str`] over bytes, which must be UTF-8
+    /// (`invalid_unicode` otherwise).
+    pub fn from_json_slice(bytes: &[u8]) -> Result<Self, CallError> {
+        let text =
+            std::str::from_utf8(bytes).map_err(|_| CallError::Json(JsonError::InvalidUnicode))?;
+        Self::from_json_str(text)
+    }
+
+    /// Parses and validates a call from JSON text.
+    ///
+    /// The top-level object is read field by field into a [`CallBuilder`];
+    /// `properties` and `traits` that are already in `JSON.stringify` form
+    /// (as text from JavaScript always is) are kept as their text instead
+    /// of being parsed into a map. The result is the same call as
+    /// `Call::from_owned(Value::from_json_str(text)?)` would give, in the
+    /// sense that every body and message written from it has the same
+    /// bytes, and every error has the same code.
+    pub fn from_json_str(text: &str) -> Result<Self, CallError> {
+        let mut p = Parser::new(text);
+        p.ws();
+        if !p.eat(b'{') {
+            let value = p.value(1)?;
+            p.end()?;
+            return Err(CallError::NotAnObject(value.type_name()));
+        }
+        let mut b = CallBuilder::new();
+        // A repeated model key: JSON.parse keeps the last value, but the
+        // builder has already judged the first. Rare; take the tree path.
+        let mut seen = 0u32;
+        let mut repeated = false;
+        p.entries(|p, key| -> Result<(), CallError> {
+            let kind = CallBuilder::field_kind(&key);
+            if kind != FieldKind::Ignored {
+                let bit = CALL_FIELDS
+                    .iter()
+                    .position(|f| *f == key)
+                    .map_or(1 << CALL_FIELDS.len(), |i| 1 << i);
+                repeated |= seen & bit != 0;
+                seen |= bit;
+            }
+            p.ws();
+            if kind == FieldKind::Object && !repeated {
+                if let Some(text) = p.canonical_object(2) {
+                    let object = JsonObject::from_canonical(text);
+                    b.object(&key, Object::Json(object));
+                    return Ok(());
+                }
+            }
+            match (kind, p.value(2)?) {
+                (FieldKind::Ignored, _) => {}
+                (FieldKind::Object | FieldKind::Map, Value::Object(m)) => {
+                    b.object(&key, Object::Map(m));
+                }
+                (_, value) => b.scalar(&key, Scalar::of(&value)),
+            }
+            Ok(())
+        })?;
+        p.end()?;
+        if repeated {
+            return Self::from_owned(Value::from_json_str(text)?);
+        }
+        b.finish()
+    }
+
+    /// Parses and validates a call from a JSON value with Segment's keys.
+    /// Keys this model does not know are ignored.
+    pub fn from_value(value: &Value) -> Result<Self, CallError> {
+        Self::from_owned(value.clone())
+    }
+
+    /// [`Call::from_value`] taking ownership, so the free-form objects move
+    /// into the call instead of being copied (the bindings' hot path).
+    pub fn from_owned(value: Value) -> Result<Self, CallError> {
+        let map = match value {
+            Value::Object(m) => m,
+            other => return Err(CallError::NotAnObject(other.type_name())),
+        };
+        let mut b = CallBuilder::new();
+        for (key, value) in map {
+            match (CallBuilder::field_kind(&key), value) {
+                (FieldKind::Ignored, _) => {}
+                (FieldKind::Object | FieldKind::Map, Value::Object(m)) => {
+                    b.object(&key, Object::Map(m));
+                }
+                (_, value) => b.scalar(&key, Scalar::of(&value)),
+            }
+        }
+        b.finish()
+    }
+}

@@ -1,0 +1,118 @@
+//! Signed requests: headers, `X-Signature` and the idempotency key.
+
+use super::Endpoint;
+use crate::signature::{Secret, SIGNATURE_HEX_LEN};
+use std::borrow::Cow;
+use std::fmt;
+
+/// The `User-Agent` we send: the spec asks for "a fixed sender identifier
+/// with version 1.0".
+pub const USER_AGENT: &str = "callpost/1.0";
+
+/// Bodies from this size up are offered to a [`HostHmac`]. Below it the
+/// core's own HMAC is as fast as any host's: in Node, OpenSSL's SHA-NI
+/// overtakes SHA-1 in wasm at about 2 KB once the key's state is cached
+/// (crossovers measured at 2,048-2,560 B; BENCHMARKS.md, "sign"), and
+/// handing a body across the wasm boundary costs more than hashing a
+/// small one.
+pub const HOST_HMAC_MIN_BYTES: usize = 1792;
+
+/// A header name or value: most are constants (`User-Agent`,
+/// `Content-Type`), which are borrowed, so building a request allocates only
+/// for the values that change (`X-Signature`, `Idempotency-Key`): six
+/// allocations fewer per webhook request.
+pub type HeaderText = Cow<'static, str>;
+
+/// An HTTP request ready to send.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Request {
+    /// Always `POST`.
+    pub method: &'static str,
+    /// The full URL.
+    pub url: String,
+    /// Headers in the order to send them.
+    pub headers: Vec<(HeaderText, HeaderText)>,
+    /// The body bytes, which are also what `X-Signature` signs.
+    pub body: Vec<u8>,
+}
+
+/// Shows header names and the body size only: header values may be
+/// credentials, and bodies hold customer data.
+impl fmt::Debug for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_ref()).collect();
+        f.debug_struct("Request")
+            .field("method", &self.method)
+            .field("url", &self.url)
+            .field("header_names", &names)
+            .field("body_len", &self.body.len())
+            .finish()
+    }
+}
+
+impl Request {
+    /// The value of the first header named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_ref())
+    }
+}
+
+/// A host's HMAC-SHA1 for `X-Signature`, for platforms whose own is faster
+/// for large bodies (Node's OpenSSL, against SHA-1 in wasm): given the
+/// body, it returns the lowercase hex HMAC-SHA1 under the destination's
+/// shared secret, or `None` to let the core sign. The core asks only for
+/// bodies of [`HOST_HMAC_MIN_BYTES`] and more, and signs itself whenever
+/// the answer is not 40 lowercase hex digits, so a broken host can never
+/// send a request with a malformed signature.
+pub type HostHmac<'a> = &'a mut dyn FnMut(&[u8]) -> Option<String>;
+
+/// The host's signature for `body`, when it gives a well-formed one.
+fn host_signature(hmac: Option<HostHmac<'_>>, body: &[u8]) -> Option<String> {
+    if body.len() < HOST_HMAC_MIN_BYTES {
+        return None;
+    }
+    let hex = hmac?(body)?;
+    let lower_hex = |b: u8| matches!(b, b'0'..=b'9' | b'a'..=b'f');
+    (hex.len() == SIGNATURE_HEX_LEN && hex.bytes().all(lower_hex)).then_some(hex)
+}
+
+/// The request for `body` to `ep`. Headers, in order: `User-Agent`,
+/// `Content-Type`, the endpoint's static headers, `X-Signature` (when
+/// signed) and `Idempotency-Key` (when the call has a usable id).
+pub(super) fn build(
+    ep: &Endpoint,
+    secret: Option<&Secret>,
+    message_id: Option<&str>,
+    body: Vec<u8>,
+    hmac: Option<HostHmac<'_>>,
+) -> Request {
+    let mut headers = Vec::with_capacity(4 + ep.headers().len());
+    headers.push(("User-Agent".into(), USER_AGENT.into()));
+    headers.push(("Content-Type".into(), "application/json".into()));
+    headers.extend(
+        ep.headers()
+            .iter()
+            .map(|(n, v)| (n.clone().into(), v.clone().into())),
+    );
+    if let Some(secret) = secret {
+        let signature = host_signature(hmac, &body).unwrap_or_else(|| secret.sign(&body));
+        headers.push(("X-Signature".into(), signature.into()));
+    }
+    // Receivers de-duplicate retried deliveries with it. Only visible
+    // ASCII can travel in a header, so other ids are left out rather than
+    // mangled.
+    if let Some(id) =
+        message_id.filter(|id| !id.is_empty() && id.bytes().all(|b| (0x21..0x7f).contains(&b)))
+    {
+        headers.push(("Idempotency-Key".into(), id.to_owned().into()));
+    }
+    Request {
+        method: "POST",
+        url: ep.url().to_owned(),
+        headers,
+        body,
+    }
+}

@@ -1,0 +1,400 @@
+//! The destination's settings: endpoints, their static headers, and the
+//! delivery mode (webhooks-destination.md, "Destination settings").
+
+use crate::error::Code;
+use crate::json::{Quoted, Value};
+use crate::weburl::UrlError;
+use std::fmt;
+
+/// Endpoints per destination: "Maximum 5 entries" (destination settings).
+pub const MAX_ENDPOINTS: usize = 5;
+
+/// Headers we set ourselves, which a static header may not replace. The first
+/// five are the spec's and HTTP's; `idempotency-key` is ours; the framing
+/// headers are excluded because a wrong value would corrupt the request.
+pub const RESERVED_HEADERS: [&str; 8] = [
+    "content-type",
+    "user-agent",
+    "x-signature",
+    "content-length",
+    "host",
+    "idempotency-key",
+    "transfer-encoding",
+    "connection",
+];
+
+/// How a call reaches a destination with several endpoints.
+///
+/// The spec says only that once "sending to any one succeeds", the call
+/// "is not retried to the others". Segment's own Webhooks integration
+/// POSTed every call to all configured hooks at once, failed the call only
+/// when every hook failed, and sent to all of them again on a retry;
+/// [`Mode::Parallel`] does the same and is the default, so a second
+/// endpoint (a CRM beside an analytics store, say) receives every call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Mode {
+    /// Each round sends the call to every live endpoint at once; a success
+    /// from any one ends the delivery, and a round in which all failed is
+    /// followed by another to all of them after the backoff.
+    #[default]
+    Parallel,
+    /// Each round tries the live endpoints one after another, moving on
+    /// when one fails; the first success ends the delivery, and later
+    /// endpoints never see the call.
+    Failover,
+}
+
+impl Mode {
+    /// The setting's value: `parallel` or `failover`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Parallel => "parallel",
+            Self::Failover => "failover",
+        }
+    }
+
+    /// The mode named `s` (exact, lowercase).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Parallel, Self::Failover]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
+}
+
+/// Bad destination settings. Raised when the settings are built, never later.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SettingsError {
+    /// No endpoint was given. Configure 1 to 5 URLs.
+    #[error("at least one endpoint url is required")]
+    NoEndpoints,
+    /// More than [`MAX_ENDPOINTS`] endpoints. Remove some.
+    #[error("{0} endpoints given; the destination allows at most 5")]
+    TooManyEndpoints(usize),
+    /// The URL does not parse as an absolute URL with a host.
+    #[error("endpoint {index}: invalid url: {reason}")]
+    InvalidUrl {
+        /// Which endpoint.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
+    /// Only `http` and `https` are delivered to.
+    #[error("endpoint {index}: scheme {} is not http or https", Quoted(.scheme))]
+    UnsupportedScheme {
+        /// Which endpoint.
+        index: usize,
+        /// The scheme given.
+        scheme: String,
+    },
+    /// The URL carries a user name or password. Put credentials in a static
+    /// header (such as Authorization) so they stay out of logs and URLs;
+    /// browsers' fetch refuses such URLs too.
+    #[error("endpoint {0}: url must not contain credentials; use a static Authorization header")]
+    UrlCredentials(usize),
+    /// The URL has a `#fragment`, which HTTP never sends. Remove it.
+    #[error("endpoint {0}: url must not contain a #fragment (it is never sent)")]
+    UrlFragment(usize),
+    /// A static header name is not an HTTP token.
+    #[error("endpoint {index}: header name {} is not a valid http token", Quoted(.name))]
+    InvalidHeaderName {
+        /// Which endpoint.
+        index: usize,
+        /// The name given.
+        name: String,
+    },
+    /// A static header value holds CR, LF, NUL or non-ASCII characters. Only
+    /// visible ASCII, space and tab are allowed, which every HTTP client we
+    /// drive (fetch, httpx) sends unchanged.
+    #[error(
+        "endpoint {index}: value of header {} contains a control or non-ascii character",
+        Quoted(.name)
+    )]
+    InvalidHeaderValue {
+        /// Which endpoint.
+        index: usize,
+        /// The header's name (the value is not shown: it may be a credential).
+        name: String,
+    },
+    /// A static header tries to replace one we set ([`RESERVED_HEADERS`]).
+    #[error("endpoint {index}: header {} is set by callpost and cannot be overridden", Quoted(.name))]
+    ReservedHeader {
+        /// Which endpoint.
+        index: usize,
+        /// The header's name.
+        name: String,
+    },
+    /// A settings field has the wrong JSON type.
+    #[error("settings field {0} has the wrong type")]
+    InvalidField(&'static str),
+}
+
+impl SettingsError {
+    /// Stable snake_case code, identical in Rust, Python and JS.
+    pub fn code(&self) -> Code {
+        match self {
+            Self::NoEndpoints => Code::NoEndpoints,
+            Self::TooManyEndpoints(_) => Code::TooManyEndpoints,
+            Self::InvalidUrl { .. } => Code::InvalidUrl,
+            Self::UnsupportedScheme { .. } => Code::UnsupportedScheme,
+            Self::UrlCredentials(_) => Code::UrlCredentials,
+            Self::UrlFragment(_) => Code::UrlFragment,
+            Self::InvalidHeaderName { .. } => Code::InvalidHeaderName,
+            Self::InvalidHeaderValue { .. } => Code::InvalidHeaderValue,
+            Self::ReservedHeader { .. } => Code::ReservedHeader,
+            Self::InvalidField(_) => Code::InvalidSettings,
+        }
+    }
+}
+
+/// One configured endpoint, before validation.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct EndpointConfig {
+    /// Full http or https URL.
+    pub url: String,
+    /// Static headers sent with every request to this URL, in order.
+    pub headers: Vec<(String, String)>,
+}
+
+/// Static header values are often credentials, so `Debug` shows names only.
+fn debug_endpoint(
+    f: &mut fmt::Formatter<'_>,
+    name: &str,
+    url: &str,
+    headers: &[(String, String)],
+) -> fmt::Result {
+    let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+    f.debug_struct(name)
+        .field("url", &crate::weburl::redact_userinfo(url))
+        .field("header_names", &names)
+        .finish()
+}
+
+impl fmt::Debug for EndpointConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        debug_endpoint(f, "EndpointConfig", &self.url, &self.headers)
+    }
+}
+
+impl EndpointConfig {
+    /// An endpoint with no static headers.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// From a JSON value: a URL string, or `{"url": ..., "headers": {...}}`.
+    pub fn from_value(value: &Value) -> Result<Self, SettingsError> {
+        match value {
+            Value::String(url) => Ok(Self::new(url.clone())),
+            Value::Object(map) => {
+                let url = map
+                    .get("url")
+                    .and_then(Value::as_str)
+                    .ok_or(SettingsError::InvalidField("url"))?;
+                let mut headers = Vec::new();
+                match map.get("headers") {
+                    None | Some(Value::Null) => {}
+                    Some(Value::Object(h)) => {
+                        for (name, v) in h {
+                            let v = v.as_str().ok_or(SettingsError::InvalidField("headers"))?;
+                            headers.push((name.clone(), v.to_owned()));
+                        }
+                    }
+                    Some(_) => return Err(SettingsError::InvalidField("headers")),
+                }
+                Ok(Self {
+                    url: url.to_owned(),
+                    headers,
+                })
+            }
+            _ => Err(SettingsError::InvalidField("endpoints")),
+        }
+    }
+}
+
+/// A validated endpoint.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    url: String,
+    headers: Vec<(String, String)>,
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        debug_endpoint(f, "Endpoint", &self.url, &self.headers)
+    }
+}
+
+impl Endpoint {
+    /// The normalised URL (as the WHATWG URL parser writes it).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The static headers.
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
+    fn validate(index: usize, config: &EndpointConfig) -> Result<Self, SettingsError> {
+        let url = crate::weburl::parse(&config.url).map_err(|e| match e {
+            UrlError::Invalid(reason) => SettingsError::InvalidUrl {
+                index,
+                reason: reason.into(),
+            },
+            UrlError::Scheme(scheme) => SettingsError::UnsupportedScheme { index, scheme },
+        })?;
+        if url.has_credentials {
+            return Err(SettingsError::UrlCredentials(index));
+        }
+        if url.has_fragment {
+            return Err(SettingsError::UrlFragment(index));
+        }
+        let mut headers = Vec::with_capacity(config.headers.len());
+        for (name, value) in &config.headers {
+            if name.is_empty() || !name.bytes().all(is_token_byte) {
+                return Err(SettingsError::InvalidHeaderName {
+                    index,
+                    name: name.clone(),
+                });
+            }
+            let lower = name.to_ascii_lowercase();
+            if RESERVED_HEADERS.contains(&lower.as_str()) {
+                return Err(SettingsError::ReservedHeader {
+                    index,
+                    name: name.clone(),
+                });
+            }
+            if !value
+                .bytes()
+                .all(|b| b == b'\t' || (0x20..0x7f).contains(&b))
+            {
+                return Err(SettingsError::InvalidHeaderValue {
+                    index,
+                    name: name.clone(),
+                });
+            }
+            // fetch trims surrounding spaces and tabs from header values;
+            // trimming here makes every runtime send the same bytes.
+            headers.push((name.clone(), value.trim_matches([' ', '\t']).to_owned()));
+        }
+        Ok(Self {
+            url: url.href,
+            headers,
+        })
+    }
+}
+
+/// Checks 1 to [`MAX_ENDPOINTS`] endpoints and normalises their URLs.
+pub(super) fn validate_endpoints(
+    configs: &[EndpointConfig],
+) -> Result<Vec<Endpoint>, SettingsError> {
+    if configs.is_empty() {
+        return Err(SettingsError::NoEndpoints);
+    }
+    if configs.len() > MAX_ENDPOINTS {
+        return Err(SettingsError::TooManyEndpoints(configs.len()));
+    }
+    configs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Endpoint::validate(i, c))
+        .collect()
+}
+
+/// RFC 9110 `tchar`.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::webhooks::Webhooks;
+
+    fn settings_code(endpoints: Vec<EndpointConfig>) -> &'static str {
+        Webhooks::new(&endpoints, None).unwrap_err().code().as_str()
+    }
+
+    fn ep_with(name: &str, value: &str) -> EndpointConfig {
+        EndpointConfig {
+            url: "https://example.com/hook".into(),
+            headers: vec![(name.into(), value.into())],
+        }
+    }
+
+    #[test]
+    fn settings_rules() {
+        assert_eq!(settings_code(vec![]), "no_endpoints");
+        assert_eq!(
+            settings_code(vec![EndpointConfig::new("https://a.example/"); 6]),
+            "too_many_endpoints"
+        );
+        assert_eq!(
+            settings_code(vec![EndpointConfig::new("ftp://a.example/")]),
+            "unsupported_scheme"
+        );
+        assert_eq!(
+            settings_code(vec![EndpointConfig::new("/relative")]),
+            "invalid_url"
+        );
+        assert_eq!(
+            settings_code(vec![EndpointConfig::new("https://u:p@a.example/")]),
+            "url_credentials"
+        );
+        assert_eq!(
+            settings_code(vec![EndpointConfig::new("https://a.example/#x")]),
+            "url_fragment"
+        );
+        assert_eq!(
+            settings_code(vec![ep_with("X-Ok", "a\r\nInjected: 1")]),
+            "invalid_header_value"
+        );
+        assert_eq!(
+            settings_code(vec![ep_with("X-Ok", "a\0")]),
+            "invalid_header_value"
+        );
+        assert_eq!(
+            settings_code(vec![ep_with("Bad Name", "v")]),
+            "invalid_header_name"
+        );
+        assert_eq!(
+            settings_code(vec![ep_with("x-SIGNATURE", "v")]),
+            "reserved_header"
+        );
+        assert!(Webhooks::new(
+            &vec![EndpointConfig::new("https://a.example/"); 5],
+            Some(b"")
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn debug_hides_header_values() {
+        let s = format!("{:?}", ep_with("Authorization", "Bearer s3cr3t"));
+        assert!(!s.contains("s3cr3t"), "{s}");
+        let w = Webhooks::new(
+            &[ep_with("Authorization", "Bearer s3cr3t")],
+            Some(b"k3y-material"),
+        )
+        .unwrap();
+        let s = format!("{w:?}");
+        assert!(!s.contains("s3cr3t") && !s.contains("k3y-material"), "{s}");
+    }
+
+    #[test]
+    fn debug_shows_neither_header_values_nor_url_credentials() {
+        let mut ep = EndpointConfig::new("https://user:hunter2@a.example/hook");
+        ep.headers
+            .push(("Authorization".into(), "Bearer s3cret".into()));
+        let shown = format!("{ep:?}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("s3cret"),
+            "{shown}"
+        );
+        assert!(shown.contains("https://***@a.example/hook") && shown.contains("Authorization"));
+    }
+}

@@ -1,0 +1,145 @@
+//! The Webhooks destination's settings and signed requests.
+
+use crate::call::to_call;
+use crate::error::{err, misuse};
+use crate::json::to_value;
+use crate::signature::bytes_of;
+use crate::timestamp::now_of;
+use callpost_core as core;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+
+/// An HTTP request to send. `repr` shows header names only.
+#[pyclass(frozen, module = "callpost._callpost")]
+pub struct Request {
+    pub inner: core::Request,
+}
+
+#[pymethods]
+impl Request {
+    #[getter]
+    fn method(&self) -> &'static str {
+        self.inner.method
+    }
+    #[getter]
+    fn url(&self) -> &str {
+        &self.inner.url
+    }
+    #[getter]
+    fn headers(&self) -> Vec<(&str, &str)> {
+        self.inner
+            .headers
+            .iter()
+            .map(|(n, v)| (&**n, &**v))
+            .collect()
+    }
+    #[getter]
+    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.body)
+    }
+    /// The first header named `name` (case-insensitive), or None.
+    fn header(&self, name: &str) -> Option<String> {
+        self.inner.header(name).map(str::to_owned)
+    }
+    fn __repr__(&self) -> String {
+        format!("{:?}", self.inner)
+    }
+}
+
+fn endpoints_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<core::EndpointConfig>> {
+    if obj.cast::<PyString>().is_ok() {
+        return Err(misuse(
+            "endpoints must be a list of urls or {'url', 'headers'} dicts, not a str",
+        ));
+    }
+    let items = obj
+        .try_iter()
+        .map_err(|_| misuse("endpoints must be a list of urls or {'url', 'headers'} dicts"))?;
+    let mut out = Vec::new();
+    for item in items {
+        let v = to_value(&item?)?;
+        out.push(core::EndpointConfig::from_value(&v).map_err(err)?);
+    }
+    Ok(out)
+}
+
+/// A Webhooks destination's settings: 1–5 endpoints, an optional secret,
+/// and the mode (`parallel` or `failover`).
+#[pyclass(frozen, module = "callpost._callpost")]
+pub struct Webhooks {
+    pub inner: core::Webhooks,
+}
+
+#[pymethods]
+impl Webhooks {
+    #[new]
+    #[pyo3(signature = (endpoints, shared_secret=None, *, mode=None))]
+    fn new(
+        endpoints: &Bound<'_, PyAny>,
+        shared_secret: Option<&Bound<'_, PyAny>>,
+        mode: Option<&str>,
+    ) -> PyResult<Self> {
+        let secret = shared_secret
+            .map(|s| bytes_of(s, "shared_secret"))
+            .transpose()?;
+        let mode = match mode {
+            None => core::Mode::default(),
+            Some(m) => core::Mode::parse(m)
+                .ok_or_else(|| err(core::SettingsError::InvalidField("mode")))?,
+        };
+        let inner = core::Webhooks::with_mode(&endpoints_of(endpoints)?, secret.as_deref(), mode)
+            .map_err(err)?;
+        Ok(Self { inner })
+    }
+
+    /// The signed request delivering `call` to endpoint `endpoint`.
+    #[pyo3(signature = (call, endpoint=0, now=None))]
+    fn request(
+        &self,
+        call: &Bound<'_, PyAny>,
+        endpoint: usize,
+        now: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Request> {
+        let inner = self
+            .inner
+            .request(&to_call(call)?, endpoint, now_of(now)?)
+            .map_err(err)?;
+        Ok(Request { inner })
+    }
+
+    /// Whether `call`'s integrations let it reach this destination.
+    fn is_enabled_for(&self, call: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.inner.is_enabled_for(&to_call(call)?))
+    }
+
+    /// Normalised endpoint URLs, in the order given.
+    #[getter]
+    fn urls(&self) -> Vec<String> {
+        self.inner
+            .endpoints()
+            .iter()
+            .map(|e| e.url().to_owned())
+            .collect()
+    }
+
+    /// Whether requests carry `X-Signature`.
+    #[getter]
+    fn signed(&self) -> bool {
+        self.inner.is_signed()
+    }
+
+    /// `"parallel"` or `"failover"`.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.inner.mode().as_str()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Webhooks(urls={:?}, signed={}, mode={:?})",
+            self.urls(),
+            self.inner.is_signed(),
+            self.mode()
+        )
+    }
+}
