@@ -1,8 +1,10 @@
-"""callpost against its Python peers, interleaved in one process.
+"""callpost against its Python peers, interleaved in one process, on every
+fixture in benches/fixtures/.
 
 Peers: stdlib json + hmac, orjson + hmac, segment-analytics-python. Each
 round runs every candidate once for `n` calls, in turn; the reported time is
-the median round, so drift on the machine hits every candidate alike.
+the median round, so drift on the machine hits every candidate alike, and
+every ratio comes from one run.
 
     python benches/compare_python.py [--smoke]
 """
@@ -25,8 +27,14 @@ import orjson
 import callpost
 
 SMOKE = "--smoke" in sys.argv
-FIXTURE = json.loads((pathlib.Path(__file__).parent / "fixtures" / "track.json").read_text())
+FIXTURES_DIR = pathlib.Path(__file__).parent / "fixtures"
+NAMES = ["track_423", "track_4k", "identify_200_traits", "unicode_text", "number_arrays", "product_list_32k",
+         "order_completed"]
 SECRET = b"whsec-bench"
+
+
+def fixture(name: str, form: str = "") -> bytes:
+    return (FIXTURES_DIR / f"{name}{form}.json").read_bytes()
 
 
 def bench(candidates: Dict[str, Callable[[], Any]], n: int, rounds: int) -> Dict[str, float]:
@@ -41,52 +49,72 @@ def bench(candidates: Dict[str, Callable[[], Any]], n: int, rounds: int) -> Dict
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def ratio(ours: float, theirs: float) -> float:
+    """How many times faster callpost is (below 1: slower)."""
+    return theirs / ours
+
+
 def report(title: str, result: Dict[str, float], ours: str) -> None:
     print(f"\n{title}")
     for name, t in result.items():
-        ratio = "" if name == ours else f"  callpost is {t / result[ours]:.2f}x faster" if t >= result[ours] else f"  callpost is {result[ours] / t:.2f}x slower"
-        print(f"  {name:<44} {t * 1e6:9.2f} us/call{ratio}")
+        r = "" if name == ours else f"  callpost {ratio(result[ours], t):.2f}x"
+        print(f"  {name:<44} {t * 1e6:9.2f} us/call{r}")
 
 
-def padded(size: int) -> Dict[str, Any]:
-    call = json.loads(json.dumps(FIXTURE))
-    call["properties"]["notes"] = "x" * max(size - 440, 0)
-    return call
+def iterations(size: int) -> int:
+    if SMOKE:
+        return 20
+    return max(200, min(20_000, 4_000_000 // max(size, 1)))
 
 
-def request_benches() -> None:
+def request_benches() -> List[Tuple[str, float, float, float]]:
+    """Per fixture: the dict, compact bytes and json.dumps bytes, each
+    against orjson. Returns (fixture, dict ratio, bytes ratio, dumps ratio)."""
     hooks = callpost.Webhooks(["https://hooks.example.com/segment"], SECRET)
-    for size in (423, 32 * 1024):
-        call = FIXTURE if size == 423 else padded(size)
+    summary = []
+    for name in NAMES:
+        compact = fixture(name)
+        dumps = fixture(name, ".dumps")
+        call = json.loads(compact)
+        n = iterations(len(compact))
+        rounds = 3 if SMOKE else 11
         body_len = len(hooks.request(call).body)
-        n = 200 if SMOKE else (20_000 if size == 423 else 1_000)
+        ours = "callpost Webhooks.request(dict)"
         result = bench(
             {
-                "callpost Webhooks.request (build+serialize+sign)": lambda: hooks.request(call),
-                "json.dumps + hmac.new().hexdigest()": lambda: hmac.new(
+                ours: lambda: hooks.request(call),
+                "orjson.dumps + hmac": lambda: hmac.new(SECRET, orjson.dumps(call), hashlib.sha1).hexdigest(),
+                "json.dumps + hmac": lambda: hmac.new(
                     SECRET, json.dumps(call, separators=(",", ":"), ensure_ascii=False).encode(), hashlib.sha1
                 ).hexdigest(),
-                "orjson.dumps + hmac.new().hexdigest()": lambda: hmac.new(SECRET, orjson.dumps(call), hashlib.sha1).hexdigest(),
             },
             n,
-            3 if SMOKE else 15,
+            rounds,
         )
-        report(f"webhook request, {body_len}-byte body", result, "callpost Webhooks.request (build+serialize+sign)")
-        # A forwarder receives the call as JSON bytes: the peers must parse
-        # it too, while the core's streaming parse keeps canonical text.
-        raw = orjson.dumps(call)
-        result = bench(
-            {
-                "callpost Webhooks.request(raw bytes)": lambda: hooks.request(raw),
-                "json.loads + json.dumps + hmac": lambda: hmac.new(
-                    SECRET, json.dumps(json.loads(raw), separators=(",", ":"), ensure_ascii=False).encode(), hashlib.sha1
-                ).hexdigest(),
-                "orjson.loads + orjson.dumps + hmac": lambda: hmac.new(SECRET, orjson.dumps(orjson.loads(raw)), hashlib.sha1).hexdigest(),
-            },
-            n,
-            3 if SMOKE else 15,
-        )
-        report(f"forwarding a call received as JSON bytes, {body_len}-byte body", result, "callpost Webhooks.request(raw bytes)")
+        report(f"{name}: webhook request from a dict ({len(compact)} B call, {body_len} B body)", result, ours)
+        by_dict = ratio(result[ours], result["orjson.dumps + hmac"])
+        # A forwarder receives the call as JSON bytes: the peers parse it too.
+        by_bytes = []
+        for form, raw in (("compact", compact), ("json.dumps", dumps)):
+            ours_b = f"callpost Webhooks.request(bytes, {form})"
+            result = bench(
+                {
+                    ours_b: lambda: hooks.request(raw),
+                    "orjson.loads + orjson.dumps + hmac": lambda: hmac.new(
+                        SECRET, orjson.dumps(orjson.loads(raw)), hashlib.sha1
+                    ).hexdigest(),
+                    "json.loads + json.dumps + hmac": lambda: hmac.new(
+                        SECRET, json.dumps(json.loads(raw), separators=(",", ":"), ensure_ascii=False).encode(),
+                        hashlib.sha1,
+                    ).hexdigest(),
+                },
+                n,
+                rounds,
+            )
+            report(f"{name}: forwarding {len(raw)} bytes as {form} writes them", result, ours_b)
+            by_bytes.append(ratio(result[ours_b], result["orjson.loads + orjson.dumps + hmac"]))
+        summary.append((name, by_dict, by_bytes[0], by_bytes[1]))
+    return summary
 
 
 def track_cpu() -> None:
@@ -96,7 +124,7 @@ def track_cpu() -> None:
     ours = callpost.Client("wk", endpoint="http://127.0.0.1:9", flush_at=10**6, flush_after=3600, max_queue=10**7,
                            on_error=lambda e, m: None)
     theirs = SegmentClient("wk", host="http://127.0.0.1:9", send=False, max_queue_size=10**7)
-    props = FIXTURE["properties"]
+    props = json.loads(fixture("track_423"))["properties"]
 
     def cpu(fn: Callable[[], Any]) -> float:
         t = time.process_time()
@@ -108,7 +136,7 @@ def track_cpu() -> None:
     for _ in range(2 if SMOKE else 5):
         rounds["callpost Client.track()"].append(cpu(lambda: ours.track("user-8f3a2c91", "Order Completed", props)))
         rounds["segment-analytics-python track()"].append(cpu(lambda: theirs.track("user-8f3a2c91", "Order Completed", props)))
-    report("Client.track(): CPU time per call (enqueue; process_time, all threads)",
+    report("Client.track() of track_423: CPU time per call (enqueue; process_time, all threads)",
            {k: statistics.median(v) for k, v in rounds.items()}, "callpost Client.track()")
     ours.close(timeout=0)
 
@@ -145,7 +173,7 @@ def end_to_end() -> None:
     from segment.analytics import Client as SegmentClient
 
     n = 500 if SMOKE else 20_000
-    props = FIXTURE["properties"]
+    props = json.loads(fixture("track_423"))["properties"]
     results: Dict[str, float] = {}
     for name in ("callpost Client", "segment-analytics-python Client"):
         srv = Ingest()
@@ -174,6 +202,10 @@ def end_to_end() -> None:
 
 if __name__ == "__main__":
     print(f"python {sys.version.split()[0]}, callpost {callpost.__version__}, orjson {orjson.__version__}")
-    request_benches()
+    summary = request_benches()
+    print("\nsummary: callpost's speed against orjson + hmac (above 1: faster)")
+    print(f"  {'fixture':<22} {'request(dict)':>14} {'request(bytes)':>15} {'request(dumps bytes)':>21}")
+    for name, d, b, p in summary:
+        print(f"  {name:<22} {d:14.2f} {b:15.2f} {p:21.2f}")
     track_cpu()
     end_to_end()

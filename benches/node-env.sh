@@ -12,4 +12,4 @@ mkdir -p "$D"
 [ -f "$D/package.json" ] || echo '{"name":"callpost-bench","private":true,"type":"module"}' > "$D/package.json"
 (cd "$D" && npm install --no-save --no-audit --no-fund --loglevel=error hash-wasm@4.13.0 ../callpost-*.tgz)
 cp benches/compare_node.mjs "$D/"
-mkdir -p "$D/fixtures" && cp benches/fixtures/track.json "$D/fixtures/"
+mkdir -p "$D/fixtures" && cp benches/fixtures/*.json "$D/fixtures/"

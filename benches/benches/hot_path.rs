@@ -1,20 +1,38 @@
-//! Criterion benches on the hot path: signing, canonical serialization,
-//! webhook request building and batching, at 423 B, 4 KB, 32 KB and 500 KB.
+//! Criterion benches on the hot paths, over the shared fixtures in
+//! `benches/fixtures/` (realistic Segment calls: a 423-byte track, a 4 KB
+//! checkout step with a full context, 200 identify traits, long non-ASCII
+//! text, number arrays, product lists of 32 KB): parsing (against
+//! serde_json), canonical writing, webhook requests from JSON text as a
+//! forwarder receives it, signing and batching.
 // Bench code: a broken fixture may panic.
 #![allow(missing_docs, clippy::unwrap_used, clippy::panic)]
 
-use callpost_benches::{track, track_of_size, TRACK_JSON};
+use callpost_benches::{track, Fixture, FIXTURES};
 use callpost_core::{
-    Batcher, BatcherConfig, EndpointConfig, Outcome, Secret, Timestamp, Value, Webhooks,
+    Batcher, BatcherConfig, Call, EndpointConfig, Outcome, Secret, Timestamp, Value, Webhooks,
 };
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
+
+const SIZES: [usize; 4] = [423, 4096, 32 * 1024, 500_000];
 
 fn at(ms: i64) -> Timestamp {
     Timestamp::from_millis(ms).unwrap()
 }
 
-const SIZES: [usize; 4] = [423, 4096, 32 * 1024, 500_000];
+/// Each fixture in both forms: `name` (as `JSON.stringify` writes it) and
+/// `name.dumps` (as Python's `json.dumps` does by default).
+fn texts() -> Vec<(String, &'static str)> {
+    FIXTURES
+        .iter()
+        .flat_map(|f: &Fixture| {
+            [
+                (f.name.to_owned(), f.compact),
+                (format!("{}.dumps", f.name), f.dumps),
+            ]
+        })
+        .collect()
+}
 
 fn sign(c: &mut Criterion) {
     let mut g = c.benchmark_group("sign");
@@ -33,27 +51,28 @@ fn sign(c: &mut Criterion) {
 
 fn serialize(c: &mut Criterion) {
     let mut g = c.benchmark_group("serialize");
-    for size in [423usize, 32 * 1024] {
-        let call = track_of_size(size);
-        let ours = Value::Object(call.properties.as_ref().unwrap().to_map().into_owned());
-        let text = ours.to_json_string().unwrap();
-        let theirs: serde_json::Value = serde_json::from_str(&text).unwrap();
-        g.throughput(Throughput::Bytes(text.len() as u64));
+    for f in FIXTURES {
+        let ours = Value::from_json_str(f.compact).unwrap();
+        let theirs: serde_json::Value = serde_json::from_str(f.compact).unwrap();
+        let len = ours.to_json_string().unwrap().len();
+        g.throughput(Throughput::Bytes(len as u64));
         g.bench_with_input(
-            BenchmarkId::new("callpost_canonical", size),
+            BenchmarkId::new("callpost_canonical", f.name),
             &ours,
             |b, v| {
                 b.iter(|| {
-                    let mut out = Vec::with_capacity(text.len());
+                    let mut out = Vec::with_capacity(len);
                     callpost_core::json::write_value(black_box(v), &mut out).unwrap();
                     out
                 });
             },
         );
         g.bench_with_input(
-            BenchmarkId::new("serde_json_to_vec", size),
+            BenchmarkId::new("serde_json_to_vec", f.name),
             &theirs,
-            |b, v| b.iter(|| serde_json::to_vec(black_box(v)).unwrap()),
+            |b, v| {
+                b.iter(|| serde_json::to_vec(black_box(v)).unwrap());
+            },
         );
     }
     g.finish();
@@ -61,24 +80,18 @@ fn serialize(c: &mut Criterion) {
 
 fn parse(c: &mut Criterion) {
     let mut g = c.benchmark_group("parse");
-    for size in [423usize, 32 * 1024] {
-        let text = if size == 423 {
-            TRACK_JSON.to_owned()
-        } else {
-            let call = track_of_size(size);
-            let mut out = Vec::new();
-            call.write_message(&mut out).unwrap();
-            String::from_utf8(out).unwrap()
-        };
+    for (name, text) in texts() {
         g.throughput(Throughput::Bytes(text.len() as u64));
-        g.bench_with_input(BenchmarkId::new("callpost_value", size), &text, |b, t| {
+        g.bench_with_input(BenchmarkId::new("callpost_value", &name), text, |b, t| {
             b.iter(|| Value::from_json_str(black_box(t)).unwrap());
         });
-        g.bench_with_input(BenchmarkId::new("callpost_call", size), &text, |b, t| {
-            b.iter(|| callpost_core::Call::from_json_str(black_box(t)).unwrap());
+        g.bench_with_input(BenchmarkId::new("serde_json_value", &name), text, |b, t| {
+            b.iter(|| {
+                serde_json::from_slice::<serde_json::Value>(black_box(t.as_bytes())).unwrap()
+            });
         });
-        g.bench_with_input(BenchmarkId::new("serde_json_value", size), &text, |b, t| {
-            b.iter(|| serde_json::from_str::<serde_json::Value>(black_box(t)).unwrap());
+        g.bench_with_input(BenchmarkId::new("callpost_call", &name), text, |b, t| {
+            b.iter(|| Call::from_json_str(black_box(t)).unwrap());
         });
     }
     g.finish();
@@ -91,28 +104,20 @@ fn webhook_request(c: &mut Criterion) {
         Some(b"whsec-bench"),
     )
     .unwrap();
-    let now = Timestamp::from_millis(1_795_341_845_123).unwrap();
-    for size in [423usize, 4096, 32 * 1024] {
-        let call = if size == 423 {
-            track()
-        } else {
-            track_of_size(size)
-        };
+    let now = at(1_795_341_845_123);
+    // A forwarder's job: JSON text in, the signed request out.
+    for (name, text) in texts() {
+        let call = Call::from_json_str(text).unwrap();
         let len = hooks.request(&call, 0, now).unwrap().body.len();
         g.throughput(Throughput::Bytes(len as u64));
-        g.bench_with_input(
-            BenchmarkId::new("build_serialize_sign", size),
-            &call,
-            |b, call| b.iter(|| hooks.request(black_box(call), 0, now).unwrap()),
-        );
-    }
-    g.throughput(Throughput::Bytes(TRACK_JSON.len() as u64));
-    g.bench_function("parse_json_then_build_423", |b| {
-        b.iter(|| {
-            let call = callpost_core::Call::from_json_str(black_box(TRACK_JSON)).unwrap();
-            hooks.request(&call, 0, now).unwrap()
+        g.bench_with_input(BenchmarkId::new("from_text", &name), text, |b, t| {
+            b.iter(|| {
+                hooks
+                    .request(&Call::from_json_str(black_box(t)).unwrap(), 0, now)
+                    .unwrap()
+            });
         });
-    });
+    }
     g.finish();
 }
 

@@ -1,29 +1,54 @@
-//! Shared fixtures for the benches: the 423-byte track call that every
-//! comparison in BENCHMARKS.md uses, and padded variants at larger sizes.
+//! The benches' shared fixtures (`benches/fixtures/`, written by
+//! `generate.py`): Segment-spec calls of realistic shapes, each as
+//! `JSON.stringify` writes it and as Python's `json.dumps` writes it by
+//! default. The criterion benches, `compare_python.py` and
+//! `compare_node.mjs` all read these files.
 // A fixture that does not parse is a broken bench, which may panic.
 #![allow(clippy::panic)]
 
-use callpost_core::{Call, Value};
+use callpost_core::Call;
 
-/// The fixture call as JSON text (`benches/fixtures/track.json`).
-pub const TRACK_JSON: &str = include_str!("../fixtures/track.json");
-
-/// The fixture call.
-pub fn track() -> Call {
-    Call::from_json_str(TRACK_JSON).unwrap_or_else(|e| panic!("fixture: {e}"))
+/// One fixture.
+#[derive(Debug, Clone, Copy)]
+pub struct Fixture {
+    /// The file's stem.
+    pub name: &'static str,
+    /// As `JSON.stringify` writes it.
+    pub compact: &'static str,
+    /// As Python's `json.dumps` writes it by default.
+    pub dumps: &'static str,
 }
 
-/// The fixture with a `notes` property padded so the webhook body is about
-/// `bytes` long.
-pub fn track_of_size(bytes: usize) -> Call {
-    let mut c = track();
-    let pad = bytes.saturating_sub(440);
-    let mut props = c
-        .properties
-        .take()
-        .map(|p| p.to_map().into_owned())
-        .unwrap_or_default();
-    props.insert("notes".into(), Value::String("x".repeat(pad)));
-    c.properties = Some(props.into());
-    c
+macro_rules! fixtures {
+    ($($name:literal),+ $(,)?) => {
+        /// Every fixture, smallest shapes first.
+        pub const FIXTURES: &[Fixture] = &[$(Fixture {
+            name: $name,
+            compact: include_str!(concat!("../fixtures/", $name, ".json")),
+            dumps: include_str!(concat!("../fixtures/", $name, ".dumps.json")),
+        }),+];
+    };
+}
+
+fixtures!(
+    "track_423",
+    "track_4k",
+    "identify_200_traits",
+    "unicode_text",
+    "number_arrays",
+    "product_list_32k",
+    "order_completed",
+);
+
+/// The fixture named `name`.
+pub fn fixture(name: &str) -> Fixture {
+    *FIXTURES
+        .iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("no fixture {name}"))
+}
+
+/// The 423-byte track call every table in BENCHMARKS.md starts from.
+pub fn track() -> Call {
+    Call::from_json_str(fixture("track_423").compact).unwrap_or_else(|e| panic!("fixture: {e}"))
 }
