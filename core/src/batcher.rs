@@ -1,7 +1,7 @@
 //! The client side of client-library.md: queue calls, flush them in batches,
 //! retry uploads, and account for every message.
 
-use crate::call::{Call, CallError};
+use crate::call::{Call, CallError, Object};
 use crate::error::Code;
 use crate::json::{Map, Value};
 use crate::retry::{parse_retry_after, Backoff, Jitter, Outcome, Verdict};
@@ -463,8 +463,10 @@ impl Batcher {
         if call.timestamp.is_none() {
             call.timestamp = Some(now);
         }
-        if let Some(context) = &mut call.context {
+        if let Some(context) = call.context.take() {
+            let mut context = context.into_map();
             context.insert("library".into(), self.library.clone());
+            call.context = Some(Object::Map(context));
         }
         let message_id = call.message_id.as_deref().unwrap_or_default();
         // The id, then the message (see `Message`), written in a buffer kept

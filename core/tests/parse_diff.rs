@@ -203,6 +203,121 @@ proptest! {
     }
 }
 
+/// A value with no repeated keys (a map cannot hold them).
+fn value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::Number),
+        (-1000i64..1000).prop_map(|n| Value::Number(n as f64)),
+        "[a-z \"\\\\\u{1}é😀]{0,8}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 40, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+            prop::collection::vec(
+                (
+                    prop::sample::select(vec!["a", "b", "é", "0", "7", "01", "k\"q"]),
+                    inner
+                ),
+                0..5
+            )
+            .prop_map(|entries| Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v))
+                    .collect()
+            )),
+        ]
+    })
+}
+
+/// `value` as Python's `json.dumps` writes it by default: spaces after `,`
+/// and `:`, non-ASCII as `\uXXXX`, floats with `.0` or an exponent.
+fn dumps(v: &Value) -> String {
+    fn string(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if c.is_ascii() && !c.is_ascii_control() => out.push(c),
+                c => {
+                    let mut buf = [0u16; 2];
+                    for unit in c.encode_utf16(&mut buf) {
+                        out.push_str(&format!("\\u{unit:04x}"));
+                    }
+                }
+            }
+        }
+        out.push('"');
+        out
+    }
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) if n.fract() == 0.0 && n.abs() < 1e15 => format!("{n:.1}"),
+        Value::Number(n) => format!("{n:e}"),
+        Value::String(s) => string(s),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(dumps).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(m) => format!(
+            "{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{}: {}", string(k), dumps(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn has_index_key(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => {
+            m.keys()
+                .any(|k| callpost_core::json::array_index(k).is_some())
+                || m.values().any(has_index_key)
+        }
+        Value::Array(items) => items.iter().any(has_index_key),
+        _ => false,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Text as other serializers write it (spaces, `\u` escapes, numbers in
+    /// other spellings) becomes the body's text without a tree
+    /// (`Object::Json`), in `JSON.stringify` form; only an array-index key
+    /// (which JavaScript moves to the front) takes the tree.
+    #[test]
+    fn other_spellings_are_transcoded_without_a_tree(
+        entries in prop::collection::vec(("[a-z]{1,4}", value()), 1..5),
+    ) {
+        let props: Map = entries.into_iter().collect();
+        let v = Value::Object(props);
+        prop_assume!(v.check_depth().is_ok());
+        let text = format!(r#"{{"type": "track", "userId": "u", "event": "e", "properties": {}}}"#, dumps(&v));
+        let call = Call::from_json_str(&text).unwrap();
+        let canonical = stringify(&v).unwrap();
+        match &call.properties {
+            Some(Object::Json(j)) => {
+                prop_assert!(!has_index_key(&v), "{}", text);
+                prop_assert_eq!(j.as_bytes(), canonical.as_bytes(), "{}", text);
+            }
+            Some(Object::Map(m)) => {
+                prop_assert!(has_index_key(&v), "a tree for {}", text);
+                prop_assert_eq!(stringify(&Value::Object(m.clone())).unwrap(), canonical);
+            }
+            None => prop_assert!(false),
+        }
+    }
+}
+
 #[test]
 fn errors_keep_their_codes() {
     let code = |t: &str| Value::from_json_str(t).unwrap_err().code();

@@ -58,7 +58,7 @@ prop_compose! {
         c.message_id = Some(other);
         c.properties = properties.map(Into::into);
         c.traits = traits.map(Into::into);
-        c.context = context;
+        c.context = context.map(Into::into);
         c.timestamp = ts.map(|t| Timestamp::from_millis(t).unwrap());
         c
     }

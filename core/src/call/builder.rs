@@ -107,8 +107,8 @@ impl CallBuilder {
     /// How to pass the value of top-level key `key`.
     pub fn field_kind(key: &str) -> FieldKind {
         match key {
-            "properties" | "traits" => FieldKind::Object,
-            "context" | "integrations" => FieldKind::Map,
+            "properties" | "traits" | "context" => FieldKind::Object,
+            "integrations" => FieldKind::Map,
             "type" => FieldKind::Scalar,
             k if CALL_FIELDS.contains(&k) => FieldKind::Scalar,
             _ => FieldKind::Ignored,
@@ -227,8 +227,8 @@ impl CallBuilder {
         match field {
             "properties" => c.properties = v,
             "traits" => c.traits = v,
-            "context" => c.context = v.map(|o| o.to_map().into_owned()),
-            "integrations" => c.integrations = v.map(|o| o.to_map().into_owned()),
+            "context" => c.context = v,
+            "integrations" => c.integrations = v.map(Object::into_map),
             _ => {}
         }
     }

@@ -50,27 +50,24 @@ impl Call {
                 }
             }
         }
-        for (key, value) in [("properties", &self.properties), ("traits", &self.traits)] {
+        for (key, value) in [
+            ("properties", &self.properties),
+            ("traits", &self.traits),
+            ("context", &self.context),
+        ] {
             if let Some(o) = value {
                 out.push(b',');
                 write_string(key, out);
                 out.push(b':');
                 o.write(out)?;
-            }
-        }
-        for (key, value) in [
-            ("context", &self.context),
-            ("integrations", &self.integrations),
-        ] {
-            if let Some(m) = value {
-                out.push(b',');
-                write_string(key, out);
-                out.push(b':');
-                write_map(m, out)?;
             } else if let Some(text) = default_context.filter(|_| key == "context") {
                 out.extend_from_slice(b",\"context\":");
                 out.extend_from_slice(text.as_bytes());
             }
+        }
+        if let Some(m) = &self.integrations {
+            out.extend_from_slice(b",\"integrations\":");
+            write_map(m, out)?;
         }
         out.push(b'}');
         Ok(())

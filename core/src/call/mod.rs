@@ -91,8 +91,10 @@ pub struct Call {
     pub properties: Option<Object>,
     /// `traits` (identify, group).
     pub traits: Option<Object>,
-    /// `context`.
-    pub context: Option<Map>,
+    /// `context`: carried whole into messages; the core reads inside it
+    /// only for a screen's body (`device`, `os`, `app`) and to add
+    /// `library` in the batcher.
+    pub context: Option<Object>,
     /// `integrations`: destination switches.
     pub integrations: Option<Map>,
     /// `groupId` (group).
@@ -259,6 +261,14 @@ impl Object {
                 out.extend_from_slice(j.as_bytes());
                 Ok(())
             }
+        }
+    }
+
+    /// The object as a map, moved out (parsing the text form).
+    pub fn into_map(self) -> Map {
+        match self {
+            Self::Map(m) => m,
+            Self::Json(j) => j.to_map(),
         }
     }
 

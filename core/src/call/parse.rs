@@ -45,9 +45,19 @@ impl Call {
                 seen |= bit;
             }
             p.ws();
-            if kind == FieldKind::Object && !repeated {
-                if let Some(text) = p.canonical_object(2) {
-                    let object = JsonObject::from_canonical(text);
+            if kind == FieldKind::Object && !repeated && p.peek() == Some(b'{') {
+                // Already in JSON.stringify form (JavaScript's text, always):
+                // kept as it is. Otherwise written in that form in one pass;
+                // only an array-index or a repeated key needs the tree.
+                let object = match p.canonical_object(2) {
+                    Some(text) => Some(JsonObject::from_canonical(text)),
+                    None => {
+                        let mut out = Vec::with_capacity(256);
+                        p.transcode_object(2, &mut out)?
+                            .then(|| JsonObject::from_transcoded(out))
+                    }
+                };
+                if let Some(object) = object {
                     b.object(&key, Object::Json(object));
                     return Ok(());
                 }

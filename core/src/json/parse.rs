@@ -20,7 +20,7 @@
 
 use super::{array_index, JsonError, Map, Value, MAX_DEPTH};
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 
 /// A cursor over JSON text.
 pub(crate) struct Parser<'a> {
@@ -37,7 +37,7 @@ impl<'a> Parser<'a> {
         self.text.as_bytes()
     }
 
-    fn peek(&self) -> Option<u8> {
+    pub(crate) fn peek(&self) -> Option<u8> {
         self.bytes().get(self.pos).copied()
     }
 
@@ -212,35 +212,7 @@ impl<'a> Parser<'a> {
 
     fn number(&mut self) -> Result<f64, JsonError> {
         let (token, integral) = self.number_token()?;
-        if integral {
-            // 15 digits stay below 2^53: exact, and no range question.
-            if token.len() <= 15 {
-                if let Ok(n) = token.parse::<i64>() {
-                    return Ok(n as f64);
-                }
-            }
-            // Literals that fit 64 bits get the integer rule (module docs);
-            // longer ones read as the nearest double, as in JSON.parse.
-            if let Ok(n) = token.parse::<i128>() {
-                if (i128::from(i64::MIN)..=i128::from(u64::MAX)).contains(&n) {
-                    return match Value::from_i128(n)? {
-                        Value::Number(f) => Ok(f),
-                        _ => Err(JsonError::IntegerOutOfRange(token.to_owned())),
-                    };
-                }
-            }
-        }
-        let f: f64 = token
-            .parse()
-            .map_err(|_| JsonError::InvalidJson(format!("invalid number {token}")))?;
-        if f.is_finite() {
-            Ok(f)
-        } else {
-            // JSON.parse would give Infinity, which has no JSON form.
-            Err(JsonError::InvalidJson(format!(
-                "number out of range: {token}"
-            )))
-        }
+        number_of(token, integral)
     }
 
     /// Reads a string at its opening quote.
@@ -417,7 +389,7 @@ impl<'a> Parser<'a> {
             return Some(());
         }
         let first = keys.len();
-        let mut set: Option<HashSet<&'a [u8]>> = None;
+        let mut set: Option<BTreeSet<&'a [u8]>> = None;
         let mut last_index = None;
         let mut named = false;
         loop {
@@ -442,7 +414,7 @@ impl<'a> Parser<'a> {
                 Some(set) => set.insert(key),
                 None if keys.len() - first < LINEAR => !keys[first..].contains(&key),
                 None => {
-                    let mut s: HashSet<&[u8]> = keys[first..].iter().copied().collect();
+                    let mut s: BTreeSet<&[u8]> = keys[first..].iter().copied().collect();
                     let fresh = s.insert(key);
                     set = Some(s);
                     fresh
@@ -504,12 +476,7 @@ impl<'a> Parser<'a> {
 
     fn scan_number(&mut self) -> Option<()> {
         let (token, integral) = self.number_token().ok()?;
-        // Short integers print as themselves (the grammar already refused
-        // leading zeros), except "-0", which prints as "0".
-        if integral && token.len() <= 15 {
-            return (token != "-0").then_some(());
-        }
-        if short_decimal_prints_as_itself(token) {
+        if prints_as_itself(token, integral) {
             return Some(());
         }
         let f: f64 = token.parse().ok()?;
@@ -517,6 +484,205 @@ impl<'a> Parser<'a> {
         super::write_number(f, &mut out).ok()?;
         (out == token.as_bytes()).then_some(())
     }
+
+    /// At a `{`: writes the object in `JSON.stringify` form into `out` and
+    /// moves past it, returning `true`. JSON from senders that indent or
+    /// space their output, escape non-ASCII, or spell numbers their own way
+    /// (`1e-07`, `25.0`) becomes the body's text in one pass, with no tree
+    /// of the object built on the way. Returns `false`, with the cursor and
+    /// `out` as they were, when the object (at any depth) has an
+    /// array-index key or a repeated key: JavaScript reorders the first and
+    /// collapses the second, which the tree parse does. Errors are the tree
+    /// parse's, in the same order: both read every token with the same
+    /// functions. `depth` is the object's nesting level, as for
+    /// [`Parser::value`].
+    pub(crate) fn transcode_object(
+        &mut self,
+        depth: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<bool, JsonError> {
+        let (start, written) = (self.pos, out.len());
+        let mut keys = Vec::new();
+        let done = self.transcode_value(depth, out, &mut keys)?;
+        if !done {
+            self.pos = start;
+            out.truncate(written);
+        }
+        Ok(done)
+    }
+
+    /// One value (after whitespace) into `out`; `false` as for
+    /// [`Parser::transcode_object`]. `keys` holds the keys of the objects
+    /// being written, outermost first.
+    fn transcode_value(
+        &mut self,
+        depth: usize,
+        out: &mut Vec<u8>,
+        keys: &mut Vec<Cow<'a, str>>,
+    ) -> Result<bool, JsonError> {
+        self.ws();
+        match self.peek() {
+            Some(b'{') => {
+                if depth > MAX_DEPTH {
+                    return Err(JsonError::TooDeep);
+                }
+                self.pos += 1;
+                out.push(b'{');
+                let first = keys.len();
+                let mut whole = true;
+                self.entries(|p, key| -> Result<(), JsonError> {
+                    if !whole || array_index(&key).is_some() {
+                        // Falling back: read the rest only for its errors.
+                        whole = false;
+                        return p.value(depth + 1).map(drop);
+                    }
+                    if keys.len() > first {
+                        out.push(b',');
+                    }
+                    write_str(&key, out);
+                    out.push(b':');
+                    keys.push(key);
+                    whole = p.transcode_value(depth + 1, out, keys)?;
+                    Ok(())
+                })?;
+                let whole = whole && !repeats(&keys[first..]);
+                keys.truncate(first);
+                out.push(b'}');
+                Ok(whole)
+            }
+            Some(b'[') => {
+                if depth > MAX_DEPTH {
+                    return Err(JsonError::TooDeep);
+                }
+                self.pos += 1;
+                out.push(b'[');
+                self.ws();
+                if self.eat(b']') {
+                    out.push(b']');
+                    return Ok(true);
+                }
+                let mut whole = true;
+                loop {
+                    if whole {
+                        whole = self.transcode_value(depth + 1, out, keys)?;
+                    } else {
+                        self.value(depth + 1)?;
+                    }
+                    self.ws();
+                    if self.eat(b']') {
+                        out.push(b']');
+                        return Ok(whole);
+                    }
+                    self.expect(b',', "expected ',' or ']'")?;
+                    out.push(b',');
+                }
+            }
+            Some(b'"') => {
+                let s = self.string()?;
+                write_str(&s, out);
+                Ok(true)
+            }
+            Some(b't') => self.literal("true", Value::Bool(true)).map(|_| {
+                out.extend_from_slice(b"true");
+                true
+            }),
+            Some(b'f') => self.literal("false", Value::Bool(false)).map(|_| {
+                out.extend_from_slice(b"false");
+                true
+            }),
+            Some(b'n') => self.literal("null", Value::Null).map(|_| {
+                out.extend_from_slice(b"null");
+                true
+            }),
+            Some(b'-' | b'0'..=b'9') => {
+                let (token, integral) = self.number_token()?;
+                if prints_as_itself(token, integral) {
+                    out.extend_from_slice(token.as_bytes());
+                } else {
+                    super::write_number(number_of(token, integral)?, out)?;
+                }
+                Ok(true)
+            }
+            _ => Err(self.error("expected a value")),
+        }
+    }
+}
+
+/// Writes a decoded string as `JSON.stringify` does. The parser's strings
+/// are borrowed exactly when the source had no escape, and then hold no
+/// `"`, `\` or control character: their text is copied as it is.
+// The variant, not only the text, is the information: Borrowed means the
+// source had no escape.
+#[allow(clippy::ptr_arg)]
+fn write_str(s: &Cow<'_, str>, out: &mut Vec<u8>) {
+    match s {
+        Cow::Borrowed(raw) => {
+            out.reserve(raw.len() + 2);
+            out.push(b'"');
+            out.extend_from_slice(raw.as_bytes());
+            out.push(b'"');
+        }
+        Cow::Owned(decoded) => super::write_string(decoded, out),
+    }
+}
+
+/// Whether an object's keys (decoded) hold one twice: compared pairwise
+/// for a few keys, else sorted. Sorting rather than hashing keeps the worst
+/// case (an object of many keys chosen to collide, from an attacker) at
+/// O(n log n) with no random hash keys, which the core has no source for.
+fn repeats(keys: &[Cow<'_, str>]) -> bool {
+    const PAIRWISE: usize = 16;
+    if keys.len() <= PAIRWISE {
+        return keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k));
+    }
+    let mut sorted: Vec<&str> = keys.iter().map(AsRef::as_ref).collect();
+    sorted.sort_unstable();
+    sorted.windows(2).any(|w| w[0] == w[1])
+}
+
+/// The double a number token denotes, with the core's rules: integer
+/// literals that fit 64 bits must print back with the same digits
+/// (`integer_out_of_range` otherwise), longer ones read as the nearest
+/// double, as in `JSON.parse`, and a literal beyond the double range is
+/// refused (it would be Infinity, which has no JSON form).
+fn number_of(token: &str, integral: bool) -> Result<f64, JsonError> {
+    if integral {
+        // 15 digits stay below 2^53: exact, and no range question.
+        if token.len() <= 15 {
+            if let Ok(n) = token.parse::<i64>() {
+                return Ok(n as f64);
+            }
+        }
+        // Literals that fit 64 bits get the integer rule (module docs);
+        // longer ones read as the nearest double, as in JSON.parse.
+        if let Ok(n) = token.parse::<i128>() {
+            if (i128::from(i64::MIN)..=i128::from(u64::MAX)).contains(&n) {
+                return match Value::from_i128(n)? {
+                    Value::Number(f) => Ok(f),
+                    _ => Err(JsonError::IntegerOutOfRange(token.to_owned())),
+                };
+            }
+        }
+    }
+    let f: f64 = token
+        .parse()
+        .map_err(|_| JsonError::InvalidJson(format!("invalid number {token}")))?;
+    if f.is_finite() {
+        Ok(f)
+    } else {
+        Err(JsonError::InvalidJson(format!(
+            "number out of range: {token}"
+        )))
+    }
+}
+
+/// Whether a number token is already what `JSON.stringify` prints for the
+/// double it denotes, decided from its text alone (see
+/// [`short_decimal_prints_as_itself`]); `false` is never wrong, only slower.
+fn prints_as_itself(token: &str, integral: bool) -> bool {
+    // Short integers print as themselves (the grammar already refused
+    // leading zeros), except "-0", which prints as "0".
+    (integral && token.len() <= 15 && token != "-0") || short_decimal_prints_as_itself(token)
 }
 
 /// Whether a number token with a fraction and no exponent is already what
@@ -677,6 +843,29 @@ mod tests {
         assert!(canonical(&ok));
         let dup = format!("{{{},\"k3\":0}}", keys.join(","));
         assert!(!canonical(&dup));
+    }
+
+    #[test]
+    fn transcoding_falls_back_for_index_and_repeated_keys_at_any_size() {
+        let transcode = |text: &str| {
+            let mut out = Vec::new();
+            let mut p = Parser::new(text);
+            let done = p.transcode_object(1, &mut out).unwrap();
+            (done, String::from_utf8(out).unwrap(), p.pos)
+        };
+        assert_eq!(
+            transcode("{ \"a\" : 1.50, \"b\": [1e-07, \"\\u00e9\"] }"),
+            (true, r#"{"a":1.5,"b":[1e-7,"é"]}"#.to_owned(), 38)
+        );
+        for n in [3, 40] {
+            let keys: Vec<String> = (0..n).map(|i| format!("\"k{i}\": {i}")).collect();
+            let fine = format!("{{{}}}", keys.join(", "));
+            assert!(transcode(&fine).0, "{n} keys");
+            for bad in ["\"k1\": 0", "\"k\\u0031\": 0", "\"7\": 0"] {
+                let (done, out, pos) = transcode(&format!("{{{}, {bad}}}", keys.join(", ")));
+                assert_eq!((done, out.as_str(), pos), (false, "", 0), "{n} keys, {bad}");
+            }
+        }
     }
 
     #[test]

@@ -307,6 +307,12 @@ impl JsonObject {
         Self(text.as_bytes().to_vec())
     }
 
+    /// Text the parser wrote in `JSON.stringify` form
+    /// (`Parser::transcode_object`).
+    pub(crate) fn from_transcoded(text: Vec<u8>) -> Self {
+        Self(text)
+    }
+
     /// The JSON text, UTF-8 (every constructor writes only `&str`s and
     /// ASCII).
     pub fn as_bytes(&self) -> &[u8] {

@@ -40,7 +40,7 @@ pub fn write_body(call: &Call, now: Timestamp, out: &mut Vec<u8>) -> Result<(), 
             w.timestamp(ts);
             w.key("context");
             let mut ctx = Map::new();
-            if let Some(c) = &call.context {
+            if let Some(c) = call.context.as_ref().map(Object::to_map) {
                 for part in ["device", "os", "app"] {
                     if let Some(v) = c.get(part) {
                         ctx.insert(part.to_owned(), v.clone());
