@@ -86,6 +86,23 @@ report(`sign(string), ${Buffer.byteLength(body423)} B`, bench({
   'hash-wasm HMAC (instance reused)': () => hashWasm(body423),
 }, SMOKE ? 500 : 50_000, rounds), 'callpost sign(secret, body)');
 
+// What the private scratch buffer buys: verify() with one secret writes the
+// body and secret into wasm memory with encodeInto (the package's path for
+// bodies below hostHmacMinBytes), against the same core function reached
+// through wasm-bindgen's value passing (a Uint8Array and strings; that path
+// also keys the HMAC on every call, where the scratch path's core keeps the
+// last key prekeyed).
+const pkgDir = join(require.resolve('callpost/package.json'), '..');
+const fullWasm = require(join(pkgDir, 'node/callpost_wasm.js'));
+const encoder = new TextEncoder();
+for (const b of [body423, hooks.request(JSON.parse(fixture('track_4k'))).body.slice(0, 1500)]) {
+  const sig = createHmac('sha1', SECRET).update(b).digest('hex');
+  report(`verify at ${Buffer.byteLength(b)} B: the scratch buffer against value passing`, bench({
+    'callpost verify (scratch buffer)': () => String(callpost.verify(b, sig, SECRET)),
+    'the same core verify through wasm-bindgen values': () => String(fullWasm.verify(encoder.encode(b), sig, SECRET)),
+  }, SMOKE ? 500 : 50_000, rounds), 'callpost verify (scratch buffer)');
+}
+
 // Either side of the size where the package hands bodies to node:crypto
 // (DEFAULTS.hostHmacMinBytes), for sign, verify and the prekeyed Signer.
 const from = callpost.DEFAULTS.hostHmacMinBytes;
@@ -102,7 +119,6 @@ for (const size of [64, 423, 1024, from - 1, from, 4096, 32 * 1024, 500_000]) {
 // A receiver's verify: in Node, large bodies have their HMAC computed by
 // node:crypto and compared by the core; the wasm-only row is the path
 // browsers take (the same API built with no platform HMAC).
-const pkgDir = join(require.resolve('callpost/package.json'), '..');
 const wasmOnly = require(join(pkgDir, 'api.cjs')).makeSigning(require(join(pkgDir, 'verify/node/callpost_wasm.js')), {}).api;
 for (const size of [423, 1535, 4096, 32 * 1024]) {
   const b = 'a'.repeat(size);

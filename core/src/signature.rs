@@ -25,8 +25,13 @@ pub fn signature_header<'a>(
 ) -> Option<&'a str> {
     headers
         .into_iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(SIGNATURE_HEADER))
+        .find(|(name, _)| is_signature_header(name))
         .map(|(_, value)| value)
+}
+
+/// Whether a header name is [`SIGNATURE_HEADER`]'s (case-insensitively).
+pub fn is_signature_header(name: &str) -> bool {
+    name.eq_ignore_ascii_case(SIGNATURE_HEADER)
 }
 
 /// Errors from signing and verifying.

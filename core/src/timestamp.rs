@@ -67,6 +67,27 @@ impl Timestamp {
         }
     }
 
+    /// From a JavaScript time value (`Date.now()`, a `number`): a whole
+    /// number of milliseconds in years 0000–9999. The message shows the
+    /// number as JavaScript prints it (the core's number writer, so no
+    /// float formatting tables reach the wasm modules).
+    pub fn from_millis_f64(ms: f64) -> Result<Self, TimestampError> {
+        // `as` saturates and truncates: anything fractional or out of range
+        // fails the round trip or the range check.
+        let whole = ms as i64;
+        if whole as f64 == ms {
+            if let Ok(t) = Self::from_millis(whole) {
+                return Ok(t);
+            }
+        }
+        let mut shown = Vec::new();
+        let shown = match crate::json::write_number(ms, &mut shown) {
+            Ok(()) => String::from_utf8(shown).unwrap_or_default(),
+            Err(_) => "a non-finite number".to_owned(),
+        };
+        Err(TimestampError::Invalid(shown))
+    }
+
     /// From milliseconds since the epoch, clamped into years 0000–9999. For
     /// advisory stamps (such as `sentAt`) where a wild host clock should not
     /// be an error.

@@ -172,7 +172,7 @@ export function makeSigning(wasm, platform) {
     const values = [];
     const add = (k, v) => {
       if (v == null) return;
-      names.push(String(k));
+      names.push(String(k).replace(/\n/g, ' '));
       values.push(String(Array.isArray(v) ? v[0] : v));
     };
     if (headers && typeof headers.forEach === 'function' && typeof headers.get === 'function') {
@@ -186,9 +186,10 @@ export function makeSigning(wasm, platform) {
   }
 
   function verifyRequest(body, headers, secrets) {
-    const signature = wasm.signatureHeader(...headerLists(headers));
-    if (signature === undefined) return false;
-    return verify(body, signature, secrets);
+    const [names, values] = headerLists(headers);
+    const at = wasm.signatureHeaderIndex(names.join('\n'));
+    if (at === undefined) return false;
+    return verify(body, values[at], secrets);
   }
 
   const api = { sign, verify, verifyRequest, Signer, init: async () => api };

@@ -1,7 +1,9 @@
 //! Core errors as JS errors: `.name` is the class the core's registry
 //! names for the code, `.code` the code itself.
 
-use callpost_core::{Code, ErrorClass};
+use callpost_core::Code;
+#[cfg(any(feature = "client", feature = "webhooks"))]
+use callpost_core::ErrorClass;
 use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
 
@@ -57,7 +59,9 @@ pub fn error_class(code: &str) -> JsValue {
 }
 
 /// Every code and its class name, as JSON text (`{"invalid_json":
-/// "JSONValueError", ...}`), for the test that walks the registry.
+/// "JSONValueError", ...}`), for the test that walks the registry (in the
+/// modules that raise more than signature errors).
+#[cfg(any(feature = "client", feature = "webhooks"))]
 #[wasm_bindgen(js_name = errorCodes)]
 pub fn error_codes() -> String {
     let mut out = String::from("{");
@@ -76,6 +80,7 @@ pub fn error_codes() -> String {
 }
 
 /// Every class name the registry uses, for the same test.
+#[cfg(any(feature = "client", feature = "webhooks"))]
 #[wasm_bindgen(js_name = errorClasses)]
 pub fn error_classes() -> Vec<String> {
     ErrorClass::ALL

@@ -7,12 +7,7 @@ use wasm_bindgen::prelude::*;
 /// A time from JS milliseconds (`Date.now()`): whole milliseconds in years
 /// 0000-9999, else `invalid_timestamp`.
 pub(crate) fn millis(ms: f64) -> Result<core::Timestamp, JsValue> {
-    // `as` saturates; a fractional or out-of-range time fails the check.
-    let whole = ms as i64;
-    if whole as f64 != ms {
-        return Err(js_err(core::TimestampError::Invalid(ms.to_string())));
-    }
-    core::Timestamp::from_millis(whole).map_err(js_err)
+    core::Timestamp::from_millis_f64(ms).map_err(js_err)
 }
 
 /// ISO 8601 (with an offset) to milliseconds since the epoch.
