@@ -4,6 +4,7 @@
 // Run: node testdata/generate.mjs
 import { createHmac } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 
 const here = new URL('.', import.meta.url);
 const write = (name, data) => writeFileSync(new URL(name, here), JSON.stringify(data, null, 1) + '\n');
@@ -177,3 +178,149 @@ for (const flushAt of [3, 20]) {
   });
 }
 write('batches.json', batches);
+
+// Ingest: Tracking API requests as the relay receives them, and what Segment's
+// servers make of each call (segment-docs, "Common fields" and "Timestamps"),
+// written in JS: messageId filled in (a UUID v4 from the given bytes),
+// receivedAt, sentAt (the call's or the batch's), originalTimestamp, the
+// skew-corrected timestamp receivedAt − (sentAt − originalTimestamp), and the
+// batch's context and integrations under the call's own keys.
+function enriched(call, batch, receivedAt, randomHex) {
+  const m = { type: call.type };
+  const put = (k, v) => { if (v !== undefined && v !== null && v !== '') m[k] = v; };
+  put('messageId', call.messageId || uuidFromBytes(randomHex));
+  // An unparseable sentAt is ignored, as if absent.
+  const valid = (t) => (t !== undefined && !Number.isNaN(Date.parse(t)) ? t : undefined);
+  const sent = valid(call.sentAt) ?? valid(batch.sentAt);
+  const original = call.timestamp;
+  let ts;
+  if (original !== undefined && sent !== undefined) ts = receivedAt - (Date.parse(sent) - Date.parse(original));
+  else if (original !== undefined) ts = Date.parse(original);
+  else ts = receivedAt;
+  m.timestamp = iso(ts);
+  put('userId', call.userId); put('anonymousId', call.anonymousId); put('event', call.event);
+  put('name', call.name); put('category', call.category); put('groupId', call.groupId); put('previousId', call.previousId);
+  if (call.properties) m.properties = call.properties;
+  if (call.traits) m.traits = call.traits;
+  if (call.context || batch.context) m.context = { ...(call.context ?? {}), ...Object.fromEntries(Object.entries(batch.context ?? {}).filter(([k]) => !(k in (call.context ?? {})))) };
+  if (call.integrations || batch.integrations) m.integrations = { ...(call.integrations ?? {}), ...Object.fromEntries(Object.entries(batch.integrations ?? {}).filter(([k]) => !(k in (call.integrations ?? {})))) };
+  if (original !== undefined) m.originalTimestamp = iso(Date.parse(original));
+  if (sent !== undefined) m.sentAt = iso(Date.parse(sent));
+  m.receivedAt = iso(receivedAt);
+  return JSON.stringify(m);
+}
+const RECEIVED = Date.parse('2026-11-22T12:00:00.500Z');
+const basic = (key) => 'Basic ' + Buffer.from(`${key}:`).toString('base64');
+const R = ['0123456789abcdef0123456789abcdef', 'fedcba9876543210fedcba9876543210', '11111111111111112222222222222222'];
+const ingestCases = [
+  { name: 'batch_with_skewed_clock', path: '/v1/batch', body: { writeKey: 'wk_body', sentAt: '2026-11-22T11:59:00.000Z', batch: [
+    { type: 'track', userId: 'u1', event: 'Order Completed', messageId: 'm1', timestamp: '2026-11-22T11:58:59.000Z', properties: { total: 25, products: [{ sku: 'A', price: 12.5 }] } },
+    { type: 'identify', anonymousId: 'a1', messageId: 'm2', timestamp: '2026-11-22T12:58:00.000+01:00', traits: { plan: 'pro' } },
+  ] } },
+  { name: 'message_id_filled_and_timestamp_from_receipt', path: '/v1/batch', authorization: basic('wk_header'), body: { batch: [
+    { type: 'page', userId: 'u1', name: 'Home' },
+    { type: 'screen', anonymousId: 'a', name: 'Cart', messageId: '' },
+  ] } },
+  { name: 'no_sent_at_keeps_the_timestamp', path: '/v1/import', authorization: basic('wk_header'), body: { batch: [
+    { type: 'group', userId: 'u1', groupId: 'g1', messageId: 'm3', timestamp: '2020-01-01T00:00:00Z', traits: { name: 'Initech' } },
+  ] } },
+  { name: 'call_sent_at_wins_over_the_batch', path: '/v1/batch', body: { writeKey: 'wk_body', sentAt: '2026-11-22T10:00:00.000Z', batch: [
+    { type: 'track', userId: 'u1', event: 'e', messageId: 'm4', timestamp: '2026-11-22T11:59:59.000Z', sentAt: '2026-11-22T12:00:00.000Z' },
+  ] } },
+  { name: 'batch_context_and_integrations_merge_under_the_call', path: '/v1/batch', body: { writeKey: 'wk_body',
+    context: { library: { name: 'analytics-python', version: '2.3.3' }, ip: '198.51.100.1' },
+    integrations: { All: true, Mixpanel: false },
+    batch: [
+      { type: 'alias', userId: 'u2', previousId: 'u1', messageId: 'm5', context: { ip: '203.0.113.7', locale: 'de-DE' }, integrations: { Webhooks: false } },
+      { type: 'track', userId: 'u2', event: 'e', messageId: 'm6' },
+    ] } },
+  { name: 'basic_auth_wins_over_the_body_key', path: '/v1/batch', authorization: basic('wk_header'), body: { writeKey: 'wk_body', batch: [
+    { type: 'track', userId: 'u', event: 'e', messageId: 'm7' } ] } },
+  { name: 'single_call_route_sets_the_type', path: '/v1/track', body: { writeKey: 'wk_body', userId: 'u', event: 'Signed Up', messageId: 'm8', sentAt: '2026-11-22T12:00:00.000Z', timestamp: '2026-11-22T11:59:58.000Z' } },
+  { name: 'analytics_js_short_route', path: '/v1/i', body: { writeKey: 'wk_body', type: 'identify', userId: 'u', traits: { email: 'ü@example.com' }, messageId: 'ajs-1', sentAt: '2026-11-22T12:00:01.000Z', timestamp: '2026-11-22T12:00:00.900Z', context: { page: { path: '/' } } } },
+  { name: 'invalid_calls_are_refused_alone', path: '/v1/batch', body: { writeKey: 'wk_body', batch: [
+    { type: 'track', userId: 'u', event: 'ok', messageId: 'm9' },
+    { type: 'track', userId: 'u' },
+    17,
+    { type: 'teleport', userId: 'u' },
+    { type: 'identify', traits: {} },
+    { type: 'track', userId: 'u', event: 'e', timestamp: 'yesterday' },
+    { type: 'page', userId: 'u', messageId: 'm10' },
+  ] }, rejected: { 1: 'missing_event', 2: 'not_an_object', 3: 'unknown_type', 4: 'missing_identity', 5: 'invalid_timestamp' } },
+  { name: 'unparseable_sent_at_is_ignored', path: '/v1/batch', body: { writeKey: 'wk_body', sentAt: 'soon', batch: [
+    { type: 'track', userId: 'u', event: 'e', messageId: 'm11', timestamp: '2026-11-22T11:00:00.000Z' } ] } },
+];
+const ingestRequests = ingestCases.map((c) => {
+  const batch = c.path.match(/\/v1\/(batch|import|b)$/) ? c.body : { sentAt: undefined };
+  const calls = batch === c.body ? c.body.batch : [{ ...c.body, type: { '/v1/track': 'track', '/v1/i': 'identify' }[c.path] }];
+  let r = 0;
+  const expect = calls.map((call, i) => {
+    if (c.rejected && c.rejected[i]) return { rejected: c.rejected[i] };
+    const { writeKey, ...own } = call;
+    return { message: enriched(own, batch, RECEIVED, call.messageId ? null : R[r++]) };
+  });
+  const writeKey = c.authorization ? 'wk_header' : c.body.writeKey;
+  return { name: c.name, path: c.path, authorization: c.authorization ?? null, body: JSON.stringify(c.body), received_at: iso(RECEIVED), random: R, expect: { write_key: writeKey, calls: expect } };
+});
+// The same batch as json.dumps writes it (spaces, \u escapes) and pretty-printed:
+// the stored messages are the same JSON.stringify text.
+const spaced = ingestRequests[0];
+const dumps = (v) => JSON.stringify(v, null, 2).replace(/[\u0080-\uffff]/g, (ch) => '\\u' + ch.charCodeAt(0).toString(16).padStart(4, '0'));
+ingestRequests.push({ ...spaced, name: 'pretty_printed_with_escapes', body: dumps(JSON.parse(spaced.body)) });
+const ingestErrors = [
+  { name: 'malformed_json', path: '/v1/batch', body: '{"batch": [', code: 'invalid_json', status: 400 },
+  { name: 'not_an_object', path: '/v1/batch', body: '[1,2]', code: 'invalid_batch', status: 400 },
+  { name: 'batch_not_an_array', path: '/v1/batch', body: '{"batch": {"type": "track"}}', code: 'invalid_batch', status: 400 },
+  { name: 'no_batch', path: '/v1/batch', body: '{"writeKey": "k"}', code: 'invalid_batch', status: 400 },
+  { name: 'unknown_route', path: '/v2/batch', body: '{"batch": []}', code: 'unknown_route', status: 404 },
+  { name: 'single_route_invalid_call', path: '/v1/track', body: '{"userId": "u"}', code: 'missing_event', status: 400 },
+  { name: 'single_route_not_an_object', path: '/v1/identify', body: '"u"', code: 'invalid_batch', status: 400 },
+  { name: 'invalid_utf8', path: '/v1/batch', body_hex: '7b226261746368223a5b7b2274797065223a22ff227d5d7d', code: 'invalid_unicode', status: 400 },
+  { name: 'call_over_32000_bytes', path: '/v1/batch', body_call_pad: 32001, code: 'call_too_large', status: 400 },
+  { name: 'call_at_32000_bytes', path: '/v1/batch', body_call_pad: 32000, code: null, status: 200 },
+  { name: 'request_over_500000_bytes', path: '/v1/batch', body_batch_pad: 500001, code: 'batch_too_large', status: 400 },
+  { name: 'batch_of_2501_calls', path: '/v1/batch', body_batch_count: 2501, code: 'too_many_calls', status: 400 },
+  { name: 'batch_of_2500_calls', path: '/v1/batch', body_batch_count: 2500, code: null, status: 200 },
+];
+const headerCases = [
+  { content_type: 'application/json', content_encoding: null, content_length: 100, expect: { gzip: false } },
+  { content_type: 'application/json; charset=utf-8', content_encoding: 'gzip', content_length: 900, expect: { gzip: true } },
+  { content_type: 'application/json', content_encoding: 'gzip', content_length: 500001, expect: { code: 'batch_too_large', status: 400 } },
+  { content_type: 'text/plain', content_encoding: 'identity', content_length: null, expect: { gzip: false } },
+  { content_type: 'TEXT/PLAIN;charset=UTF-8', content_encoding: 'GZIP', content_length: 10, expect: { gzip: true } },
+  { content_type: null, content_encoding: null, content_length: null, expect: { gzip: false } },
+  { content_type: 'application/x-www-form-urlencoded', content_encoding: null, content_length: 10, expect: { code: 'unsupported_media_type', status: 415 } },
+  { content_type: 'application/json', content_encoding: 'br', content_length: 10, expect: { code: 'unsupported_encoding', status: 415 } },
+  { content_type: 'application/json', content_encoding: null, content_length: 500001, expect: { code: 'batch_too_large', status: 400 } },
+];
+const writeKeys = [
+  { authorization: basic('wk'), body_key: null, expect: 'wk' },
+  { authorization: 'basic ' + Buffer.from('wk:ignored').toString('base64'), body_key: 'other', expect: 'wk' },
+  { authorization: 'Bearer wk', body_key: 'body', expect: 'body' },
+  { authorization: 'Basic !!!', body_key: null, expect: null },
+  { authorization: basic(''), body_key: 'body', expect: 'body' },
+  { authorization: null, body_key: '', expect: null },
+  { authorization: null, body_key: 'ключ', expect: 'ключ' },
+];
+const routes = [
+  ['/v1/batch', 'batch'], ['/v1/import', 'batch'], ['/v1/b', 'batch'], ['/v1/batch/', 'batch'],
+  ['/v1/identify', 'identify'], ['/v1/track', 'track'], ['/v1/page', 'page'], ['/v1/screen', 'screen'],
+  ['/v1/group', 'group'], ['/v1/alias', 'alias'], ['/v1/i', 'identify'], ['/v1/t', 'track'], ['/v1/p', 'page'],
+  ['/v1/s', 'screen'], ['/v1/g', 'group'], ['/v1/a', 'alias'], ['/v1/delete', null], ['/v2/batch', null], ['/batch', null],
+];
+// gzip bodies, compressed by node:zlib: one inflates to a batch; a member
+// pair (two gzip streams back to back, as `cat a.gz b.gz` makes); a zip bomb
+// of 10 MB of zeros in 10 KB; the limit exactly; and bytes that are not gzip.
+const gzBatch = ingestRequests[0].body;
+const b64 = (buf) => Buffer.from(buf).toString('base64');
+const gzip = [
+  { name: 'batch', body_b64: b64(gzipSync(gzBatch)), expect: { inflated: gzBatch } },
+  { name: 'two_members', body_b64: b64(Buffer.concat([gzipSync(gzBatch.slice(0, 10)), gzipSync(gzBatch.slice(10))])), expect: { inflated: gzBatch } },
+  { name: 'at_the_limit', body_b64: b64(gzipSync(' '.repeat(500000))), expect: { inflated_length: 500000 } },
+  { name: 'one_byte_over', body_b64: b64(gzipSync(' '.repeat(500001))), expect: { code: 'batch_too_large', status: 413 } },
+  { name: 'zip_bomb', body_b64: b64(gzipSync(Buffer.alloc(10_000_000), { level: 9 })), expect: { code: 'batch_too_large', status: 413 } },
+  { name: 'not_gzip', body_b64: b64(Buffer.from(gzBatch)), expect: { code: 'invalid_compression', status: 400 } },
+  { name: 'truncated', body_b64: b64(gzipSync(gzBatch).subarray(0, 40)), expect: { code: 'invalid_compression', status: 400 } },
+];
+write('ingest.json', { requests: ingestRequests, errors: ingestErrors, headers: headerCases, write_keys: writeKeys, routes, gzip });
+console.log(`wrote ${ingestRequests.length} ingest requests, ${ingestErrors.length} ingest errors`);

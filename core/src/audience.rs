@@ -2,6 +2,8 @@
 //! "Audience and computed-trait delivery").
 
 use crate::call::{Call, CallKind};
+use crate::delivery::state::bad;
+use crate::delivery::StateError;
 use crate::error::Code;
 use crate::json::{Map, Quoted, Value};
 use crate::timestamp::Timestamp;
@@ -112,6 +114,88 @@ impl AudienceSync {
     }
 }
 
+impl AudienceSync {
+    /// The sync's state as JSON text, to store between syncs and restore
+    /// with [`AudienceSync::from_json`]: `{"version": 1, "trait": ...,
+    /// "members": [...], "pending": [[user, member, ms], ...]}`.
+    pub fn to_json(&self) -> String {
+        let mut m = Map::new();
+        m.insert("version".into(), Value::Number(1.0));
+        m.insert("trait".into(), self.trait_name.as_str().into());
+        m.insert(
+            "members".into(),
+            Value::Array(self.members.iter().map(|u| u.as_str().into()).collect()),
+        );
+        m.insert(
+            "pending".into(),
+            Value::Array(
+                self.pending
+                    .iter()
+                    .map(|(u, member, t)| {
+                        Value::Array(vec![
+                            u.as_str().into(),
+                            Value::Bool(*member),
+                            Value::Number(t.as_millis() as f64),
+                        ])
+                    })
+                    .collect(),
+            ),
+        );
+        // Strings, booleans and safe integers: always writable.
+        Value::Object(m).to_json_string().unwrap_or_default()
+    }
+
+    /// Restores a state saved with [`AudienceSync::to_json`].
+    pub fn from_json(text: &str) -> Result<Self, StateError> {
+        let root = Value::from_json_str(text).map_err(|e| bad(e.to_string()))?;
+        let map = root
+            .as_object()
+            .ok_or_else(|| bad("audience state is not an object"))?;
+        if map.get("version") != Some(&Value::Number(1.0)) {
+            return Err(bad("audience state version is not 1"));
+        }
+        let trait_name = map
+            .get("trait")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| bad("audience state has no trait"))?
+            .to_owned();
+        let members = match map.get("members") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(str::to_owned))
+                .collect::<Option<BTreeSet<_>>>()
+                .ok_or_else(|| bad("audience members must be strings"))?,
+            _ => return Err(bad("audience state has no members")),
+        };
+        let pending = match map.get("pending") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| match v {
+                    Value::Array(e) => match e.as_slice() {
+                        [Value::String(u), Value::Bool(m), Value::Number(ms)]
+                            if ms.fract() == 0.0 =>
+                        {
+                            Timestamp::from_millis(*ms as i64)
+                                .ok()
+                                .map(|t| (u.clone(), *m, t))
+                        }
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect::<Option<VecDeque<_>>>()
+                .ok_or_else(|| bad("audience pending changes are misshapen"))?,
+            _ => return Err(bad("audience state has no pending list")),
+        };
+        Ok(Self {
+            trait_name,
+            members,
+            pending,
+        })
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -149,6 +233,34 @@ mod tests {
         );
         s.handle_sync(t, ["b", "d", "c"]);
         assert!(drain(&mut s).is_empty());
+    }
+
+    #[test]
+    fn state_round_trips_with_pending_changes() {
+        let t = Timestamp::from_millis(1_700_000_000_123).unwrap();
+        let mut s = AudienceSync::new("High Value").unwrap();
+        s.handle_sync(t, ["a", "b"]);
+        let _ = s.poll_call();
+        let text = s.to_json();
+        let mut back = AudienceSync::from_json(&text).unwrap();
+        assert_eq!(back.to_json(), text);
+        let call = back.poll_call().unwrap();
+        assert_eq!(call.user_id.as_deref(), Some("b"));
+        assert_eq!(call.timestamp, Some(t));
+        assert!(back.poll_call().is_none());
+        back.handle_sync(t, ["b"]);
+        assert_eq!(back.poll_call().unwrap().user_id.as_deref(), Some("a"));
+        for broken in [
+            "{}",
+            "[]",
+            r#"{"version":2}"#,
+            r#"{"version":1,"trait":"x","members":[1],"pending":[]}"#,
+        ] {
+            assert_eq!(
+                AudienceSync::from_json(broken).unwrap_err().code(),
+                "invalid_state"
+            );
+        }
     }
 
     #[test]

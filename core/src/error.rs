@@ -12,6 +12,7 @@ use crate::audience::AudienceError;
 use crate::batcher::{ConfigError, EnqueueError};
 use crate::call::CallError;
 use crate::delivery::StateError;
+use crate::ingest::IngestError;
 use crate::json::JsonError;
 use crate::signature::SignatureError;
 use crate::webhooks::SettingsError;
@@ -47,11 +48,13 @@ pub enum ErrorClass {
     InvalidArgument,
     /// A delivery or an upload that gave up.
     Delivery,
+    /// A Tracking API request the service refuses as a whole.
+    Ingest,
 }
 
 impl ErrorClass {
     /// Every class, in registry order.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::InvalidCall,
         Self::JsonValue,
         Self::NotJson,
@@ -64,6 +67,7 @@ impl ErrorClass {
         Self::State,
         Self::InvalidArgument,
         Self::Delivery,
+        Self::Ingest,
     ];
 
     /// The class name in Python and JavaScript.
@@ -81,6 +85,7 @@ impl ErrorClass {
             Self::State => "StateError",
             Self::InvalidArgument => "InvalidArgumentError",
             Self::Delivery => "DeliveryError",
+            Self::Ingest => "IngestError",
         }
     }
 
@@ -111,6 +116,7 @@ impl ErrorClass {
             Self::State => "a saved delivery state that cannot be restored",
             Self::InvalidArgument => "the API was called wrongly: an argument of the wrong type or shape",
             Self::Delivery => "a webhook delivery or a batch upload gave up",
+            Self::Ingest => "a Tracking API request the relay refuses as a whole: route, size, encoding, write key, batch shape",
         }
     }
 }
@@ -253,6 +259,27 @@ codes! {
     RetriesExhausted = "retries_exhausted" => Delivery,
     /// The client shut down before the messages were delivered.
     Shutdown = "shutdown" => Delivery,
+    // The relay's Tracking API (ingest::IngestError).
+    /// A path that is not a Tracking API route.
+    UnknownRoute = "unknown_route" => Ingest,
+    /// A body that is not a batch object, or a batch that is not an array.
+    InvalidBatch = "invalid_batch" => Ingest,
+    /// A request body over 500,000 bytes (decompressed).
+    BatchTooLarge = "batch_too_large" => Ingest,
+    /// A call in a request over 32,000 bytes.
+    CallTooLarge = "call_too_large" => Ingest,
+    /// A batch of more than 2,500 calls.
+    TooManyCalls = "too_many_calls" => Ingest,
+    /// A gzip body that is not gzip data.
+    InvalidCompression = "invalid_compression" => Ingest,
+    /// A `Content-Encoding` other than gzip or identity.
+    UnsupportedEncoding = "unsupported_encoding" => Ingest,
+    /// A `Content-Type` that is not JSON or text/plain.
+    UnsupportedMediaType = "unsupported_media_type" => Ingest,
+    /// A request without a write key.
+    MissingWriteKey = "missing_write_key" => Ingest,
+    /// A write key no source has.
+    UnknownWriteKey = "unknown_write_key" => Ingest,
 }
 
 impl fmt::Display for Code {
@@ -347,6 +374,9 @@ pub enum Error {
     /// The API was called wrongly.
     #[error(transparent)]
     Misuse(#[from] ApiMisuse),
+    /// A Tracking API request refused as a whole.
+    #[error(transparent)]
+    Ingest(#[from] IngestError),
 }
 
 impl Error {
@@ -362,6 +392,7 @@ impl Error {
             Self::Enqueue(e) => e.code(),
             Self::State(e) => e.code(),
             Self::Misuse(e) => e.code(),
+            Self::Ingest(e) => e.code(),
         }
     }
 

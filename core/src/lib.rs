@@ -42,6 +42,7 @@ pub mod batcher;
 pub mod call;
 pub mod delivery;
 pub mod error;
+pub mod ingest;
 pub mod json;
 pub mod retry;
 pub mod routing;
@@ -110,6 +111,10 @@ pub const DEFAULTS: &[(&str, u64)] = &[
     ),
     ("delivery_backoff_cap_ms", delivery::DELIVERY_BACKOFF.cap_ms),
     ("host_hmac_min_bytes", webhooks::HOST_HMAC_MIN_BYTES as u64),
+    (
+        "host_hmac_request_min_bytes",
+        webhooks::HOST_HMAC_REQUEST_MIN_BYTES as u64,
+    ),
     // JSON values.
     ("max_depth", json::MAX_DEPTH as u64),
 ];

@@ -465,3 +465,144 @@ fn byte_and_enqueue_error_vectors() {
         }
     }
 }
+
+/// The bodies `testdata/ingest.json`'s error cases describe by size (see
+/// testdata/README.md), so the file stays small.
+fn ingest_error_body(case: &Value) -> Vec<u8> {
+    let text = |k: &str| match get(case, k) {
+        Value::Number(n) => Some(*n as usize),
+        _ => None,
+    };
+    if let Value::String(hex) = get(case, "body_hex") {
+        return hex::decode(hex).unwrap();
+    }
+    if let Some(n) = text("body_call_pad") {
+        let shell = r#"{"type":"track","userId":"u","event":"e","properties":{"p":""}}"#;
+        let call = shell.replace(
+            r#""p":"""#,
+            &format!(r#""p":"{}""#, "x".repeat(n - shell.len())),
+        );
+        assert_eq!(call.len(), n);
+        return format!(r#"{{"batch":[{call}]}}"#).into_bytes();
+    }
+    if let Some(n) = text("body_batch_pad") {
+        let shell = r#"{"batch":[],"pad":""}"#;
+        return format!(r#"{{"batch":[],"pad":"{}"}}"#, "x".repeat(n - shell.len())).into_bytes();
+    }
+    if let Some(n) = text("body_batch_count") {
+        let calls = vec![r#"{"type":"track","userId":"u","event":"e"}"#; n].join(",");
+        return format!(r#"{{"batch":[{calls}]}}"#).into_bytes();
+    }
+    s(case, "body").as_bytes().to_vec()
+}
+
+#[test]
+fn ingest_vectors() {
+    use callpost_core::ingest::{self, Route};
+    let all = load(include_str!("../../testdata/ingest.json"));
+    for case in arr(&all, "requests") {
+        let name = s(case, "name");
+        let randoms: Vec<[u8; 16]> = arr(case, "random")
+            .iter()
+            .map(|h| {
+                hex::decode(h.as_str().unwrap())
+                    .unwrap()
+                    .try_into()
+                    .unwrap()
+            })
+            .collect();
+        let mut next = randoms.into_iter();
+        let mut random = || next.next().expect("more random ids than the vector gives");
+        let received = Timestamp::parse(s(case, "received_at")).unwrap();
+        let route = Route::from_path(s(case, "path")).unwrap();
+        let parsed =
+            ingest::parse_request(route, s(case, "body").as_bytes(), received, &mut random)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let auth = get(case, "authorization").as_str();
+        let expect = get(case, "expect");
+        assert_eq!(
+            ingest::write_key(auth, parsed.body_write_key.as_deref()).as_deref(),
+            get(expect, "write_key").as_str(),
+            "{name}"
+        );
+        let want = arr(expect, "calls");
+        assert_eq!(parsed.calls.len(), want.len(), "{name}");
+        for (got, want) in parsed.calls.iter().zip(want) {
+            match (got, get(want, "message").as_str()) {
+                (Ok(a), Some(message)) => assert_eq!(a.message, message, "{name}"),
+                (Err(r), None) => assert_eq!(r.error.code(), s(want, "rejected"), "{name}"),
+                (got, _) => panic!("{name}: {got:?} against {want:?}"),
+            }
+        }
+    }
+    for case in arr(&all, "errors") {
+        let name = s(case, "name");
+        let body = ingest_error_body(case);
+        let result = Route::from_path(s(case, "path"))
+            .ok_or(ingest::IngestError::UnknownRoute)
+            .and_then(|route| ingest::parse_request(route, &body, at(0), &mut || [7; 16]));
+        match (result, get(case, "code").as_str()) {
+            (Ok(_), None) => assert_eq!(num(case, "status"), 200.0, "{name}"),
+            (Err(e), Some(code)) => {
+                assert_eq!(e.code(), code, "{name}");
+                assert_eq!(f64::from(e.status()), num(case, "status"), "{name}");
+                let answer = Value::from_json_str(&e.to_json()).unwrap();
+                assert_eq!(s(&answer, "code"), code, "{name}");
+            }
+            (got, want) => panic!("{name}: {got:?} against {want:?}"),
+        }
+    }
+    for case in arr(&all, "headers") {
+        let opt = |k: &str| get(case, k).as_str();
+        let length = match get(case, "content_length") {
+            Value::Number(n) => Some(*n as usize),
+            _ => None,
+        };
+        let got = ingest::check_headers(opt("content_type"), opt("content_encoding"), length);
+        let expect = get(case, "expect");
+        match (got, get(expect, "code").as_str()) {
+            (Ok(gzip), None) => assert_eq!(Value::Bool(gzip), *get(expect, "gzip"), "{case:?}"),
+            (Err(e), Some(code)) => {
+                assert_eq!(e.code(), code);
+                assert_eq!(f64::from(e.status()), num(expect, "status"));
+            }
+            (got, _) => panic!("{case:?}: {got:?}"),
+        }
+    }
+    for case in arr(&all, "gzip") {
+        use base64::Engine as _;
+        let name = s(case, "name");
+        let body = base64::engine::general_purpose::STANDARD
+            .decode(s(case, "body_b64"))
+            .unwrap();
+        let expect = get(case, "expect");
+        match (ingest::inflate(&body), get(expect, "code").as_str()) {
+            (Ok(out), None) => match get(expect, "inflated") {
+                Value::String(text) => assert_eq!(out, text.as_bytes(), "{name}"),
+                _ => assert_eq!(out.len() as f64, num(expect, "inflated_length"), "{name}"),
+            },
+            (Err(e), Some(code)) => {
+                assert_eq!(e.code(), code, "{name}");
+                assert_eq!(f64::from(e.status()), num(expect, "status"), "{name}");
+            }
+            (got, _) => panic!("{name}: {got:?}"),
+        }
+    }
+    for case in arr(&all, "write_keys") {
+        let got = ingest::write_key(
+            get(case, "authorization").as_str(),
+            get(case, "body_key").as_str(),
+        );
+        assert_eq!(got.as_deref(), get(case, "expect").as_str(), "{case:?}");
+    }
+    for pair in arr(&all, "routes") {
+        let Value::Array(pair) = pair else { panic!() };
+        let route = Route::from_path(pair[0].as_str().unwrap());
+        let want = pair[1].as_str();
+        let got = route.map(|r| match r {
+            Route::Batch => "batch",
+            Route::Single(kind) => kind.as_str(),
+        });
+        assert_eq!(got, want, "{pair:?}");
+    }
+}

@@ -13,6 +13,7 @@ mod batcher;
 mod call;
 mod delivery;
 mod error;
+mod ingest;
 mod json;
 mod signature;
 mod timestamp;
@@ -47,6 +48,17 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<delivery::Attempt>()?;
     m.add_class::<delivery::Delivery>()?;
     m.add_class::<batcher::BatchRequest>()?;
+    m.add_function(wrap_pyfunction!(webhooks::delete_notifications, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest::check_headers, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest::parse_request, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest::inflate, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest::write_key, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest::originate, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest::is_public_address, m)?)?;
+    m.add_class::<audience::AudienceSync>()?;
+    m.add_class::<ingest::Accepted>()?;
+    m.add_class::<ingest::Rejected>()?;
+    m.add_class::<ingest::Parsed>()?;
     m.add_class::<batcher::Batcher>()?;
     m.add("__version__", core::VERSION)?;
     m.add("USER_AGENT", core::webhooks::USER_AGENT)?;
@@ -54,6 +66,9 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SIGNATURE_HEADER", core::SIGNATURE_HEADER)?;
     m.add("MAX_MESSAGE_BYTES", core::batcher::MAX_MESSAGE_BYTES)?;
     m.add("MAX_BATCH_BYTES", core::batcher::MAX_BATCH_BYTES)?;
+    m.add("MAX_REQUEST_BYTES", core::ingest::MAX_REQUEST_BYTES)?;
+    m.add("MAX_BATCH_CALLS", core::ingest::MAX_BATCH_CALLS)?;
+    m.add("SUCCESS_BODY", core::ingest::SUCCESS_BODY)?;
     let defaults = PyDict::new(py);
     for (name, value) in core::DEFAULTS {
         defaults.set_item(name, value)?;

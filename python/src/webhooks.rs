@@ -143,3 +143,41 @@ impl Webhooks {
         )
     }
 }
+
+/// The delete notifications for `user_id` (webhooks-destination.md,
+/// Events): one delete call per source whose `integrations` settings leave
+/// Webhooks on, as `(source_id, message JSON text)`, in the order given.
+#[pyfunction]
+#[pyo3(signature = (user_id, sources, now=None))]
+pub(crate) fn delete_notifications(
+    user_id: &str,
+    sources: Vec<(String, Option<Bound<'_, PyAny>>)>,
+    now: Option<&Bound<'_, PyAny>>,
+) -> PyResult<Vec<(String, String)>> {
+    let sources = sources
+        .into_iter()
+        .map(|(source_id, integrations)| {
+            let integrations = match integrations.filter(|v| !v.is_none()) {
+                None => None,
+                Some(v) => match to_value(&v)? {
+                    core::Value::Object(m) => Some(m),
+                    _ => return Err(misuse("integrations must be a dict or None")),
+                },
+            };
+            Ok(core::DeleteSource {
+                source_id,
+                integrations,
+            })
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let calls = core::delete_notifications(user_id, &sources, now_of(now)?).map_err(err)?;
+    calls
+        .into_iter()
+        .map(|(source, call)| {
+            let mut out = Vec::new();
+            call.write_message(&mut out).map_err(err)?;
+            let text = String::from_utf8(out).map_err(|_| err(core::JsonError::InvalidUnicode))?;
+            Ok((source, text))
+        })
+        .collect()
+}

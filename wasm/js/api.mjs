@@ -196,6 +196,8 @@ export function makeSigning(wasm, platform) {
   return {
     api,
     error, notBytes, isBytes, decoder, encoder, NATIVE_HMAC_FROM,
+    // Webhooks.request's way across, private to this file.
+    toScratch, scratchOf,
   };
 }
 
@@ -300,6 +302,13 @@ export function makeApi(wasm, platform) {
       }
     }
     throw error('invalid_argument', `${what} must be a string or Uint8Array`);
+  }
+
+  // A call's JSON text, as the caller gave it (string or bytes) or from a
+  // JS value.
+  function callText(call) {
+    if (call instanceof Uint8Array || typeof call === 'string') return call;
+    return toJson(call);
   }
 
   // A call for the core: its UTF-8 JSON bytes (see call.rs for why bytes).
@@ -433,8 +442,11 @@ export function makeApi(wasm, platform) {
     }
 
     request(call, endpoint = 0, nowMs = Date.now()) {
-      // "<n>\n<url>\n<name>\n<value>…\n<body>" (see webhooks.rs).
-      const s = this.#core.request(callBytes(call), endpoint, nowMs);
+      // The call's text goes into the scratch buffer and the packed request
+      // comes back in it: "<n>\n<url>\n<name>\n<value>…\n<body>" (see
+      // webhooks.rs).
+      const len = this.#core.requestScratch(signing.toScratch(callText(call), null), endpoint, nowMs);
+      const s = decoder.decode(signing.scratchOf(len).subarray(0, len));
       let end = s.indexOf('\n');
       const n = +s.slice(0, end);
       let at = end + 1;

@@ -109,7 +109,8 @@ export interface Defaults {
   readonly batchBackoffBaseMs: number; readonly batchBackoffCapMs: number; readonly shutdownTimeoutMs: number;
   readonly maxMessageBytes: number; readonly maxBatchBytes: number; readonly maxEndpoints: number;
   readonly webhookTimeoutMs: number; readonly retryWindowMs: number; readonly deliveryBackoffBaseMs: number;
-  readonly deliveryBackoffCapMs: number; readonly hostHmacMinBytes: number; readonly maxDepth: number;
+  readonly deliveryBackoffCapMs: number; readonly hostHmacMinBytes: number; readonly hostHmacRequestMinBytes: number;
+  readonly maxDepth: number;
 }
 export const DEFAULTS: Defaults;
 

@@ -49,6 +49,25 @@ fn fit_scratch(s: &mut Vec<u8>, len: usize) {
     }
 }
 
+/// Runs `f` over the first `len` bytes of the scratch buffer (what the JS
+/// layer wrote there), and puts the bytes it returns at the buffer's start,
+/// returning their count. The buffer is fitted to the output before it is
+/// written, so the JS layer's `scratch(count)` for the address is a no-op
+/// and cannot swap the output away.
+#[cfg(feature = "webhooks")]
+pub(crate) fn through_scratch(
+    len: usize,
+    f: impl FnOnce(&[u8]) -> Result<Vec<u8>, JsValue>,
+) -> Result<usize, JsValue> {
+    let input = SCRATCH.with_borrow(|s| s.get(..len).map(<[u8]>::to_vec));
+    let out = f(&input.ok_or_else(|| misuse("length exceeds the scratch buffer"))?)?;
+    SCRATCH.with_borrow_mut(|s| {
+        fit_scratch(s, out.len());
+        s[..out.len()].copy_from_slice(&out);
+    });
+    Ok(out.len())
+}
+
 /// The WebAssembly memory, so the JS layer can write into `scratch`.
 #[wasm_bindgen(js_name = wasmMemory)]
 pub fn wasm_memory() -> JsValue {
@@ -201,7 +220,9 @@ pub fn verify(body: &JsValue, signature: &str, secrets: &JsValue) -> Result<bool
 /// where a list of them cost 2 KB of conversion code in the verify module.
 #[wasm_bindgen(js_name = signatureHeaderIndex)]
 pub fn signature_header_index(names: &str) -> Option<usize> {
-    names.split('\n').position(core::signature::is_signature_header)
+    names
+        .split('\n')
+        .position(core::signature::is_signature_header)
 }
 
 /// Bodies from this size up are signed by the platform's HMAC where it has

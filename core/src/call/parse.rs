@@ -1,6 +1,6 @@
 //! Calls from JSON text and JSON values, through [`CallBuilder`].
 
-use super::{Call, CallBuilder, CallError, FieldKind, Object, Scalar, CALL_FIELDS};
+use super::{Call, CallBuilder, CallError, CallKind, FieldKind, Object, Scalar, CALL_FIELDS};
 use crate::json::{JsonError, JsonObject, Parser, Value};
 
 impl Call {
@@ -22,6 +22,20 @@ impl Call {
     /// sense that every body and message written from it has the same
     /// bytes, and every error has the same code.
     pub fn from_json_str(text: &str) -> Result<Self, CallError> {
+        Self::from_json_str_with(text, None, |_, _| Ok(false))
+    }
+
+    /// [`Call::from_json_str`], offering each key the model ignores to
+    /// `extra` first, with the parser before its value: `extra` returns
+    /// `true` when it consumed the value (through the parser's `value` or
+    /// `string`). The ingest side reads `sentAt` and `writeKey` this way.
+    /// `kind`, when given, is the call's type whatever its `type` says (the
+    /// Tracking API's single-call routes, such as `/v1/track`).
+    pub(crate) fn from_json_str_with(
+        text: &str,
+        kind: Option<CallKind>,
+        mut extra: impl FnMut(&str, &mut Parser<'_>) -> Result<bool, CallError>,
+    ) -> Result<Self, CallError> {
         let mut p = Parser::new(text);
         p.ws();
         if !p.eat(b'{') {
@@ -45,6 +59,9 @@ impl Call {
                 seen |= bit;
             }
             p.ws();
+            if kind == FieldKind::Ignored && extra(&key, p)? {
+                return Ok(());
+            }
             if kind == FieldKind::Object && !repeated && p.peek() == Some(b'{') {
                 // Already in JSON.stringify form (JavaScript's text, always):
                 // kept as it is. Otherwise written in that form in one pass;
@@ -72,8 +89,15 @@ impl Call {
             Ok(())
         })?;
         p.end()?;
+        if let Some(kind) = kind {
+            b.scalar("type", Scalar::Str(kind.as_str()));
+        }
         if repeated {
-            return Self::from_owned(Value::from_json_str(text)?);
+            let mut value = Value::from_json_str(text)?;
+            if let (Some(kind), Value::Object(m)) = (kind, &mut value) {
+                m.insert("type".into(), kind.as_str().into());
+            }
+            return Self::from_owned(value);
         }
         b.finish()
     }

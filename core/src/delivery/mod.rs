@@ -10,7 +10,7 @@ use crate::webhooks::{write_body, HostHmac, Mode, Request, Webhooks};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 
-mod state;
+pub(crate) mod state;
 
 pub use state::{StateError, STATE_VERSION};
 

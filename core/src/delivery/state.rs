@@ -37,7 +37,7 @@ impl StateError {
     }
 }
 
-fn bad(what: impl Into<String>) -> StateError {
+pub(crate) fn bad(what: impl Into<String>) -> StateError {
     StateError(what.into())
 }
 

@@ -168,6 +168,123 @@ impl<'a> Parser<'a> {
         }
     }
 
+    /// The cursor's byte offset.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// The text from byte `start` to the cursor.
+    pub(crate) fn since(&self, start: usize) -> &'a str {
+        &self.text[start..self.pos]
+    }
+
+    /// Moves past one value (after whitespace), checking JSON's syntax only:
+    /// the value rules (depth, integer range, lone surrogates) are for the
+    /// parse of each part to apply. Iterative, so no nesting can exhaust
+    /// the stack. The ingest side splits a request into its calls with it.
+    pub(crate) fn skip_value(&mut self) -> Result<(), JsonError> {
+        let mut open: Vec<u8> = Vec::new();
+        loop {
+            self.ws();
+            match self.peek() {
+                Some(b'{') => {
+                    self.pos += 1;
+                    self.ws();
+                    if !self.eat(b'}') {
+                        open.push(b'{');
+                        self.skip_key()?;
+                        continue;
+                    }
+                }
+                Some(b'[') => {
+                    self.pos += 1;
+                    self.ws();
+                    if !self.eat(b']') {
+                        open.push(b'[');
+                        continue;
+                    }
+                }
+                Some(b'"') => self.skip_string()?,
+                Some(b't') => self.skip_literal("true")?,
+                Some(b'f') => self.skip_literal("false")?,
+                Some(b'n') => self.skip_literal("null")?,
+                Some(b'-' | b'0'..=b'9') => {
+                    self.number_token()?;
+                }
+                _ => return Err(self.error("expected a value")),
+            }
+            // After a value: close what ends here, or go on to the next.
+            loop {
+                let Some(&container) = open.last() else {
+                    return Ok(());
+                };
+                self.ws();
+                let close = if container == b'{' { b'}' } else { b']' };
+                if self.eat(close) {
+                    open.pop();
+                    continue;
+                }
+                if container == b'{' {
+                    self.expect(b',', "expected ',' or '}'")?;
+                    self.ws();
+                    self.skip_key()?;
+                } else {
+                    self.expect(b',', "expected ',' or ']'")?;
+                }
+                break;
+            }
+        }
+    }
+
+    /// `"key":` inside an object, syntax only.
+    fn skip_key(&mut self) -> Result<(), JsonError> {
+        if self.peek() != Some(b'"') {
+            return Err(self.error("expected a string key"));
+        }
+        self.skip_string()?;
+        self.ws();
+        self.expect(b':', "expected ':'")
+    }
+
+    fn skip_literal(&mut self, word: &str) -> Result<(), JsonError> {
+        if self.text[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Ok(())
+        } else {
+            Err(self.error("expected a value"))
+        }
+    }
+
+    /// A string at its opening quote, syntax only: escapes are well formed
+    /// (a `\u` has four hex digits) and no control character is raw.
+    fn skip_string(&mut self) -> Result<(), JsonError> {
+        self.pos += 1;
+        loop {
+            self.plain_run();
+            match self.peek() {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return Ok(());
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    match self.peek() {
+                        Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => {
+                            self.pos += 1;
+                        }
+                        Some(b'u') => {
+                            self.pos += 1;
+                            self.hex4()?;
+                        }
+                        _ => return Err(self.error("invalid escape")),
+                    }
+                }
+                Some(_) => return Err(self.error("control character in string")),
+                None => return Err(self.error("unterminated string")),
+            }
+        }
+    }
+
     /// Moves past the ASCII digits at the cursor; returns how many.
     fn digits(&mut self) -> usize {
         let start = self.pos;

@@ -2,14 +2,18 @@
 //! (`settings`), the body of each call kind (`body`), signed requests
 //! (`request`) and delete notifications (`delete`).
 
+mod address;
 mod body;
 mod delete;
 mod request;
 mod settings;
 
+pub use address::is_public_address;
 pub use body::write_body;
 pub use delete::{delete_notifications, DeleteSource};
-pub use request::{HeaderText, HostHmac, Request, HOST_HMAC_MIN_BYTES, USER_AGENT};
+pub use request::{
+    HeaderText, HostHmac, Request, HOST_HMAC_MIN_BYTES, HOST_HMAC_REQUEST_MIN_BYTES, USER_AGENT,
+};
 pub use settings::{
     Endpoint, EndpointConfig, Mode, SettingsError, MAX_ENDPOINTS, RESERVED_HEADERS,
 };
@@ -183,7 +187,7 @@ mod tests {
 
     #[test]
     fn a_host_hmac_signs_large_bodies_when_it_answers_well_and_the_core_otherwise() {
-        let pad = "x".repeat(HOST_HMAC_MIN_BYTES);
+        let pad = "x".repeat(HOST_HMAC_REQUEST_MIN_BYTES);
         let large = Call::from_json_str(&format!(
             r#"{{"type":"track","userId":"u","event":"e","properties":{{"p":"{pad}"}}}}"#
         ))

@@ -9,7 +9,9 @@ import datetime
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, final
 
 __all__ = [
+    "Accepted",
     "Attempt",
+    "AudienceSync",
     "BatchRequest",
     "Batcher",
     "CALL_FIELDS",
@@ -18,12 +20,23 @@ __all__ = [
     "Delivery",
     "ERROR_CODES",
     "MAX_BATCH_BYTES",
+    "MAX_BATCH_CALLS",
     "MAX_MESSAGE_BYTES",
+    "MAX_REQUEST_BYTES",
+    "Parsed",
+    "Rejected",
     "Request",
     "SIGNATURE_HEADER",
+    "SUCCESS_BODY",
     "USER_AGENT",
     "Webhooks",
     "__version__",
+    "check_headers",
+    "delete_notifications",
+    "inflate",
+    "is_public_address",
+    "originate",
+    "parse_request",
     "parse_timestamp",
     "sign",
     "stringify",
@@ -31,6 +44,7 @@ __all__ = [
     "verify",
     "verify_parsed",
     "verify_request",
+    "write_key",
 ]
 
 _Bytes = Union[str, bytes]
@@ -57,6 +71,12 @@ CALL_FIELDS: List[str]
 """A call's top-level keys other than ``type``, in the order ``Batcher.handle_fields`` takes them."""
 ERROR_CODES: Dict[str, Tuple[str, Optional[str]]]
 """The core's error registry: code → (exception class name, built-in base or None)."""
+MAX_REQUEST_BYTES: int
+"""Largest Tracking API request body the relay takes, decompressed (and on the wire)."""
+MAX_BATCH_CALLS: int
+"""Most calls in one Tracking API batch."""
+SUCCESS_BODY: str
+"""The exact body of the relay's answer to an accepted request."""
 
 def stringify(value: Any) -> str:
     """``JSON.stringify(value)``, byte for byte. Takes dict (str keys), list,
@@ -88,6 +108,101 @@ def trait_name(audience: str) -> str:
 
 def parse_timestamp(text: str) -> int:
     """ISO 8601 (with an offset) to milliseconds since the epoch, UTC."""
+
+def delete_notifications(
+    user_id: str, sources: Sequence[Tuple[str, Optional[Mapping[str, Any]]]], now: _Now = None
+) -> List[Tuple[str, str]]:
+    """One delete call per ``(source_id, integrations)`` whose integrations
+    leave Webhooks on, as ``(source_id, message JSON text)``."""
+
+def check_headers(content_type: Optional[str], content_encoding: Optional[str], content_length: Optional[int]) -> bool:
+    """Checks a Tracking API request's headers before its body is read;
+    returns whether the body is gzipped. Raises IngestError (with
+    ``status``)."""
+
+def inflate(body: bytes) -> bytes:
+    """Inflates a gzip body, refusing it past ``MAX_REQUEST_BYTES``
+    (IngestError, status 413) or when it is not gzip (status 400)."""
+
+def parse_request(
+    path: str, body: bytes, write_keys: Dict[str, Any], received_at: _Now = None, authorization: Optional[str] = None
+) -> "Parsed":
+    """Splits a Tracking API request into its calls, checked and enriched as
+    Segment's servers do, for the source ``write_keys`` (write key → source)
+    gives its write key (the Basic auth user, else the body's ``writeKey``).
+    Raises IngestError (with ``status``) when the request is refused whole
+    (401 for a missing or unknown write key), or the call's error on a
+    single-call route."""
+
+def write_key(authorization: Optional[str], body_key: Optional[str] = None) -> Optional[str]:
+    """The Basic auth user of ``authorization``, else ``body_key``."""
+
+def originate(call: _Call, now: _Now = None) -> "Accepted":
+    """A call the relay makes itself, enriched as a received one."""
+
+def is_public_address(address: str) -> bool:
+    """Whether a destination may be reached at this IP address when private
+    networks are not allowed."""
+
+@final
+class Accepted:
+    """A call accepted and enriched: what the relay stores. ``repr`` shows
+    the id only."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def message(self) -> str:
+        """The enriched Segment message, in ``JSON.stringify`` form."""
+    @property
+    def webhooks_enabled(self) -> bool:
+        """Whether its ``integrations`` let it reach Webhooks."""
+
+@final
+class Rejected:
+    """A call refused on its own; its batch's other calls were kept."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def code(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def text(self) -> str:
+        """The call's JSON text as it came."""
+
+@final
+class Parsed:
+    """A Tracking API request split into its calls."""
+
+    @property
+    def source(self) -> Any:
+        """The ``write_keys`` value for the request's write key."""
+    @property
+    def accepted(self) -> List[Accepted]: ...
+    @property
+    def rejected(self) -> List[Rejected]: ...
+
+@final
+class AudienceSync:
+    """Membership sync for one audience, sans I/O: ``handle_sync`` with the
+    full member list, then ``poll_call`` until None for the identify calls
+    of the changes. ``to_json`` / ``from_json`` keep it between syncs."""
+
+    def __new__(cls, audience: str) -> "AudienceSync": ...
+    @staticmethod
+    def from_json(text: str) -> "AudienceSync": ...
+    def to_json(self) -> str: ...
+    @property
+    def trait_name(self) -> str: ...
+    def handle_sync(self, members: Sequence[str], now: _Now = None) -> None: ...
+    def poll_call(self) -> Optional[str]:
+        """The next identify call as Segment message JSON text, or None."""
 
 @final
 class Request:

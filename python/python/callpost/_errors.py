@@ -25,6 +25,7 @@ __all__ = [
     "StateError",
     "InvalidArgumentError",
     "DeliveryError",
+    "IngestError",
 ]
 
 
@@ -91,3 +92,12 @@ class DeliveryError(CallpostError):
         super().__init__(code, message)
         self.outcome = outcome
         self.log = log or []
+
+
+class IngestError(CallpostError, ValueError):
+    """A Tracking API request the relay refuses as a whole: route, size, encoding, write key, batch shape.
+
+    ``status`` is the HTTP status the relay answers with.
+    """
+
+    status: int = 400
