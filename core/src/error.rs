@@ -280,6 +280,10 @@ codes! {
     MissingWriteKey = "missing_write_key" => Ingest,
     /// A write key no source has.
     UnknownWriteKey = "unknown_write_key" => Ingest,
+    /// The relay's storage is behind (backpressure): retry later.
+    Overloaded = "overloaded" => Ingest,
+    /// The relay cannot store calls now: retry later.
+    Unavailable = "unavailable" => Ingest,
 }
 
 impl fmt::Display for Code {

@@ -44,6 +44,10 @@ pub const MAX_CALL_BYTES: usize = crate::batcher::MAX_MESSAGE_BYTES;
 /// 200 bytes a call, already below any real call.
 pub const MAX_BATCH_CALLS: usize = 2_500;
 
+/// `Retry-After` on a 503: one second, long enough for a group commit to
+/// catch up, short enough that a sender's backlog stays small.
+pub const RETRY_AFTER_SECONDS: u32 = 1;
+
 /// The body of the answer to an accepted request, exactly: Segment's, and
 /// segment-analytics-python counts only a 200 as success.
 pub const SUCCESS_BODY: &str = r#"{"success":true}"#;
@@ -130,6 +134,15 @@ pub enum IngestError {
     /// A single-call route whose call breaks the spec.
     #[error(transparent)]
     Call(CallError),
+    /// The service's storage is behind: nothing was stored, and the sender
+    /// should retry after the `Retry-After` delay (503; the client
+    /// libraries retry 5xx). Backpressure, never accept-and-drop.
+    #[error("the relay's storage is behind; nothing was stored, retry later")]
+    Overloaded,
+    /// The service cannot store anything now (shutting down, or its
+    /// storage failed): nothing was stored (503).
+    #[error("the relay cannot store calls now; nothing was stored, retry later")]
+    Unavailable,
 }
 
 impl IngestError {
@@ -149,6 +162,17 @@ impl IngestError {
             Self::MissingWriteKey => Code::MissingWriteKey,
             Self::UnknownWriteKey => Code::UnknownWriteKey,
             Self::Call(e) => e.code(),
+            Self::Overloaded => Code::Overloaded,
+            Self::Unavailable => Code::Unavailable,
+        }
+    }
+
+    /// Seconds to put in `Retry-After`, for the refusals a sender should
+    /// retry.
+    pub fn retry_after(&self) -> Option<u32> {
+        match self {
+            Self::Overloaded | Self::Unavailable => Some(RETRY_AFTER_SECONDS),
+            _ => None,
         }
     }
 
@@ -159,6 +183,7 @@ impl IngestError {
             Self::InflatesTooLarge => 413,
             Self::UnsupportedEncoding | Self::UnsupportedMediaType => 415,
             Self::MissingWriteKey | Self::UnknownWriteKey => 401,
+            Self::Overloaded | Self::Unavailable => 503,
             _ => 400,
         }
     }

@@ -99,12 +99,29 @@ pub(crate) struct Parsed {
     rejected: Vec<Py<Rejected>>,
 }
 
+/// The refusals the relay decides itself, as the `IngestError` to answer
+/// with (not raised): `overloaded` (storage behind), `unavailable`
+/// (storage failed, or shutting down), `batch_too_large` (a body read past
+/// `MAX_REQUEST_BYTES`).
+#[pyfunction]
+pub(crate) fn ingest_refusal(kind: &str) -> PyResult<PyErr> {
+    let e = match kind {
+        "overloaded" => IngestError::Overloaded,
+        "unavailable" => IngestError::Unavailable,
+        "batch_too_large" => IngestError::BatchTooLarge(ingest::MAX_REQUEST_BYTES + 1),
+        _ => return Err(crate::error::misuse(format!("no ingest refusal {kind:?}"))),
+    };
+    Ok(ingest_err(&e))
+}
+
 /// An ingest error as `IngestError` (or the call's class, for a single-call
 /// route), with the HTTP status the relay answers with.
 fn ingest_err(e: &IngestError) -> PyErr {
     let py_err = err(e.clone());
     Python::attach(|py| {
-        let _ = py_err.value(py).setattr("status", e.status());
+        let value = py_err.value(py);
+        let _ = value.setattr("status", e.status());
+        let _ = value.setattr("retry_after", e.retry_after());
     });
     py_err
 }

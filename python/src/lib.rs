@@ -52,6 +52,7 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ingest::check_headers, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::parse_request, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::inflate, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest::ingest_refusal, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::write_key, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::originate, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::is_public_address, m)?)?;

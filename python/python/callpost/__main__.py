@@ -7,6 +7,8 @@ to two endpoints at once (parallel mode): the first always answers 503; the
 second is a receiver that verifies ``X-Signature`` and fails its very first
 request, so a retry round shows too.
 
+``python -m callpost relay`` runs the relay (see ``callpost.relay.cli``).
+
 ``python -m callpost --version`` prints the version.
 """
 
@@ -110,12 +112,16 @@ def demo() -> int:
     return 0 if ok else 1
 
 
-USAGE = "usage: python -m callpost demo | --version"
+USAGE = "usage: python -m callpost demo | relay [...] | --version"
 
 
 def main(argv: List[str]) -> int:
     if argv[1:2] == ["demo"]:
         return demo()
+    if argv[1:2] == ["relay"]:
+        from .relay.cli import main as relay_main
+
+        return relay_main(argv[2:])
     if argv[1:2] == ["--version"]:
         print(f"callpost {callpost.__version__}")
         return 0

@@ -34,6 +34,7 @@ __all__ = [
     "check_headers",
     "delete_notifications",
     "inflate",
+    "ingest_refusal",
     "is_public_address",
     "originate",
     "parse_request",
@@ -123,6 +124,11 @@ def check_headers(content_type: Optional[str], content_encoding: Optional[str], 
 def inflate(body: bytes) -> bytes:
     """Inflates a gzip body, refusing it past ``MAX_REQUEST_BYTES``
     (IngestError, status 413) or when it is not gzip (status 400)."""
+
+def ingest_refusal(kind: str) -> BaseException:
+    """The IngestError (with ``status`` and ``retry_after``) the relay
+    answers with when it refuses a request itself: ``"overloaded"``,
+    ``"unavailable"``, ``"batch_too_large"``. Returned, not raised."""
 
 def parse_request(
     path: str, body: bytes, write_keys: Dict[str, Any], received_at: _Now = None, authorization: Optional[str] = None

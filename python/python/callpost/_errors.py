@@ -97,7 +97,9 @@ class DeliveryError(CallpostError):
 class IngestError(CallpostError, ValueError):
     """A Tracking API request the relay refuses as a whole: route, size, encoding, write key, batch shape.
 
-    ``status`` is the HTTP status the relay answers with.
+    ``status`` is the HTTP status the relay answers with, and
+    ``retry_after`` the seconds of its ``Retry-After`` (None: none).
     """
 
     status: int = 400
+    retry_after: Optional[int] = None

@@ -171,11 +171,17 @@ def _finish(d: "_callpost.Delivery", outcome: Dict[str, Any]) -> DeliveryResult:
     raise DeliveryError(outcome["reason"], d.error_message or outcome["reason"], outcome, log)
 
 
-def _delivery_steps(d: "_callpost.Delivery") -> _Steps[DeliveryResult]:
+def _delivery_steps(
+    d: "_callpost.Delivery",
+    clock: Callable[[], int] = _now_ms,
+    finish: Callable[["_callpost.Delivery", Dict[str, Any]], _T] = _finish,  # type: ignore[assignment]
+) -> _Steps[_T]:
     """A delivery's host loop: send what is due (a whole round at once in
-    parallel mode), report each answer, sleep until the core's timer."""
+    parallel mode), report each answer, sleep until the core's timer.
+    ``clock`` gives the time in ms (the relay's may be offset in tests);
+    ``finish`` turns the core's outcome into the loop's result."""
     while True:
-        now = _now_ms()
+        now = clock()
         sends: _Sends = []
         while (a := d.poll_request(now)) is not None:
             sends.append((a.attempt, a.request, a.deadline_ms))
@@ -190,10 +196,10 @@ def _delivery_steps(d: "_callpost.Delivery") -> _Steps[DeliveryResult]:
             continue
         outcome = d.poll_outcome()
         if outcome is not None:
-            return _finish(d, outcome)
+            return finish(d, outcome)
         wake = d.poll_timeout()
-        yield ("wait", None if wake is None else max(wake - _now_ms(), 0) / 1000)
-        d.handle_timeout(_now_ms())
+        yield ("wait", None if wake is None else max(wake - clock(), 0) / 1000)
+        d.handle_timeout(clock())
 
 
 def _http(client_type: Any) -> Any:
