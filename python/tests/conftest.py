@@ -48,6 +48,12 @@ class _QuietServer(ThreadingHTTPServer):
     """A client that hangs up first (a timeout, which the fault tests cause
     on purpose) is not an error here; anything else is still printed."""
 
+    # socketserver's default listen backlog is 5: a relay opening 20
+    # connections at once would see the rest wait for SYN retransmits
+    # (1 s, 3 s, 7 s) and time out on requests the server then still
+    # reads. Real servers listen with 128 or more (Node: 511).
+    request_queue_size = 128
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
             return

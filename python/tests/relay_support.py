@@ -1,0 +1,226 @@
+"""Running the relay as a real process for the tests, and a webhook
+receiver that verifies what it gets."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pathlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+
+import callpost
+
+SECRET = "relay-test-secret"
+WRITE_KEY = "wk-test"
+ADMIN = "admin-test-token"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def basic(key: str) -> str:
+    return "Basic " + base64.b64encode(f"{key}:".encode()).decode()
+
+
+class Delivery:
+    """One webhook request the receiver got."""
+
+    def __init__(self, key: str, body: bytes, headers: Dict[str, str], verified: bool, started: float) -> None:
+        self.key = key
+        self.body = body
+        self.json: Dict[str, Any] = json.loads(body)
+        self.headers = headers
+        self.verified = verified
+        self.started = started
+        self.ended = 0.0
+        self.status = 0
+
+
+Behaviour = Callable[[Delivery], Union[int, float]]
+"""What to answer: a status, or a float: sleep that many seconds, then 200."""
+
+
+class Hook:
+    """A webhook receiver on 127.0.0.1 (conftest's threaded server) that
+    verifies every ``X-Signature`` and records each request with its
+    ``Idempotency-Key`` and when it was in progress."""
+
+    def __init__(self, serve: Callable[..., Any], behaviour: Optional[Behaviour] = None, secret: str = SECRET,
+                 tls: Any = None) -> None:
+        self.lock = threading.Lock()
+        self.deliveries: List[Delivery] = []
+        self.behaviour: Behaviour = behaviour or (lambda d: 200)
+        self.secret = secret
+
+        def handle(n: int, headers: Dict[str, str], body: bytes) -> Tuple[int, Dict[str, str], bytes]:
+            lower = {k.lower(): v for k, v in headers.items()}
+            d = Delivery(lower.get("idempotency-key", ""), body, lower,
+                         callpost.verify_request(body, headers, self.secret), time.time())
+            with self.lock:
+                self.deliveries.append(d)
+            answer = self.behaviour(d)
+            if isinstance(answer, float):
+                time.sleep(answer)
+                answer = 200
+            d.status = int(answer)
+            d.ended = time.time()
+            return d.status, {}, b"ok"
+
+        self.server = serve(handle, tls)
+        self.url = self.server.url + "/hook"
+
+    def ok(self) -> List[Delivery]:
+        """The deliveries it answered 2xx."""
+        with self.lock:
+            return [d for d in self.deliveries if 200 <= d.status < 300]
+
+    def keys(self) -> Dict[str, int]:
+        """Idempotency-Key → times it was answered 2xx."""
+        out: Dict[str, int] = {}
+        for d in self.ok():
+            out[d.key] = out.get(d.key, 0) + 1
+        return out
+
+
+def config_text(db: pathlib.Path, urls: List[str], *, extra: str = "", sources: str = "",
+                secret: str = SECRET, write_key: str = WRITE_KEY) -> str:
+    hooks = ", ".join(json.dumps(u) for u in urls)
+    return f"""
+database = "sqlite:///{db}"
+admin_token = "{ADMIN}"
+log_level = "INFO"
+
+[[sources]]
+name = "web"
+write_keys = ["{write_key}"]
+[sources.webhooks]
+urls = [{hooks}]
+shared_secret = "{secret}"
+{sources}
+[security]
+allow_private_networks = true
+{extra}
+"""
+
+
+class RelayProcess:
+    """``python -m callpost relay`` in a subprocess, on a fixed port across
+    restarts (as an SDK would point at it)."""
+
+    def __init__(self, config: str, tmp: pathlib.Path, *, port: Optional[int] = None, args: Tuple[str, ...] = (),
+                 env: Optional[Dict[str, str]] = None) -> None:
+        self.tmp = tmp
+        self.path = tmp / "relay.toml"
+        self.path.write_text(config)
+        self.port = port or free_port()
+        self.args = args
+        self.env = env or {}
+        self.proc: Optional[subprocess.Popen[str]] = None
+        self.log: List[str] = []
+        self.starts = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, *args: str, wait: bool = True) -> "RelayProcess":
+        cmd = [sys.executable, "-m", "callpost", "relay", "--config", str(self.path),
+               "--listen", f"127.0.0.1:{self.port}", *self.args, *args]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
+        self.proc = subprocess.Popen(cmd, cwd=self.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        self.starts += 1
+        ready = threading.Event()
+        proc = self.proc
+
+        def drain() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                self.log.append(line.rstrip())
+                if "listening on" in line:
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        if wait:
+            if not ready.wait(60) or proc.poll() is not None:
+                raise RuntimeError("relay did not start:\n" + "\n".join(self.log[-30:]))
+        return self
+
+    def stop(self, timeout: float = 60) -> int:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(30)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def post(self, path: str, body: Union[bytes, str, Dict[str, Any]], headers: Optional[Dict[str, str]] = None,
+             timeout: float = 30) -> Tuple[int, Dict[str, str], bytes]:
+        data = body if isinstance(body, bytes) else (body if isinstance(body, str) else json.dumps(body)).encode()
+        h = {"Content-Type": "application/json", **(headers or {})}
+        req = urllib.request.Request(self.url + path, data=data, headers=h, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, {k.lower(): v for k, v in r.headers.items()}, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
+
+    def admin(self, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Any:
+        req = urllib.request.Request(self.url + path, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"},
+                                     method=method)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
+
+    def status(self) -> Dict[str, Any]:
+        result: Dict[str, Any] = self.admin("GET", "/admin/status")
+        return result
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
+            return str(r.read().decode())
+
+    def metric(self, name: str, labels: str = "") -> float:
+        pattern = re.escape(name) + (re.escape("{" + labels + "}") if labels else "") + r" ([0-9.e+-]+)$"
+        m = re.search(pattern, self.metrics(), re.M)
+        return float(m.group(1)) if m else 0.0
+
+    def wait(self, predicate: Callable[[], bool], timeout: float = 60, what: str = "condition") -> None:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if predicate():
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"timed out waiting for {what}; relay log:\n" + "\n".join(self.log[-40:]))
+
+    def wait_drained(self, timeout: float = 60) -> None:
+        """Until no delivery is pending."""
+        self.wait(lambda: self.status()["pending"] == 0, timeout, "the queue to drain")
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "callpost", "relay", *args, "--config", str(self.path)],
+                              cwd=self.tmp, capture_output=True, text=True, timeout=60)
+
+
+def track(n: Union[int, str], **extra: Any) -> Dict[str, Any]:
+    return {"type": "track", "userId": f"u{n}", "event": "Order Completed", "messageId": f"m-{n}",
+            "properties": {"n": n, "total": 25.5}, **extra}

@@ -1,0 +1,366 @@
+"""The relay as a real process on 127.0.0.1: the Tracking API's answers,
+bad input, deduplication, CORS, probes and metrics, the admin API and the
+CLI, delete notifications and audiences, shutdown, backpressure, and the
+destination address rule."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pathlib
+import sqlite3
+import threading
+import time
+from typing import Any, Callable, Dict, List
+
+import pytest
+
+import callpost
+from relay_support import ADMIN, SECRET, WRITE_KEY, Hook, RelayProcess, basic, config_text, track
+
+pytest.importorskip("uvicorn")
+
+
+@pytest.fixture
+def hook(serve: Callable[..., Any]) -> Hook:
+    return Hook(serve)
+
+
+@pytest.fixture
+def relay(tmp_path: pathlib.Path, hook: Hook) -> Any:
+    r = RelayProcess(config_text(tmp_path / "relay.db", [hook.url]), tmp_path)
+    r.start()
+    yield r
+    if r.running():
+        r.stop()
+
+
+def batch(calls: List[Dict[str, Any]], **extra: Any) -> Dict[str, Any]:
+    return {"batch": calls, "writeKey": WRITE_KEY, **extra}
+
+
+def test_a_batch_is_acknowledged_with_segments_answer_and_delivered_signed_and_enriched(relay: RelayProcess, hook: Hook) -> None:
+    sent_at = "2026-11-22T11:59:00.000Z"
+    calls = [track(1, timestamp="2026-11-22T11:58:59.000Z"), {"type": "identify", "userId": "u2", "traits": {"plan": "pro"}}]
+    status, headers, body = relay.post("/v1/batch", batch(calls, sentAt=sent_at))
+    assert (status, body) == (200, callpost._callpost.SUCCESS_BODY.encode())
+    assert headers["content-type"] == "application/json"
+    relay.wait(lambda: len(hook.ok()) == 2, what="two deliveries")
+    by_type = {d.json["type"]: d for d in hook.ok()}
+    t = by_type["track"]
+    assert t.verified and t.key == "m-1"
+    assert t.json["event"] == "Order Completed" and t.json["properties"] == {"n": 1, "total": 25.5}
+    # Skew-corrected: receivedAt − (sentAt − originalTimestamp), to the millisecond.
+    received = json.loads(sqlite3.connect(relay.tmp / "relay.db").execute(
+        "SELECT message FROM deliveries WHERE message_id = 'm-1'").fetchone()[0])
+    corrected = callpost.parse_timestamp(received["receivedAt"]) - 1000
+    assert callpost.parse_timestamp(t.json["timestamp"]) == corrected
+    assert received["sentAt"] == sent_at and received["originalTimestamp"] == "2026-11-22T11:58:59.000Z"
+    # A call without messageId gets one, and it is the idempotency key.
+    i = by_type["identify"]
+    assert i.verified and len(i.key) == 36 and i.json["traits"] == {"plan": "pro"}
+
+
+def test_every_route_and_the_write_key_in_either_place(relay: RelayProcess, hook: Hook) -> None:
+    calls = {
+        "/v1/identify": {"userId": "a", "traits": {}},
+        "/v1/track": {"userId": "a", "event": "e"},
+        "/v1/page": {"userId": "a", "name": "Home"},
+        "/v1/screen": {"userId": "a", "name": "Cart"},
+        "/v1/group": {"userId": "a", "groupId": "g"},
+        "/v1/alias": {"userId": "a", "previousId": "b"},
+        "/v1/i": {"userId": "b", "traits": {}},
+        "/v1/t": {"userId": "b", "event": "e"},
+        "/v1/p": {"userId": "b"},
+        "/v1/s": {"userId": "b"},
+        "/v1/g": {"userId": "b", "groupId": "g"},
+        "/v1/a": {"userId": "b", "previousId": "c"},
+    }
+    for n, (path, call) in enumerate(calls.items()):
+        # Alternate: key in the body (analytics.js, older analytics-python), Basic auth (the rest).
+        if n % 2:
+            status, _, _ = relay.post(path, {**call, "messageId": f"r{n}", "writeKey": WRITE_KEY})
+        else:
+            status, _, _ = relay.post(path, {**call, "messageId": f"r{n}"}, {"Authorization": basic(WRITE_KEY)})
+        assert status == 200, path
+    for path in ("/v1/batch", "/v1/import", "/v1/b"):
+        assert relay.post(path, {"batch": [track(path)]}, {"Authorization": basic(WRITE_KEY)})[0] == 200
+    relay.wait(lambda: len(hook.ok()) == len(calls) + 3, what="every route's call")
+    kinds = sorted(d.json["type"] for d in hook.ok())
+    assert kinds == sorted(["identify", "track", "page", "screen", "group", "alias"] * 2 + ["track"] * 3)
+    assert all(d.verified for d in hook.ok())
+
+
+def _answer(relay: RelayProcess, path: str, body: Any, headers: Dict[str, str]) -> Any:
+    status, h, raw = relay.post(path, body, headers)
+    return status, h, json.loads(raw) if raw else None
+
+
+def test_bad_input_gets_the_documented_answer_and_nothing_crashes(relay: RelayProcess, hook: Hook) -> None:
+    auth = {"Authorization": basic(WRITE_KEY)}
+    one = '{"type":"track","userId":"u","event":"e","properties":{"p":"PAD"}}'
+    cases = [
+        ("malformed JSON", "/v1/batch", b'{"batch": [', auth, 400, "invalid_json"),
+        ("not a batch", "/v1/batch", b"[1]", auth, 400, "invalid_batch"),
+        ("wrong content type", "/v1/batch", b"{}", {**auth, "Content-Type": "application/x-www-form-urlencoded"}, 415,
+         "unsupported_media_type"),
+        ("unknown encoding", "/v1/batch", b"{}", {**auth, "Content-Encoding": "br"}, 415, "unsupported_encoding"),
+        ("zip bomb", "/v1/batch", gzip.compress(b" " * 50_000_000), {**auth, "Content-Encoding": "gzip"}, 413,
+         "batch_too_large"),
+        ("corrupt gzip", "/v1/batch", b"not gzip", {**auth, "Content-Encoding": "gzip"}, 400, "invalid_compression"),
+        ("oversize call", "/v1/batch", ('{"batch":[' + one.replace("PAD", "x" * 32_000) + "]}").encode(), auth, 400,
+         "call_too_large"),
+        ("oversize batch", "/v1/batch", ('{"batch":[],"pad":"' + "x" * 500_001 + '"}').encode(), auth, 400,
+         "batch_too_large"),
+        ("2,501 calls", "/v1/batch", ('{"batch":[' + ",".join([one.replace("PAD", "")] * 2501) + "]}").encode(), auth,
+         400, "too_many_calls"),
+        ("unknown write key", "/v1/batch", b'{"batch":[]}', {"Authorization": basic("nope")}, 401, "unknown_write_key"),
+        ("no write key", "/v1/batch", b'{"batch":[]}', {}, 401, "missing_write_key"),
+        ("unknown route", "/v1/nope", b"{}", auth, 404, "unknown_route"),
+        ("invalid single call", "/v1/track", b'{"userId":"u"}', auth, 400, "missing_event"),
+    ]
+    for name, path, body, headers, status, code in cases:
+        got_status, _, answer = _answer(relay, path, body, headers)
+        assert (got_status, answer["code"]) == (status, code), name
+        assert answer["message"], name
+        assert callpost.ERROR_CODES[code][0] in ("IngestError", "JSONValueError", "InvalidCallError"), code
+    # The relay is still up, and took nothing from any of them.
+    assert relay.running()
+    assert relay.status()["pending"] == 0 and relay.status()["rejected"] == 0
+    assert relay.metric("callpost_relay_requests_total", 'status="400"') == 7
+
+
+def test_invalid_calls_among_valid_ones_are_recorded_and_the_rest_delivered(relay: RelayProcess, hook: Hook) -> None:
+    calls = [track(1), {"type": "track", "userId": "u"}, 7, {"type": "teleport"}, track(2)]
+    status, _, body = relay.post("/v1/batch", batch(calls))
+    assert (status, body) == (200, callpost._callpost.SUCCESS_BODY.encode())
+    relay.wait(lambda: len(hook.ok()) == 2, what="the valid calls")
+    assert sorted(d.key for d in hook.ok()) == ["m-1", "m-2"]
+    rejected = relay.admin("GET", "/admin/rejected")
+    assert sorted(r["code"] for r in rejected) == ["missing_event", "not_an_object", "unknown_type"]
+    assert all(r["source"] == "web" and r["text"] for r in rejected)
+    assert relay.metric("callpost_relay_calls_total", 'source="web",outcome="rejected",code="missing_event"') == 1
+    assert relay.metric("callpost_relay_rejected_calls") == 3
+    listed = relay.cli("rejected")
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 3
+
+
+def test_a_batch_sent_again_is_delivered_once(relay: RelayProcess, hook: Hook) -> None:
+    body = batch([track(n) for n in range(5)])
+    for _ in range(3):
+        assert relay.post("/v1/batch", body)[0] == 200
+    relay.wait(lambda: len(hook.ok()) == 5, what="five deliveries")
+    time.sleep(0.5)
+    assert sorted(hook.keys().values()) == [1] * 5
+    assert relay.metric("callpost_relay_calls_total", 'source="web",outcome="duplicate"') == 10
+
+
+def test_gzip_and_text_plain_and_cors(relay: RelayProcess, hook: Hook) -> None:
+    raw = json.dumps(batch([track(1)])).encode()
+    status, _, _ = relay.post("/v1/batch", gzip.compress(raw), {"Content-Encoding": "gzip"})
+    assert status == 200
+    # analytics.js: text/plain (no preflight), cross-origin.
+    status, headers, _ = relay.post("/v1/t", json.dumps({**track(2), "writeKey": WRITE_KEY}),
+                                    {"Content-Type": "text/plain", "Origin": "https://shop.example"})
+    assert status == 200 and headers["access-control-allow-origin"] == "*"
+    import urllib.request
+
+    req = urllib.request.Request(relay.url + "/v1/batch", method="OPTIONS", headers={
+        "Origin": "https://shop.example", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type,authorization"})
+    with urllib.request.urlopen(req) as r:
+        assert r.status == 204
+        assert r.headers["Access-Control-Allow-Methods"] == "POST, OPTIONS"
+        assert r.headers["Access-Control-Allow-Headers"] == "content-type,authorization"
+    relay.wait(lambda: len(hook.ok()) == 2, what="both deliveries")
+
+
+def test_probes_metrics_status_and_admin_auth(relay: RelayProcess) -> None:
+    import urllib.error
+    import urllib.request
+
+    for path in ("/healthz", "/readyz"):
+        with urllib.request.urlopen(relay.url + path) as r:
+            assert r.status == 200
+    text = relay.metrics()
+    for name in ("callpost_relay_queue_depth", "callpost_relay_oldest_pending_age_seconds",
+                 "callpost_relay_dead_letters", "callpost_relay_commit_seconds_bucket",
+                 "callpost_relay_sql_statements_total"):
+        assert name in text
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(relay.url + "/admin/status")
+    assert e.value.code == 401
+    bad = urllib.request.Request(relay.url + "/admin/status", headers={"Authorization": "Bearer wrong"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(bad)
+    assert e.value.code == 401
+    assert relay.status()["pending"] == 0
+    out = relay.cli("status")
+    assert out.returncode == 0 and "pending deliveries: 0" in out.stdout
+    assert json.loads(relay.cli("status", "--json").stdout)["dead"] == 0
+    # Secrets never reach the log.
+    assert not any(SECRET in line or ADMIN in line or WRITE_KEY in line for line in relay.log)
+
+
+def test_delete_notifications_go_to_every_enabled_source(tmp_path: pathlib.Path, hook: Hook, serve: Callable[..., Any]) -> None:
+    other = Hook(serve)
+    off = Hook(serve)
+    sources = f"""
+[[sources]]
+name = "app"
+write_keys = ["wk-app"]
+[sources.webhooks]
+urls = ["{other.url}"]
+shared_secret = "{SECRET}"
+
+[[sources]]
+name = "off"
+write_keys = ["wk-off"]
+[sources.webhooks]
+urls = ["{off.url}"]
+shared_secret = "{SECRET}"
+enabled = false
+"""
+    r = RelayProcess(config_text(tmp_path / "relay.db", [hook.url], sources=sources), tmp_path).start()
+    try:
+        assert r.admin("POST", "/admin/delete", {"userId": "u-1"}) == {"sources": ["web", "app"]}
+        out = r.cli("delete", "--user-id", "u-2")
+        assert out.returncode == 0, out.stderr
+        r.wait(lambda: len(hook.ok()) == 2 and len(other.ok()) == 2, what="delete notifications")
+        for d in hook.ok() + other.ok():
+            assert d.verified and d.json["type"] == "delete" and set(d.json) == {"type", "userId", "timestamp"}
+        assert sorted(d.json["userId"] for d in hook.ok()) == ["u-1", "u-2"]
+        assert off.deliveries == []
+    finally:
+        r.stop()
+
+
+def test_audience_syncs_send_the_changes_as_identify_calls(relay: RelayProcess, hook: Hook, tmp_path: pathlib.Path) -> None:
+    sync = lambda members: relay.admin("POST", "/admin/audiences",  # noqa: E731
+                                       {"source": "web", "audience": "High Value Users", "members": members})
+    assert sync(["a", "b", "c"]) == {"calls": 3}
+    relay.wait(lambda: len(hook.ok()) == 3, what="first sync")
+    assert sync(["b", "c", "d"]) == {"calls": 2}
+    relay.wait(lambda: len(hook.ok()) == 5, what="second sync")
+    assert sync(["b", "c", "d"]) == {"calls": 0}
+    members = tmp_path / "members.txt"
+    members.write_text("c\nd\ne\n")
+    out = relay.cli("audience", "--source", "web", "--audience", "High Value Users", "--members", str(members))
+    assert out.returncode == 0 and "2 identify call(s)" in out.stdout, out.stderr
+    relay.wait(lambda: len(hook.ok()) == 7, what="the CLI's sync")
+    seen = [(d.json["userId"], d.json["traits"]["high_value_users"]) for d in hook.ok()]
+    assert sorted(seen[:3]) == [("a", True), ("b", True), ("c", True)]
+    assert sorted(seen[3:5]) == [("a", False), ("d", True)]
+    assert sorted(seen[5:]) == [("b", False), ("e", True)]
+    assert all(d.json["type"] == "identify" and d.verified for d in hook.ok())
+
+
+def test_sigterm_finishes_or_gives_back_what_is_in_flight_and_loses_nothing(tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
+    slow = Hook(serve, lambda d: 1.5)
+    r = RelayProcess(config_text(tmp_path / "relay.db", [slow.url]), tmp_path).start()
+    assert r.post("/v1/batch", batch([track(n) for n in range(20)]))[0] == 200
+    r.wait(lambda: len(slow.deliveries) >= 1, what="attempts in flight")
+    # uvicorn re-raises SIGTERM once its shutdown is done, so the exit
+    # status says how the process was stopped.
+    assert r.stop() in (0, -15)
+    assert any("relay stopped" in line for line in r.log), r.log
+    # Whatever had not been answered and stored is sent again after a restart.
+    r.start()
+    r.wait_drained(60)
+    keys = slow.keys()
+    assert sorted(keys) == sorted(f"m-{n}" for n in range(20))
+    r.stop()
+
+
+def test_backpressure_answers_503_with_retry_after_and_loses_no_acknowledged_call(tmp_path: pathlib.Path, hook: Hook) -> None:
+    db = tmp_path / "relay.db"
+    r = RelayProcess(config_text(db, [hook.url], extra="[ingest]\nmax_backlog = 40\n"), tmp_path).start()
+    try:
+        # Storage stalls: another process holds SQLite's write lock.
+        blocker = sqlite3.connect(db, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")
+        answers: List[Any] = []
+        lock = threading.Lock()
+
+        def send(n: int) -> None:
+            result = r.post("/v1/batch", batch([track(f"{n}-{i}") for i in range(20)]), timeout=60)
+            with lock:
+                answers.append((n, result))
+
+        threads = [threading.Thread(target=send, args=(n,)) for n in range(12)]
+        for t in threads:
+            t.start()
+            time.sleep(0.05)
+        time.sleep(1.0)
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        for t in threads:
+            t.join(60)
+        refused = [res for _, res in answers if res[0] == 503]
+        accepted = [n for n, res in answers if res[0] == 200]
+        assert refused, "a stalled store must refuse new calls"
+        for status, headers, body in refused:
+            assert headers["retry-after"] == "1" and json.loads(body)["code"] == "overloaded"
+        assert accepted, "the calls queued before the stall are acknowledged once it ends"
+        r.wait_drained(60)
+        delivered = hook.keys()
+        for n in accepted:
+            for i in range(20):
+                assert delivered.get(f"m-{n}-{i}") == 1
+    finally:
+        r.stop()
+
+
+def test_destinations_on_private_addresses_are_refused_unless_allowed(tmp_path: pathlib.Path, hook: Hook) -> None:
+    text = config_text(tmp_path / "relay.db", [hook.url]).replace("allow_private_networks = true",
+                                                                  "allow_private_networks = false")
+    r = RelayProcess(text, tmp_path)
+    with pytest.raises(RuntimeError):
+        r.start()
+    assert any("private or loopback address" in line for line in r.log)
+    # A name is checked again at each connection: "localhost" resolves to loopback.
+    from callpost.relay import config as relay_config
+
+    cfg = relay_config.load(None, {"write_keys": ["k"], "webhook_urls": ["http://localhost:9/hook"]}, environ={})
+    with pytest.raises(callpost.ConfigError):
+        relay_config.check_destinations(cfg)
+    public = relay_config.load(None, {"write_keys": ["k"], "webhook_urls": ["https://93.184.215.14/hook"]}, environ={})
+    relay_config.check_destinations(public)
+
+
+def test_configuration_errors_name_the_setting(tmp_path: pathlib.Path) -> None:
+    from callpost.relay.config import load
+
+    def bad(text: str) -> str:
+        p = tmp_path / "bad.toml"
+        p.write_text(text)
+        with pytest.raises(callpost.ConfigError) as e:
+            load(str(p), environ={})
+        assert e.value.code == "invalid_config"
+        return str(e.value)
+
+    assert "listen" in bad('listen = "nope"')
+    assert "unknown settings" in bad('lsten = "127.0.0.1:1"')
+    assert "write key" in bad('[[sources]]\nname = "a"\nwrite_keys = []')
+    assert "too_many_endpoints" in bad('[[sources]]\nname = "a"\nwrite_keys = ["k"]\n[sources.webhooks]\n'
+                                       'urls = ["https://a.example/1","https://a.example/2","https://a.example/3",'
+                                       '"https://a.example/4","https://a.example/5","https://a.example/6"]')
+    assert "synchronous" in bad('[storage]\nsynchronous = "OFF"')
+    assert "both" in bad('[[sources]]\nname = "a"\nwrite_keys = ["k"]\n[[sources]]\nname = "b"\nwrite_keys = ["k"]')
+    # The secret never shows in the configuration's repr.
+    cfg = load(None, {"write_keys": ["wk-secret"], "webhook_urls": ["https://a.example/"],
+                      "shared_secret": "s3cr3t", "admin_token": "t0k3n"}, environ={})
+    assert "s3cr3t" not in repr(cfg) and "t0k3n" not in repr(cfg) and "wk-secret" not in repr(cfg)
+    # Environment variables, with no file: enough to start.
+    env = {"CALLPOST_RELAY_WRITE_KEYS": "a,b", "CALLPOST_RELAY_WEBHOOK_URLS": "https://a.example/h",
+           "CALLPOST_RELAY_SYNCHRONOUS": "normal"}
+    cfg = load(None, environ=env)
+    assert cfg.write_keys() == {"a": "default", "b": "default"} and cfg.synchronous == "NORMAL"
+    assert cfg.database == "sqlite:///callpost-relay.db"
+
+
+def test_a_second_relay_on_the_same_sqlite_file_is_refused(relay: RelayProcess, tmp_path: pathlib.Path) -> None:
+    second = RelayProcess(relay.path.read_text(), tmp_path)
+    with pytest.raises(RuntimeError):
+        second.start()
+    assert any("another relay is using" in line for line in second.log)
