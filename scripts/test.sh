@@ -31,7 +31,13 @@ step "python: build the wheel (maturin) into target/venv"
 bash scripts/python-env.sh
 PY=target/venv/bin/python
 
-step "python tests (shared vectors, real HTTP/HTTPS servers on 127.0.0.1, client, fork, atexit)"
+step "python: the relay tests' Segment SDKs (npm: @segment/analytics-node, @segment/analytics-next, playwright-core) and Debian chromium"
+if ! command -v chromium >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+(cd python/tests/sdk && npm ci --no-audit --no-fund --loglevel=error)
+
+step "python tests (shared vectors, real HTTP/HTTPS servers on 127.0.0.1, client, fork, atexit, the relay with real Segment SDKs)"
 (cd python && "../$PY" -m pytest tests -q -p no:cacheprovider)
 
 step "python types: mypy --strict (package and a typed example), stubtest"
@@ -50,13 +56,10 @@ for v in 3.10 3.13; do
   (cd python && "../$venv/bin/python" -m pytest tests/test_vectors.py tests/test_api.py -q -p no:cacheprovider)
 done
 
-step "js: tools (wasm-bindgen-cli 0.2.130, Debian chromium, npm packages)"
+step "js: tools (wasm-bindgen-cli 0.2.130, npm packages)"
 if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen 0.2.130"; then
   # Without --locked: a locked webpki-roots is missing from the registry (TOOLCHAIN.md).
   cargo install wasm-bindgen-cli --version 0.2.130
-fi
-if ! command -v chromium >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 (cd wasm && npm ci --no-audit --no-fund --loglevel=error)
 
