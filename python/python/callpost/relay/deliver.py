@@ -258,7 +258,7 @@ class Deliverer:
         try:
             d = self._delivery(row, settings)
         except CallpostError as e:
-            outcome = json.dumps({"kind": "failed", "reason": e.code, "message": str(e)})
+            outcome = json.dumps({"kind": "gave_up", "reason": e.code, "message": str(e)})
             self.metrics.delivery("dead")
             return Finish("dead", row.id, row.claim, row.attempts, None, outcome=outcome)
         steps = _delivery_steps(d, self.clock.now_ms, _outcome)

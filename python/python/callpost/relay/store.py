@@ -544,7 +544,7 @@ def _stats(conn: Any, now: int) -> Dict[str, Any]:
     counts = {name: 0 for name in STATUS_NAMES.values()}
     for status, n in conn.execute("SELECT status, count(*) FROM deliveries GROUP BY status").fetchall():
         counts[STATUS_NAMES.get(int(status), str(status))] = int(n)
-    oldest = conn.execute("SELECT min(received_at) FROM deliveries WHERE status = 0").fetchone()[0]
+    oldest, next_due = conn.execute("SELECT min(received_at), min(due_at) FROM deliveries WHERE status = 0").fetchone()
     in_flight = conn.execute(
         "SELECT count(*) FROM deliveries WHERE status = 0 AND lease_until > ?", (now,)
     ).fetchone()[0]
@@ -557,6 +557,7 @@ def _stats(conn: Any, now: int) -> Dict[str, Any]:
         "disabled": counts["disabled"],
         "rejected": int(rejected),
         "oldest_pending_received_at": None if oldest is None else int(oldest),
+        "next_due_at": None if next_due is None else int(next_due),
         "oldest_pending_age_seconds": None if oldest is None else max(now - int(oldest), 0) / 1000,
     }
 

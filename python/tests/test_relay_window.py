@@ -1,0 +1,129 @@
+"""The destination's 4-hour retry window, kept across restarts, on the
+relay's injectable clock (``--test-clock``): hours pass in seconds."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import time
+from typing import Any, Callable, Dict
+
+import pytest
+
+from relay_support import Hook, RelayProcess, config_text, track
+
+pytest.importorskip("uvicorn")
+
+HOUR = 3_600_000
+
+
+class World:
+    """The relay, its clock and a receiver that fails until told not to."""
+
+    def __init__(self, tmp: pathlib.Path, serve: Callable[..., Any]) -> None:
+        self.failing = True
+        self.hook = Hook(serve, lambda d: 500 if self.failing else 200)
+        self.offset = 0
+        self.relay = RelayProcess(config_text(tmp / "relay.db", [self.hook.url]), tmp)
+        self.restarts = 0
+
+    def start(self) -> None:
+        self.relay.start("--test-clock", "--clock-offset-ms", str(self.offset))
+
+    def restart(self) -> None:
+        # Both ways a relay goes away: a deploy (SIGTERM) and a crash.
+        if self.restarts % 2:
+            self.relay.kill()
+        else:
+            self.relay.stop()
+        self.restarts += 1
+        self.start()
+
+    def now(self) -> int:
+        return int(time.time() * 1000) + self.offset
+
+    def settle(self) -> Dict[str, Any]:
+        """Waits until the relay has done everything due at its clock."""
+        status: Dict[str, Any] = {}
+
+        def idle() -> bool:
+            nonlocal status
+            status = self.relay.status()
+            due = status["next_due_at"]
+            return status["in_flight"] == 0 and (due is None or due > self.now())
+
+        self.relay.wait(idle, 30, "the due deliveries")
+        return status
+
+    def advance_to_next_round(self) -> Dict[str, Any]:
+        """Moves the relay's clock to its next due delivery."""
+        status = self.settle()
+        if status["next_due_at"] is None:
+            return status
+        self.offset += max(status["next_due_at"] - self.now(), 0) + 1
+        self.relay.admin("POST", "/admin/test/clock", {"offsetMs": self.offset})
+        return self.settle()
+
+
+def test_a_receiver_down_for_3_hours_gets_the_call_once_across_5_restarts(tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
+    w = World(tmp_path, serve)
+    w.start()
+    try:
+        assert w.relay.post("/v1/batch", {"batch": [track(1)], "writeKey": "wk-test"})[0] == 200
+        start = w.now()
+        restart_at = [start + h * HOUR // 2 for h in range(1, 6)]
+        while w.relay.status()["pending"]:
+            if w.failing and w.now() >= start + 3 * HOUR:
+                w.failing = False
+            if restart_at and w.now() >= restart_at[0]:
+                restart_at.pop(0)
+                w.restart()
+            w.advance_to_next_round()
+            assert w.now() < start + 5 * HOUR, "still pending after the window"
+        assert w.restarts == 5
+        attempts = [d for d in w.hook.deliveries if d.key == "m-1"]
+        assert [d.status for d in attempts].count(200) == 1
+        assert len(attempts) > 10, "retried across the 3 hours"
+        assert all(d.verified and d.json == attempts[0].json for d in attempts), "the same signed body every time"
+        assert w.relay.status()["dead"] == 0 and w.relay.status()["delivered"] == 1
+    finally:
+        if w.relay.running():
+            w.relay.stop()
+
+
+def test_past_4_hours_the_call_is_a_dead_letter_and_replay_delivers_it(tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
+    w = World(tmp_path, serve)
+    w.start()
+    try:
+        assert w.relay.post("/v1/batch", {"batch": [track(7), track(8)], "writeKey": "wk-test"})[0] == 200
+        start = w.now()
+        while w.relay.status()["pending"]:
+            w.advance_to_next_round()
+            if w.now() > start + 2 * HOUR and w.restarts == 0:
+                w.restart()
+        status = w.relay.status()
+        assert status["dead"] == 2 and status["pending"] == 0
+        assert all(d.status == 500 for d in w.hook.deliveries)
+        dead = w.relay.admin("GET", "/admin/dead-letters")
+        assert sorted(d["message_id"] for d in dead) == ["m-7", "m-8"]
+        for d in dead:
+            outcome = json.loads(d["outcome"])
+            assert outcome["kind"] == "gave_up" and outcome["reason"] == "window_exhausted"
+            assert len(outcome["log"]) == d["attempts"] > 10
+            # Rounds ran across the whole window, and none began after it.
+            times = [a["sent_at"] for a in outcome["log"]]
+            assert 3 * HOUR < max(times) - min(times) <= 4 * HOUR
+        assert w.relay.metric("callpost_relay_dead_letters") == 2
+        # The receiver is fixed; the operator replays one call by id.
+        w.failing = False
+        out = w.relay.cli("replay", "--message-id", "m-7")
+        assert out.returncode == 0 and "replaying 1" in out.stdout, out.stderr
+        w.relay.wait(lambda: w.hook.keys().get("m-7") == 1, 30, "the replayed delivery")
+        assert w.relay.status()["dead"] == 1
+        # And the rest by source, over the admin API.
+        assert w.relay.admin("POST", "/admin/replay", {"source": "web"}) == {"replayed": 1}
+        w.relay.wait(lambda: w.hook.keys().get("m-8") == 1, 30, "the second replay")
+        assert w.relay.status()["dead"] == 0
+    finally:
+        if w.relay.running():
+            w.relay.stop()
