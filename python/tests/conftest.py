@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import ssl
 import subprocess
@@ -140,3 +141,39 @@ def self_signed(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
 
 def ok(n: int, headers: dict, body: bytes) -> Tuple[int, dict, bytes]:
     return 200, {}, b"ok"
+
+
+# -- the relay's databases --------------------------------------------------
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """The test Postgres cluster: CALLPOST_TEST_POSTGRES when set (the test
+    script starts it), else started here, from scripts/postgres.sh."""
+    url = os.environ.get("CALLPOST_TEST_POSTGRES")
+    started = False
+    if not url:
+        url = subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "start"], check=True,
+                             capture_output=True, text=True).stdout.strip()
+        started = True
+    yield url
+    if started:
+        subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop"], check=False)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def database(backend: str, tmp_path: pathlib.Path, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh relay database on each backend."""
+    from relay_support import Database
+
+    postgres = request.getfixturevalue("postgres_url") if backend == "postgres" else None
+    db = Database(backend, tmp_path, postgres)
+    yield db
+    db.drop()

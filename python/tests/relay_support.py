@@ -10,6 +10,7 @@ import pathlib
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -95,11 +96,67 @@ class Hook:
         return out
 
 
-def config_text(db: pathlib.Path, urls: List[str], *, extra: str = "", sources: str = "",
+class Database:
+    """A relay database for one test: a SQLite file, or a fresh database on
+    the test Postgres cluster (scripts/postgres.sh)."""
+
+    def __init__(self, backend: str, tmp: pathlib.Path, postgres: Optional[str]) -> None:
+        self.backend = backend
+        if backend == "sqlite":
+            self.path = tmp / "relay.db"
+            self.url = f"sqlite:///{self.path}"
+        else:
+            import psycopg
+
+            assert postgres is not None
+            self.name = "relay_" + os.urandom(6).hex()
+            with psycopg.connect(postgres, autocommit=True) as conn:
+                conn.execute(f"CREATE DATABASE {self.name}")
+            self.admin_url = postgres
+            self.url = postgres.rsplit("/", 1)[0] + "/" + self.name
+
+    def query(self, sql: str, params: Tuple[Any, ...] = ()) -> List[Tuple[Any, ...]]:
+        """Rows of a query (``?`` placeholders), straight from the database."""
+        if self.backend == "sqlite":
+            with sqlite3.connect(self.path) as conn:
+                return list(conn.execute(sql, params).fetchall())
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            return list(conn.execute(sql.replace("?", "%s"), params).fetchall())
+
+    def stall(self) -> Callable[[], None]:
+        """Blocks the relay's writes (another session holds the write lock)
+        until the returned function is called."""
+        if self.backend == "sqlite":
+            conn = sqlite3.connect(self.path, isolation_level=None)
+            conn.execute("BEGIN IMMEDIATE")
+        else:
+            import psycopg
+
+            conn = psycopg.connect(self.url)
+            conn.execute("LOCK TABLE deliveries IN EXCLUSIVE MODE")
+
+        def release() -> None:
+            conn.rollback() if self.backend != "sqlite" else conn.execute("ROLLBACK")
+            conn.close()
+
+        return release
+
+    def drop(self) -> None:
+        if self.backend == "postgres":
+            import psycopg
+
+            with psycopg.connect(self.admin_url, autocommit=True) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
+
+
+def config_text(database: Union[str, "Database"], urls: List[str], *, extra: str = "", sources: str = "",
                 secret: str = SECRET, write_key: str = WRITE_KEY) -> str:
     hooks = ", ".join(json.dumps(u) for u in urls)
+    url = database.url if isinstance(database, Database) else database
     return f"""
-database = "sqlite:///{db}"
+database = "{url}"
 admin_token = "{ADMIN}"
 log_level = "INFO"
 

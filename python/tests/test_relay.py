@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import json
 import pathlib
-import sqlite3
 import threading
 import time
 from typing import Any, Callable, Dict, List
@@ -16,7 +15,7 @@ from typing import Any, Callable, Dict, List
 import pytest
 
 import callpost
-from relay_support import ADMIN, SECRET, WRITE_KEY, Hook, RelayProcess, basic, config_text, track
+from relay_support import ADMIN, SECRET, WRITE_KEY, Database, Hook, RelayProcess, basic, config_text, track
 
 pytest.importorskip("uvicorn")
 
@@ -27,8 +26,8 @@ def hook(serve: Callable[..., Any]) -> Hook:
 
 
 @pytest.fixture
-def relay(tmp_path: pathlib.Path, hook: Hook) -> Any:
-    r = RelayProcess(config_text(tmp_path / "relay.db", [hook.url]), tmp_path)
+def relay(tmp_path: pathlib.Path, hook: Hook, database: Database) -> Any:
+    r = RelayProcess(config_text(database, [hook.url]), tmp_path)
     r.start()
     yield r
     if r.running():
@@ -39,7 +38,8 @@ def batch(calls: List[Dict[str, Any]], **extra: Any) -> Dict[str, Any]:
     return {"batch": calls, "writeKey": WRITE_KEY, **extra}
 
 
-def test_a_batch_is_acknowledged_with_segments_answer_and_delivered_signed_and_enriched(relay: RelayProcess, hook: Hook) -> None:
+def test_a_batch_is_acknowledged_with_segments_answer_and_delivered_signed_and_enriched(relay: RelayProcess, hook: Hook,
+                                                                                         database: Database) -> None:
     sent_at = "2026-11-22T11:59:00.000Z"
     calls = [track(1, timestamp="2026-11-22T11:58:59.000Z"), {"type": "identify", "userId": "u2", "traits": {"plan": "pro"}}]
     status, headers, body = relay.post("/v1/batch", batch(calls, sentAt=sent_at))
@@ -51,8 +51,7 @@ def test_a_batch_is_acknowledged_with_segments_answer_and_delivered_signed_and_e
     assert t.verified and t.key == "m-1"
     assert t.json["event"] == "Order Completed" and t.json["properties"] == {"n": 1, "total": 25.5}
     # Skew-corrected: receivedAt − (sentAt − originalTimestamp), to the millisecond.
-    received = json.loads(sqlite3.connect(relay.tmp / "relay.db").execute(
-        "SELECT message FROM deliveries WHERE message_id = 'm-1'").fetchone()[0])
+    received = json.loads(database.query("SELECT message FROM deliveries WHERE message_id = 'm-1'")[0][0])
     corrected = callpost.parse_timestamp(received["receivedAt"]) - 1000
     assert callpost.parse_timestamp(t.json["timestamp"]) == corrected
     assert received["sentAt"] == sent_at and received["originalTimestamp"] == "2026-11-22T11:58:59.000Z"
@@ -202,7 +201,8 @@ def test_probes_metrics_status_and_admin_auth(relay: RelayProcess) -> None:
     assert not any(SECRET in line or ADMIN in line or WRITE_KEY in line for line in relay.log)
 
 
-def test_delete_notifications_go_to_every_enabled_source(tmp_path: pathlib.Path, hook: Hook, serve: Callable[..., Any]) -> None:
+def test_delete_notifications_go_to_every_enabled_source(tmp_path: pathlib.Path, hook: Hook, serve: Callable[..., Any],
+                                                         database: Database) -> None:
     other = Hook(serve)
     off = Hook(serve)
     sources = f"""
@@ -221,7 +221,7 @@ urls = ["{off.url}"]
 shared_secret = "{SECRET}"
 enabled = false
 """
-    r = RelayProcess(config_text(tmp_path / "relay.db", [hook.url], sources=sources), tmp_path).start()
+    r = RelayProcess(config_text(database, [hook.url], sources=sources), tmp_path).start()
     try:
         assert r.admin("POST", "/admin/delete", {"userId": "u-1"}) == {"sources": ["web", "app"]}
         out = r.cli("delete", "--user-id", "u-2")
@@ -255,9 +255,10 @@ def test_audience_syncs_send_the_changes_as_identify_calls(relay: RelayProcess, 
     assert all(d.json["type"] == "identify" and d.verified for d in hook.ok())
 
 
-def test_sigterm_finishes_or_gives_back_what_is_in_flight_and_loses_nothing(tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
+def test_sigterm_finishes_or_gives_back_what_is_in_flight_and_loses_nothing(tmp_path: pathlib.Path, serve: Callable[..., Any],
+                                                                             database: Database) -> None:
     slow = Hook(serve, lambda d: 1.5)
-    r = RelayProcess(config_text(tmp_path / "relay.db", [slow.url]), tmp_path).start()
+    r = RelayProcess(config_text(database, [slow.url]), tmp_path).start()
     assert r.post("/v1/batch", batch([track(n) for n in range(20)]))[0] == 200
     r.wait(lambda: len(slow.deliveries) >= 1, what="attempts in flight")
     # uvicorn re-raises SIGTERM once its shutdown is done, so the exit
@@ -272,13 +273,12 @@ def test_sigterm_finishes_or_gives_back_what_is_in_flight_and_loses_nothing(tmp_
     r.stop()
 
 
-def test_backpressure_answers_503_with_retry_after_and_loses_no_acknowledged_call(tmp_path: pathlib.Path, hook: Hook) -> None:
-    db = tmp_path / "relay.db"
-    r = RelayProcess(config_text(db, [hook.url], extra="[ingest]\nmax_backlog = 40\n"), tmp_path).start()
+def test_backpressure_answers_503_with_retry_after_and_loses_no_acknowledged_call(tmp_path: pathlib.Path, hook: Hook,
+                                                                                  database: Database) -> None:
+    r = RelayProcess(config_text(database, [hook.url], extra="[ingest]\nmax_backlog = 40\n"), tmp_path).start()
     try:
-        # Storage stalls: another process holds SQLite's write lock.
-        blocker = sqlite3.connect(db, isolation_level=None)
-        blocker.execute("BEGIN IMMEDIATE")
+        # Storage stalls: another session holds the write lock.
+        release = database.stall()
         answers: List[Any] = []
         lock = threading.Lock()
 
@@ -292,8 +292,7 @@ def test_backpressure_answers_503_with_retry_after_and_loses_no_acknowledged_cal
             t.start()
             time.sleep(0.05)
         time.sleep(1.0)
-        blocker.execute("ROLLBACK")
-        blocker.close()
+        release()
         for t in threads:
             t.join(60)
         refused = [res for _, res in answers if res[0] == 503]
@@ -312,7 +311,7 @@ def test_backpressure_answers_503_with_retry_after_and_loses_no_acknowledged_cal
 
 
 def test_destinations_on_private_addresses_are_refused_unless_allowed(tmp_path: pathlib.Path, hook: Hook) -> None:
-    text = config_text(tmp_path / "relay.db", [hook.url]).replace("allow_private_networks = true",
+    text = config_text(f"sqlite:///{tmp_path / 'relay.db'}", [hook.url]).replace("allow_private_networks = true",
                                                                   "allow_private_networks = false")
     r = RelayProcess(text, tmp_path)
     with pytest.raises(RuntimeError):
@@ -359,8 +358,14 @@ def test_configuration_errors_name_the_setting(tmp_path: pathlib.Path) -> None:
     assert cfg.database == "sqlite:///callpost-relay.db"
 
 
-def test_a_second_relay_on_the_same_sqlite_file_is_refused(relay: RelayProcess, tmp_path: pathlib.Path) -> None:
-    second = RelayProcess(relay.path.read_text(), tmp_path)
-    with pytest.raises(RuntimeError):
-        second.start()
-    assert any("another relay is using" in line for line in second.log)
+def test_a_second_relay_on_the_same_sqlite_file_is_refused(tmp_path: pathlib.Path, hook: Hook) -> None:
+    # Several relays share work through Postgres; on SQLite, one per file.
+    config = config_text(f"sqlite:///{tmp_path / 'relay.db'}", [hook.url])
+    first = RelayProcess(config, tmp_path).start()
+    second = RelayProcess(config, tmp_path)
+    try:
+        with pytest.raises(RuntimeError):
+            second.start()
+        assert any("another relay is using" in line for line in second.log)
+    finally:
+        first.stop()

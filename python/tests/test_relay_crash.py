@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Set, Tuple
 
 import pytest
 
-from relay_support import WRITE_KEY, Hook, RelayProcess, basic, config_text, free_port
+from relay_support import WRITE_KEY, Database, Hook, RelayProcess, basic, config_text, free_port
 
 pytest.importorskip("uvicorn")
 
@@ -80,7 +80,7 @@ class Sender(threading.Thread):
                 time.sleep(0.02)
 
 
-def test_kill_9_at_random_points_loses_nothing(tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
+def test_kill_9_at_random_points_loses_nothing(tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database) -> None:
     seed = int(os.environ.get("CALLPOST_CRASH_SEED", str(random.randrange(1 << 30))))
     print(f"crash test seed {seed} (CALLPOST_CRASH_SEED={seed} replays it), {KILLS} kills")
     rng = random.Random(seed)
@@ -96,7 +96,7 @@ def test_kill_9_at_random_points_loses_nothing(tmp_path: pathlib.Path, serve: Ca
 
     hook = Hook(serve, behaviour)
     port = free_port()
-    relay = RelayProcess(config_text(tmp_path / "relay.db", [hook.url]), tmp_path, port=port)
+    relay = RelayProcess(config_text(database, [hook.url]), tmp_path, port=port)
     sender = Sender(port, seed)
     kills: List[Tuple[float, float, bool, int]] = []
     relay.start()
@@ -154,7 +154,7 @@ def test_kill_9_at_random_points_loses_nothing(tmp_path: pathlib.Path, serve: Ca
     for m in unexplained[:5]:
         print("unexplained", m, [(d.started, d.ended, d.status) for d in twice[m]])
     (pathlib.Path(__file__).resolve().parents[2] / "target").mkdir(exist_ok=True)
-    (pathlib.Path(__file__).resolve().parents[2] / "target" / "crash-test.txt").write_text(report + "\n")
+    (pathlib.Path(__file__).resolve().parents[2] / "target" / f"crash-test-{database.backend}.txt").write_text(report + "\n")
     assert not lost, f"acknowledged but never delivered: {sorted(lost)[:10]}"
     assert not unexplained, f"delivered twice with no attempt unsettled at a kill: {unexplained[:10]}"
     assert len(kills) == KILLS and sender.batches > KILLS

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, List
 import pytest
 
 import callpost
-from relay_support import WRITE_KEY, Hook, RelayProcess, config_text
+from relay_support import WRITE_KEY, Database, Hook, RelayProcess, config_text
 
 pytest.importorskip("uvicorn")
 
@@ -66,8 +66,8 @@ def hook(serve: Callable[..., Any]) -> Hook:
 
 
 @pytest.fixture
-def relay(tmp_path: pathlib.Path, hook: Hook) -> Any:
-    r = RelayProcess(config_text(tmp_path / "relay.db", [hook.url]), tmp_path,
+def relay(tmp_path: pathlib.Path, hook: Hook, database: Database) -> Any:
+    r = RelayProcess(config_text(database, [hook.url]), tmp_path,
                      args=("--test-clock", "--clock-offset-ms", str(SKEW_MS)))
     r.start()
     yield r
@@ -75,10 +75,16 @@ def relay(tmp_path: pathlib.Path, hook: Hook) -> Any:
         r.stop()
 
 
-def check(relay: RelayProcess, hook: Hook, tag: str, started: float, ended: float, timeout: float = 120) -> None:
+def check(relay: RelayProcess, hook: Hook, tag: str, started: float, ended: float, timeout: float = 120,
+          sender_said: str = "") -> None:
     want = expected(tag)
-    relay.wait(lambda: sum(1 for d in hook.ok() if marker(d).startswith(tag + "-")) >= len(want), timeout,
-               f"{len(want)} calls from {tag}")
+    def mine() -> int:
+        return sum(1 for d in hook.ok() if marker(d).startswith(tag + "-"))
+
+    try:
+        relay.wait(lambda: mine() >= len(want), timeout, f"{len(want)} calls from {tag}")
+    except AssertionError as e:
+        raise AssertionError(f"{sender_said}\nhave {mine()}; relay status {relay.status()}\n{e}") from None
     relay.wait_drained(timeout)
     mine = [d for d in hook.ok() if marker(d).startswith(tag + "-")]
     seen: Dict[str, int] = {}
@@ -148,7 +154,7 @@ def test_analytics_js_in_chromium_cross_origin(relay: RelayProcess, hook: Hook, 
                          capture_output=True, text=True, timeout=600, cwd=SDK)
     ended = time.time()
     assert out.returncode == 0, out.stdout + out.stderr
-    check(relay, hook, "browser", started, ended)
+    check(relay, hook, "browser", started, ended, sender_said=out.stdout + out.stderr)
     routes = relay.metric("callpost_relay_requests_total", 'status="200"')
     if mode == "per-call":
         assert routes >= 6 * N, "analytics.js sent one request per call"

@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict
 
 import pytest
 
-from relay_support import Hook, RelayProcess, config_text, track
+from relay_support import Database, Hook, RelayProcess, config_text, track
 
 pytest.importorskip("uvicorn")
 
@@ -20,11 +20,11 @@ HOUR = 3_600_000
 class World:
     """The relay, its clock and a receiver that fails until told not to."""
 
-    def __init__(self, tmp: pathlib.Path, serve: Callable[..., Any]) -> None:
+    def __init__(self, tmp: pathlib.Path, serve: Callable[..., Any], database: Database) -> None:
         self.failing = True
         self.hook = Hook(serve, lambda d: 500 if self.failing else 200)
         self.offset = 0
-        self.relay = RelayProcess(config_text(tmp / "relay.db", [self.hook.url]), tmp)
+        self.relay = RelayProcess(config_text(database, [self.hook.url]), tmp)
         self.restarts = 0
 
     def start(self) -> None:
@@ -65,8 +65,9 @@ class World:
         return self.settle()
 
 
-def test_a_receiver_down_for_3_hours_gets_the_call_once_across_5_restarts(tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
-    w = World(tmp_path, serve)
+def test_a_receiver_down_for_3_hours_gets_the_call_once_across_5_restarts(tmp_path: pathlib.Path, serve: Callable[..., Any],
+                                                                          database: Database) -> None:
+    w = World(tmp_path, serve, database)
     w.start()
     try:
         assert w.relay.post("/v1/batch", {"batch": [track(1)], "writeKey": "wk-test"})[0] == 200
@@ -91,8 +92,9 @@ def test_a_receiver_down_for_3_hours_gets_the_call_once_across_5_restarts(tmp_pa
             w.relay.stop()
 
 
-def test_past_4_hours_the_call_is_a_dead_letter_and_replay_delivers_it(tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
-    w = World(tmp_path, serve)
+def test_past_4_hours_the_call_is_a_dead_letter_and_replay_delivers_it(tmp_path: pathlib.Path, serve: Callable[..., Any],
+                                                                       database: Database) -> None:
+    w = World(tmp_path, serve, database)
     w.start()
     try:
         assert w.relay.post("/v1/batch", {"batch": [track(7), track(8)], "writeKey": "wk-test"})[0] == 200

@@ -30,6 +30,23 @@ try {
   const page = await browser.newPage();
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
+  // Every answer from the relay, by status, and the calls it acknowledged:
+  // analytics.js resolves a call's promise when it is queued, not sent.
+  const answers = {};
+  let acknowledged = 0;
+  page.on('requestfinished', async (r) => {
+    if (!r.url().startsWith(relayUrl) || r.method() !== 'POST') return;
+    const res = await r.response();
+    const status = res ? res.status() : 'none';
+    answers[status] = (answers[status] || 0) + 1;
+    if (status === 200) {
+      const body = JSON.parse(r.postData());
+      acknowledged += Array.isArray(body.batch) ? body.batch.length : 1;
+    }
+  });
+  page.on('requestfailed', (r) => {
+    if (r.url().startsWith(relayUrl)) answers.failed = (answers.failed || 0) + 1;
+  });
   await page.goto(`http://127.0.0.1:${server.address().port}/`);
   const apiHost = new URL(relayUrl).host + '/v1';
   const result = await page.evaluate(async ({ writeKey, apiHost, n, offset, batching }) => {
@@ -51,10 +68,13 @@ try {
     await Promise.all(sent);
     return { origin: location.origin };
   }, { writeKey, apiHost, n: Number(n), offset: Number(offset), batching: mode === 'batching' });
-  // Batching mode flushes on a timer; give it time to go out.
-  await page.waitForTimeout(mode === 'batching' ? 2000 : 200);
+  // Batching mode flushes on a timer, and analytics.js builds each batch in
+  // time quadratic in its length (it measures every prefix), so a flush of a
+  // few hundred calls takes seconds of CPU: wait for the relay's answers.
+  const deadline = Date.now() + 120_000;
+  while (acknowledged < 6 * Number(n) && Date.now() < deadline) await page.waitForTimeout(100);
   if (errors.length) { console.error(errors.join('\n')); code = 1; }
-  console.log('sent from', result.origin);
+  console.log('sent from', result.origin, 'relay answers', JSON.stringify(answers), 'calls acknowledged', acknowledged);
 } finally {
   await browser.close();
   server.close();

@@ -37,7 +37,7 @@ Send = Callable[[Dict[str, Any]], Awaitable[None]]
 _JSON = (b"content-type", b"application/json")
 _SUCCESS = _callpost.SUCCESS_BODY.encode()
 _MAX_BODY = _callpost.MAX_REQUEST_BYTES
-# Deletes the delivered calls kept for deduplication once an hour.
+# Deletes delivered calls past the retention once an hour.
 _PURGE_EVERY_S = 3600
 # The longest an attempt takes: in-flight rounds get this long to end at
 # shutdown before they are given back.
@@ -124,10 +124,11 @@ class Relay:
     async def _purge_loop(self) -> None:
         while True:
             try:
-                cutoff = self.clock.now_ms() - self.cfg.dedup_hours * 3_600_000
+                cutoff = self.clock.now_ms() - self.cfg.retention_hours * 3_600_000
                 n = await self.store.purge(cutoff)
                 if n:
-                    logger.info("purged %d delivered calls past the %d h deduplication window", n, self.cfg.dedup_hours)
+                    logger.info("deleted %d delivered calls older than %d h (retention_hours)", n,
+                                self.cfg.retention_hours)
             except Exception:  # noqa: BLE001 - try again next time
                 logger.exception("purging delivered calls failed")
             await asyncio.sleep(_PURGE_EVERY_S)
@@ -291,7 +292,7 @@ class Relay:
         await self._answer(send, 200, b'{"status":"ok"}')
 
     async def _readyz(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.ready and self.store.backlog <= self.cfg.max_backlog:
+        if self.ready and self.store.healthy and self.store.backlog <= self.cfg.max_backlog:
             await self._answer(send, 200, b'{"status":"ready"}')
         else:
             await self._answer(send, 503, b'{"status":"not ready"}')

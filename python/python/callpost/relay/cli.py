@@ -8,6 +8,7 @@
     python -m callpost relay audience     --source S --audience NAME --members FILE
     python -m callpost relay dead-letters [--limit N]
     python -m callpost relay rejected     [--limit N]
+    python -m callpost relay migrate                            run the schema migrations, and exit
 
 The commands other than serve work on the database directly, whether the
 relay runs or not; a running relay picks their work up within a second.
@@ -77,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--source", required=True)
     a.add_argument("--audience", required=True)
     a.add_argument("--members", required=True, help="file of user ids, one per line, or a JSON array ('-': stdin)")
+    m = sub.add_parser("migrate", help="run the database's schema migrations (a start runs them too)")
+    _common(m)
     for name, what in (("dead-letters", "deliveries that gave up"), ("rejected", "calls refused inside accepted batches")):
         x = sub.add_parser(name, help=f"list {what}")
         _common(x)
@@ -111,7 +114,10 @@ async def _command(cfg: RelayConfig, args: argparse.Namespace) -> int:
     clock = Clock()
     await store.start()
     try:
-        if args.command == "status":
+        if args.command == "migrate":
+            before, after = store.migrated
+            print(f"schema version {before} -> {after}" if before != after else f"schema version {after}: up to date")
+        elif args.command == "status":
             stats = await ops.status(store, clock)
             if args.json:
                 print(json.dumps(stats))

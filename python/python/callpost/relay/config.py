@@ -48,9 +48,12 @@ DEFAULT_LEASE_SECONDS = 20
 # 5 s of the benchmark's sustained rate, so a slow disk shows as
 # backpressure long before memory is at risk.
 DEFAULT_MAX_BACKLOG = 50_000
-# Delivered calls stay this long, so a batch resent after a lost answer is
-# recognised ("deduplication for at least 24 hours").
-DEFAULT_DEDUP_HOURS = 24
+# Delivered calls stay this long: a batch resent after a lost answer is
+# recognised as long as they do (the minimum, 24 h, is the deduplication
+# window), and replay --include-delivered can send them again. Older ones
+# are deleted, so the history does not grow forever.
+DEFAULT_RETENTION_HOURS = 7 * 24
+MIN_RETENTION_HOURS = 24
 
 
 def ConfigError(message: str) -> _ConfigError:  # noqa: N802 - raised like a class
@@ -104,7 +107,7 @@ class RelayConfig:
     delivery_concurrency: int = DEFAULT_DELIVERY_CONCURRENCY
     lease_seconds: int = DEFAULT_LEASE_SECONDS
     max_backlog: int = DEFAULT_MAX_BACKLOG
-    dedup_hours: int = DEFAULT_DEDUP_HOURS
+    retention_hours: int = DEFAULT_RETENTION_HOURS
     ca_file: Optional[str] = None
     log_level: str = "INFO"
     test_clock: bool = False
@@ -218,7 +221,7 @@ def _from_toml(data: Mapping[str, Any]) -> Dict[str, Any]:
     out["sources"] = sources
     sections = {
         "security": {"allow_private_networks", "ca_file"},
-        "storage": {"synchronous", "dedup_hours"},
+        "storage": {"synchronous", "retention_hours"},
         "delivery": {"enabled", "concurrency", "lease_seconds"},
         "ingest": {"max_backlog", "cors_origins"},
     }
@@ -231,7 +234,7 @@ def _from_toml(data: Mapping[str, Any]) -> Dict[str, Any]:
             raise ConfigError(f"unknown [{section}] settings {sorted(unknown)}")
         renamed = {("delivery", "concurrency"): "delivery_concurrency", ("delivery", "enabled"): "deliver"}
         for k, v in table.items():
-            out[renamed.get((section, k), k)] = v
+            out[renamed.get((section, str(k)), str(k))] = v
     return out
 
 
@@ -328,8 +331,9 @@ def _build(raw: Dict[str, Any]) -> RelayConfig:
         cfg = replace(cfg, lease_seconds=_int(raw["lease_seconds"], "delivery.lease_seconds", 10, 3600))
     if "max_backlog" in raw:
         cfg = replace(cfg, max_backlog=_int(raw["max_backlog"], "ingest.max_backlog", 1, 10_000_000))
-    if "dedup_hours" in raw:
-        cfg = replace(cfg, dedup_hours=_int(raw["dedup_hours"], "storage.dedup_hours", 24, 24 * 365))
+    if "retention_hours" in raw:
+        cfg = replace(cfg, retention_hours=_int(raw["retention_hours"], "storage.retention_hours",
+                                                MIN_RETENTION_HOURS, 24 * 3650))
     if raw.get("ca_file"):
         cfg = replace(cfg, ca_file=str(raw["ca_file"]))
     if raw.get("log_level"):

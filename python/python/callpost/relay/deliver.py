@@ -117,6 +117,7 @@ class Deliverer:
         self._tasks: Set["asyncio.Task[None]"] = set()
         self._held: Dict[int, Claimed] = {}
         self._main: Optional["asyncio.Task[None]"] = None
+        self._renewer: Optional["asyncio.Task[None]"] = None
         self._session: Optional[aiohttp.ClientSession] = None
         # Deliveries that ended in one turn of the event loop are stored
         # with one call to the store.
@@ -143,6 +144,7 @@ class Deliverer:
         self._session = aiohttp.ClientSession(connector=connector, trust_env=False,
                                               skip_auto_headers=("User-Agent",))
         self._main = asyncio.create_task(self._run(), name="callpost-relay-deliveries")
+        self._renewer = asyncio.create_task(self._renew_leases(), name="callpost-relay-leases")
 
     async def stop(self, grace_s: float) -> None:
         """Stops claiming; waits up to ``grace_s`` for the attempts in
@@ -152,8 +154,9 @@ class Deliverer:
         self._wake.set()
         if self._main is None:
             return
-        if self._main is not None:
-            await self._main
+        await self._main
+        if self._renewer is not None:
+            self._renewer.cancel()
         if self._tasks:
             _, pending = await asyncio.wait(set(self._tasks), timeout=grace_s)
             for t in pending:
@@ -240,15 +243,34 @@ class Deliverer:
         done, self._finished = self._finished, None
         assert done is not None
 
-        def settle(task: "asyncio.Task[None]") -> None:
+        def settle(task: "asyncio.Task[int]") -> None:
             if task.cancelled():
                 done.cancel()
             elif task.exception() is not None:
                 done.set_exception(task.exception())  # type: ignore[arg-type]
             else:
+                refused = task.result()
+                if refused:
+                    # A worker that outlived its lease (stopped, partitioned):
+                    # another holder owns these now, and its result stands.
+                    self.metrics.stale_finishes += refused
+                    logger.warning("%d delivery results refused: their lease had passed to another worker", refused)
                 done.set_result(None)
 
         asyncio.ensure_future(self.store.finish(items, self.clock.now_ms())).add_done_callback(settle)
+
+    async def _renew_leases(self) -> None:
+        """Keeps the leases of the deliveries in flight, so none is taken
+        over while its round still runs (a receiver that takes its full
+        5 s, several endpoints in failover order)."""
+        while not self._stopping:
+            await asyncio.sleep(self.lease_ms / 4000)
+            tokens = sorted({c.claim for c in self._held.values()})
+            if tokens:
+                try:
+                    await self.store.renew(tokens, self.clock.now_ms() + self.lease_ms)
+                except Exception:  # noqa: BLE001 - the leases then run out, and the work is redone
+                    logger.exception("renewing %d leases failed", len(tokens))
 
     async def _round(self, row: Claimed) -> Finish:
         settings = self.settings.get(row.source)
@@ -258,9 +280,9 @@ class Deliverer:
         try:
             d = self._delivery(row, settings)
         except CallpostError as e:
-            outcome = json.dumps({"kind": "gave_up", "reason": e.code, "message": str(e)})
             self.metrics.delivery("dead")
-            return Finish("dead", row.id, row.claim, row.attempts, None, outcome=outcome)
+            return Finish("dead", row.id, row.claim, row.attempts, None,
+                          outcome=json.dumps({"kind": "gave_up", "reason": e.code, "message": str(e)}))
         steps = _delivery_steps(d, self.clock.now_ms, _outcome)
         reply: Any = None
         attempts = row.attempts

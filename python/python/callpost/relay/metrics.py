@@ -41,6 +41,7 @@ class Metrics:
         self.commit_sum = 0.0
         self.commit_count = 0
         self.committed_calls = 0
+        self.stale_finishes = 0
 
     def statement_counter(self) -> List[int]:
         """A counter cell for one connection's statements; each is written
@@ -99,6 +100,8 @@ class Metrics:
         counter("callpost_relay_webhook_attempts_total", "Webhook attempts, by result.", self.attempts)
         counter("callpost_relay_sql_statements_total", "SQL statements run, BEGIN and COMMIT included.",
                 {(): self.sql_statements})
+        counter("callpost_relay_stale_finishes_total",
+                "Delivery results refused because the lease had passed to another worker.", {(): self.stale_finishes})
         out.append("# HELP callpost_relay_commit_seconds Storage transaction latency (group commit).")
         out.append("# TYPE callpost_relay_commit_seconds histogram")
         running = 0

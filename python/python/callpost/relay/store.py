@@ -30,7 +30,7 @@ import sqlite3
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .metrics import Metrics
 
@@ -50,9 +50,6 @@ DISABLED = 3
 destination: stored (it was accepted), and sent nowhere."""
 
 STATUS_NAMES = {PENDING: "pending", DELIVERED: "delivered", DEAD: "dead", DISABLED: "disabled"}
-
-SCHEMA_VERSION = 1
-
 
 @dataclass(frozen=True)
 class Row:
@@ -114,16 +111,28 @@ class Store:
 
     backlog: int
     """Calls handed to ``insert`` and not yet committed."""
+    healthy: bool = True
+    """False since the last write failed (the database is unreachable),
+    until one succeeds: ``/readyz`` answers 503 meanwhile."""
+    migrated: Tuple[int, int]
+    """The schema version before and after ``start`` ran the migrations."""
 
-    async def start(self) -> None: ...
+    async def start(self) -> None:
+        """Opens the database and runs the migrations it has not run."""
     async def close(self) -> None: ...
+    async def renew(self, tokens: Sequence[int], until: int) -> None:
+        """Extends the leases of the claims a worker still holds."""
+        raise NotImplementedError
     async def insert(self, rows: Sequence[Row], rejected: Sequence[RejectedRow], now: int) -> int:
         """Stores the calls (duplicates of a stored (source, messageId) are
         ignored) and returns how many were new, once durable."""
         raise NotImplementedError
     async def claim(self, now: int, limit: int, lease_ms: int) -> List[Claimed]:
         raise NotImplementedError
-    async def finish(self, items: Sequence[Finish], now: int) -> None:
+    async def finish(self, items: Sequence[Finish], now: int) -> int:
+        """Stores how the claimed deliveries ended; returns how many were
+        refused because their claim is no longer the holder's (a worker
+        that outlived its lease)."""
         raise NotImplementedError
     async def next_due(self, now: int) -> Optional[int]:
         raise NotImplementedError
@@ -147,44 +156,73 @@ class Store:
         raise NotImplementedError
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS deliveries (
-    id INTEGER PRIMARY KEY,
-    source TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    message TEXT NOT NULL,
-    received_at INTEGER NOT NULL,
-    status INTEGER NOT NULL,
-    due_at INTEGER NOT NULL,
-    lease_until INTEGER,
-    claim INTEGER,
-    state TEXT,
-    attempts INTEGER NOT NULL DEFAULT 0,
-    outcome TEXT,
-    finished_at INTEGER,
-    UNIQUE (source, message_id)
-);
-CREATE INDEX IF NOT EXISTS deliveries_due ON deliveries (due_at) WHERE status = 0;
-CREATE INDEX IF NOT EXISTS deliveries_finished ON deliveries (finished_at) WHERE status IN (1, 3);
-CREATE INDEX IF NOT EXISTS deliveries_dead ON deliveries (received_at) WHERE status = 2;
-CREATE TABLE IF NOT EXISTS rejected (
-    id INTEGER PRIMARY KEY,
-    source TEXT NOT NULL,
-    received_at INTEGER NOT NULL,
-    code TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    text TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS audiences (
-    source TEXT NOT NULL,
-    audience TEXT NOT NULL,
-    state TEXT NOT NULL,
-    updated_at INTEGER NOT NULL,
-    PRIMARY KEY (source, audience)
-);
-"""
+# The schema, as numbered migrations: a database records the last one it
+# ran (meta.schema_version), and each start (or ``relay migrate``) runs the
+# ones after it, in order, each in its own transaction. Postgres's are in
+# postgres.py, numbered alike.
+MIGRATIONS: List[Tuple[int, List[str]]] = [
+    (1, [
+        """CREATE TABLE deliveries (
+            id INTEGER PRIMARY KEY,
+            source TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            message TEXT NOT NULL,
+            received_at INTEGER NOT NULL,
+            status INTEGER NOT NULL,
+            due_at INTEGER NOT NULL,
+            lease_until INTEGER,
+            claim INTEGER,
+            state TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            outcome TEXT,
+            finished_at INTEGER,
+            UNIQUE (source, message_id)
+        )""",
+        "CREATE INDEX deliveries_due ON deliveries (due_at) WHERE status = 0",
+        "CREATE INDEX deliveries_finished ON deliveries (finished_at) WHERE status IN (1, 3)",
+        "CREATE INDEX deliveries_dead ON deliveries (received_at) WHERE status = 2",
+        """CREATE TABLE rejected (
+            id INTEGER PRIMARY KEY,
+            source TEXT NOT NULL,
+            received_at INTEGER NOT NULL,
+            code TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            text TEXT NOT NULL
+        )""",
+        "CREATE INDEX rejected_received ON rejected (received_at)",
+        """CREATE TABLE audiences (
+            source TEXT NOT NULL,
+            audience TEXT NOT NULL,
+            state TEXT NOT NULL,
+            updated_at INTEGER NOT NULL,
+            PRIMARY KEY (source, audience)
+        )""",
+    ]),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def _migrate_sqlite(conn: sqlite3.Connection) -> Tuple[int, int]:
+    conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        before = int(row[0]) if row else 0
+        if before > SCHEMA_VERSION:
+            raise RuntimeError(f"the database has schema version {before}, newer than this relay's {SCHEMA_VERSION}")
+        for version, statements in MIGRATIONS:
+            if version > before:
+                for statement in statements:
+                    conn.execute(statement)
+        conn.execute("INSERT INTO meta (key, value) VALUES ('schema_version', ?)"
+                     " ON CONFLICT (key) DO UPDATE SET value = excluded.value", (str(SCHEMA_VERSION),))
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return before, SCHEMA_VERSION
+
 
 # Rows per INSERT statement: 7 parameters each, far below SQLite's 32,766.
 _INSERT_CHUNK = 500
@@ -253,7 +291,7 @@ class SQLiteStore(Store):
         self._reader_lock = threading.Lock()
         self._reader: Optional[sqlite3.Connection] = None
         self._lock_file: Optional[int] = None
-        self._failed: Optional[BaseException] = None
+        self.migrated: Tuple[int, int] = (SCHEMA_VERSION, SCHEMA_VERSION)
 
     # -- set-up -----------------------------------------------------------
 
@@ -283,11 +321,7 @@ class SQLiteStore(Store):
                 ) from None
             self._lock_file = fd
         conn = self._connect()
-        conn.executescript(_SCHEMA)
-        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        (version,) = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if int(version) != SCHEMA_VERSION:
-            raise RuntimeError(f"{self.path} has schema version {version}; this relay reads {SCHEMA_VERSION}")
+        self.migrated = _migrate_sqlite(conn)
         if self.exclusive:
             # The only relay on this file: whatever was leased was held by
             # a relay that is gone. Its attempts are made again now.
@@ -354,8 +388,10 @@ class SQLiteStore(Store):
                 for op in ops:
                     self._commit(conn, [op])
                 return
+            self.healthy = False
             self._done(ops, None, e)
             return
+        self.healthy = True
         self.metrics.observe_commit(time.perf_counter() - started, sum(op.calls for op in ops))
         self._done(ops, results, None)
 
@@ -421,36 +457,50 @@ class SQLiteStore(Store):
         result: List[Claimed] = await self._write(run)
         return result
 
-    async def finish(self, items: Sequence[Finish], now: int) -> None:
-        def run(conn: sqlite3.Connection) -> None:
+    async def finish(self, items: Sequence[Finish], now: int) -> int:
+        def run(conn: sqlite3.Connection) -> int:
+            changed = 0
             by_kind: Dict[str, List[Finish]] = {}
             for f in items:
                 by_kind.setdefault(f.kind, []).append(f)
             if "delivered" in by_kind:
-                conn.executemany(
+                changed += conn.executemany(
                     "UPDATE deliveries SET status = 1, finished_at = ?, attempts = ?, state = NULL,"
                     " lease_until = NULL, claim = NULL WHERE id = ? AND claim = ?",
                     [(now, f.attempts, f.id, f.claim) for f in by_kind["delivered"]],
-                )
+                ).rowcount
             if "retry" in by_kind:
-                conn.executemany(
+                changed += conn.executemany(
                     "UPDATE deliveries SET state = ?, due_at = ?, attempts = ?, lease_until = NULL, claim = NULL"
                     " WHERE id = ? AND claim = ?",
                     [(f.state, f.due_at, f.attempts, f.id, f.claim) for f in by_kind["retry"]],
-                )
+                ).rowcount
             if "dead" in by_kind:
-                conn.executemany(
+                changed += conn.executemany(
                     "UPDATE deliveries SET status = 2, state = ?, outcome = ?, finished_at = ?, attempts = ?,"
                     " lease_until = NULL, claim = NULL WHERE id = ? AND claim = ?",
                     [(f.state, f.outcome, now, f.attempts, f.id, f.claim) for f in by_kind["dead"]],
-                )
+                ).rowcount
             if "release" in by_kind:
-                conn.executemany(
+                changed += conn.executemany(
                     "UPDATE deliveries SET lease_until = NULL, claim = NULL WHERE id = ? AND claim = ?",
                     [(f.id, f.claim) for f in by_kind["release"]],
-                )
+                ).rowcount
+            return len(items) - changed
 
-        await self._write(run)
+        refused: int = await self._write(run)
+        return refused
+
+    async def renew(self, tokens: Sequence[int], until: int) -> None:
+        def run(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE deliveries SET lease_until = ? WHERE status = 0 AND claim IN ("
+                + ",".join("?" * len(tokens)) + ")",
+                [until, *tokens],
+            )
+
+        if tokens:
+            await self._write(run)
 
     async def next_due(self, now: int) -> Optional[int]:
         def run(conn: sqlite3.Connection) -> Optional[int]:
@@ -491,12 +541,12 @@ class SQLiteStore(Store):
         return result
 
     async def dead_letters(self, limit: int) -> List[Dict[str, Any]]:
-        result: List[Dict[str, Any]] = await self._read(lambda conn: _dead_letters(conn, limit))
-        return result
+        rows = await self._read(lambda conn: conn.execute(DEAD_LETTERS_SQL, (limit,)).fetchall())
+        return dead_letter_rows(rows)
 
     async def rejected(self, limit: int) -> List[Dict[str, Any]]:
-        result: List[Dict[str, Any]] = await self._read(lambda conn: _rejected(conn, limit))
-        return result
+        rows = await self._read(lambda conn: conn.execute(REJECTED_SQL, (limit,)).fetchall())
+        return rejected_rows(rows)
 
     async def audience_state(self, source: str, audience: str) -> Optional[str]:
         def run(conn: sqlite3.Connection) -> Optional[str]:
@@ -562,22 +612,19 @@ def _stats(conn: Any, now: int) -> Dict[str, Any]:
     }
 
 
-def _dead_letters(conn: Any, limit: int) -> List[Dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT source, message_id, kind, received_at, finished_at, attempts, outcome FROM deliveries"
-        " WHERE status = 2 ORDER BY received_at LIMIT ?",
-        (limit,),
-    ).fetchall()
+DEAD_LETTERS_SQL = ("SELECT source, message_id, kind, received_at, finished_at, attempts, outcome FROM deliveries"
+                    " WHERE status = 2 ORDER BY received_at LIMIT ?")
+REJECTED_SQL = "SELECT source, received_at, code, reason, text FROM rejected ORDER BY id DESC LIMIT ?"
+
+
+def dead_letter_rows(rows: Sequence[Sequence[Any]]) -> List[Dict[str, Any]]:
     return [
         dict(source=r[0], message_id=r[1], kind=r[2], received_at=r[3], finished_at=r[4], attempts=r[5], outcome=r[6])
         for r in rows
     ]
 
 
-def _rejected(conn: Any, limit: int) -> List[Dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT source, received_at, code, reason, text FROM rejected ORDER BY id DESC LIMIT ?", (limit,)
-    ).fetchall()
+def rejected_rows(rows: Sequence[Sequence[Any]]) -> List[Dict[str, Any]]:
     return [dict(source=r[0], received_at=r[1], code=r[2], reason=r[3], text=r[4]) for r in rows]
 
 
