@@ -2,7 +2,8 @@
 # The relay benchmark (benches/relay/bench.py): wrk sends, the relay stores
 # and delivers, a Node receiver verifies. Installs wrk (Debian) if missing.
 #   bash benches/relay.sh          full run (about 2 minutes)
-#   bash benches/relay.sh --smoke  short runs (CI)
+#   bash benches/relay.sh --smoke  short runs
+#   bash benches/relay.sh --postgres   also Postgres (scripts/postgres.sh), 1 and 2 relays
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v wrk >/dev/null; then

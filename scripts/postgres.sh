@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL cluster for the relay's tests and benchmarks, under
-# target/pg, on a private port; no system service is used or started.
+# target/pg (CALLPOST_PG_DIR), on a private port (CALLPOST_PG_PORT, 55432);
+# no system service is used or started.
 #   bash scripts/postgres.sh start   prints the URL of its "postgres" database
 #   bash scripts/postgres.sh stop
 # Installs Debian's postgresql package when no server binaries are found.
@@ -9,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PORT=${CALLPOST_PG_PORT:-55432}
-DIR=$PWD/target/pg
+DIR=${CALLPOST_PG_DIR:-$PWD/target/pg}
 bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 if [ -z "$(bin)" ]; then
   apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null

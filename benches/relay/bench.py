@@ -1,7 +1,11 @@
 """The relay benchmark: sender (wrk), relay and receiver (Node, verifying
 every signature) on one machine, in one run, with ratios.
 
-    bash benches/relay.sh [--smoke]
+    bash benches/relay.sh [--smoke] [--postgres]
+
+With ``--postgres`` the SQLite runs are followed by the same runs on
+Postgres (the throwaway cluster of scripts/postgres.sh), with one relay and
+then two relays on the one database, and a table of both backends.
 
 1. The ceiling: the same ASGI server (uvicorn, uvloop, httptools) serving
    a bare echo app, posted the same batches by wrk.
@@ -15,6 +19,8 @@ every signature) on one machine, in one run, with ratios.
    stored to the receiver. Webhook POSTs/s; every one verified.
 4. SQL statements per call across steps 2 and 3, from the relay's own
    counter (``callpost_relay_sql_statements_total``).
+5. Postgres, two relays: both ingest-only, each posted by its own wrk
+   (half the connections each), then both delivering what they stored.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from typing import Any, Dict, List, Optional, Tuple
@@ -36,6 +43,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORK = ROOT / "target" / "relay-bench"
 PY = sys.executable
 SMOKE = "--smoke" in sys.argv
+POSTGRES = "--postgres" in sys.argv
 SECONDS = 3 if SMOKE else 20
 CONNECTIONS = 32
 SECRET = "bench-secret"
@@ -113,11 +121,11 @@ def wait_port(proc: subprocess.Popen[str], pattern: str, timeout: float = 30) ->
     raise RuntimeError(f"no port from {proc.args}")
 
 
-def wrk(port: int, template: pathlib.Path, tag: str) -> Dict[str, float]:
+def wrk(port: int, template: pathlib.Path, tag: str, connections: int = CONNECTIONS) -> Dict[str, float]:
     script = WORK / "post.lua"
     script.write_text(WRK_SCRIPT)
     out = subprocess.run(
-        ["wrk", "-t1", f"-c{CONNECTIONS}", f"-d{SECONDS}s", "--latency", "-s", str(script),
+        ["wrk", "-t1", f"-c{connections}", f"-d{SECONDS}s", "--latency", "-s", str(script),
          f"http://127.0.0.1:{port}", "--", str(template), tag],
         check=True, capture_output=True, text=True,
     ).stdout
@@ -188,7 +196,10 @@ def relay(config: pathlib.Path, deliver: bool) -> Tuple[subprocess.Popen[str], i
     env = dict(os.environ, CALLPOST_RELAY_DELIVER="true" if deliver else "false")
     proc = subprocess.Popen([PY, "-m", "callpost", "relay", "--config", str(config)], cwd=WORK, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return proc, wait_port(proc, r"listening on http://127\.0\.0\.1:(\d+)")
+    port = wait_port(proc, r"listening on http://127\.0\.0\.1:(\d+)")
+    # The log goes on; nobody reads it, so it must not fill the pipe.
+    threading.Thread(target=lambda: [None for _ in proc.stdout or ()], daemon=True).start()
+    return proc, port
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
@@ -197,6 +208,135 @@ def stop(proc: subprocess.Popen[str]) -> None:
         proc.wait(30)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+class Backend:
+    """One database for the relays under test: a SQLite file, or a fresh
+    database on the Postgres cluster."""
+
+    def __init__(self, kind: str, admin_url: Optional[str] = None) -> None:
+        self.kind = kind
+        self.admin_url = admin_url
+        if kind == "sqlite":
+            self.url = f"sqlite:///{WORK}/relay.db"
+        else:
+            import psycopg
+
+            assert admin_url
+            with psycopg.connect(admin_url, autocommit=True) as conn:
+                conn.execute("DROP DATABASE IF EXISTS callpost_bench WITH (FORCE)")
+                conn.execute("CREATE DATABASE callpost_bench")
+            self.url = admin_url.rsplit("/", 1)[0] + "/callpost_bench"
+
+    def pending(self) -> int:
+        sql = "SELECT count(*) FROM deliveries WHERE status = 0"
+        if self.kind == "sqlite":
+            with sqlite3.connect(WORK / "relay.db") as db:
+                return int(db.execute(sql).fetchone()[0])
+        import psycopg
+
+        with psycopg.connect(self.url) as conn:
+            row = conn.execute(sql).fetchone()
+            assert row
+            return int(row[0])
+
+    def config(self, recv_port: int, name: str) -> pathlib.Path:
+        path = WORK / f"{name}.toml"
+        path.write_text(f"""
+listen = "127.0.0.1:0"
+database = "{self.url}"
+admin_token = "bench-admin"
+log_level = "INFO"
+
+[[sources]]
+name = "bench"
+write_keys = ["{WRITE_KEY}"]
+[sources.webhooks]
+urls = ["http://127.0.0.1:{recv_port}/hook"]
+shared_secret = "{SECRET}"
+
+[security]
+allow_private_networks = true
+
+[storage]
+synchronous = "FULL"
+""")
+        return path
+
+
+def ingest(configs: List[pathlib.Path], template: pathlib.Path, tag: str) -> Tuple[Dict[str, float], int]:
+    """wrk against each relay at once (ingest-only), the connections split
+    between them: summed requests/s, the worst p99, SQL statements."""
+    started = [relay(c, deliver=False) for c in configs]
+    before = sum(statements(port) for _, port in started)
+    results: List[Dict[str, float]] = [{} for _ in started]
+
+    def one(k: int) -> None:
+        results[k] = wrk(started[k][1], template, f"{tag}{k}", CONNECTIONS // len(started))
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(len(started))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    used = sum(statements(port) for _, port in started) - before
+    for proc, _ in started:
+        stop(proc)
+    total = dict(rps=sum(r["rps"] for r in results), errors=sum(r["errors"] for r in results),
+                 p50_ms=max(r["p50_ms"] for r in results), p99_ms=max(r["p99_ms"] for r in results),
+                 p999_ms=max(r["p999_ms"] for r in results))
+    return total, used
+
+
+def drain(configs: List[pathlib.Path]) -> Tuple[float, int]:
+    """The relays delivering until nothing is pending: seconds, SQL
+    statements."""
+    started = [relay(c, deliver=True) for c in configs]
+    before = sum(statements(port) for _, port in started)
+    t0 = time.time()
+    while get(f"http://127.0.0.1:{started[0][1]}/admin/status", "bench-admin")["pending"] > 0:
+        time.sleep(0.2)
+    took = time.time() - t0
+    used = sum(statements(port) for _, port in started) - before
+    for proc, _ in started:
+        stop(proc)
+    return took, used
+
+
+def run_backend(backend: Backend, relays: int, recv_port: int, template: pathlib.Path, echo_rps: float,
+                rows: List[Dict[str, Any]]) -> bool:
+    name = f"{backend.kind}, {relays} relay{'s' if relays > 1 else ''}"
+    configs = [backend.config(recv_port, f"{backend.kind}-{k}") for k in range(relays)]
+    print(f"\n{name}")
+    if relays == 1:
+        proc, port = relay(configs[0], deliver=False)
+        p = paced(port, template.read_text(), 500, SECONDS)
+        stop(proc)
+        print(f"  ingest at 10,000 calls/s (500 requests/s, open loop): p50 {p['p50_ms']:.1f} ms, "
+              f"p99 {p['p99_ms']:.1f} ms, p99.9 {p['p999_ms']:.1f} ms; {p['errors']} errors")
+    else:
+        p = dict(errors=0)
+    # Counted once the relays have stopped: requests in flight when wrk's
+    # time ran out were still answered, and stored.
+    already = backend.pending()
+    i, ingest_statements = ingest(configs, template, f"{backend.kind}{relays}-")
+    calls = backend.pending()
+    print(f"  ingest at saturation (wrk -c{CONNECTIONS}): {i['rps']:.0f} requests/s = {i['rps'] * 20:.0f} calls/s, "
+          f"p50 {i['p50_ms']:.1f} ms, p99 {i['p99_ms']:.1f} ms, p99.9 {i['p999_ms']:.1f} ms; "
+          f"{i['errors']} errors; {calls - already} calls stored; {i['rps'] / echo_rps:.2f}x the echo's requests/s")
+    verified = get(f"http://127.0.0.1:{recv_port}/count")
+    took, delivery_statements = drain(configs)
+    got = get(f"http://127.0.0.1:{recv_port}/count")
+    sent, bad = got["verified"] - verified["verified"], got["bad"] - verified["bad"]
+    print(f"  delivery: {calls / took:.0f} webhook POSTs/s ({calls} in {took:.1f} s); receiver: {sent} verified, "
+          f"{bad} bad signatures")
+    ingest_per_call = ingest_statements / max(calls - already, 1)
+    delivery_per_call = delivery_statements / max(calls, 1)
+    print(f"  SQL statements per call: {ingest_per_call + delivery_per_call:.2f} (ingest {ingest_per_call:.2f}, "
+          f"delivery {delivery_per_call:.2f}; BEGIN and COMMIT counted)")
+    rows.append(dict(name=name, calls_s=i["rps"] * 20, p99=i["p99_ms"], posts_s=calls / took,
+                     statements=ingest_per_call + delivery_per_call))
+    return bad == 0 and sent == calls and i["errors"] == 0 and p["errors"] == 0
 
 
 def main() -> int:
@@ -230,66 +370,22 @@ def main() -> int:
         print(f"\nceiling, bare ASGI echo (uvicorn): {e['rps']:.0f} requests/s = {e['rps'] * 20:.0f} calls/s, "
               f"p50 {e['p50_ms']:.1f} ms, p99 {e['p99_ms']:.1f} ms")
 
-        config = WORK / "relay.toml"
-        config.write_text(f"""
-listen = "127.0.0.1:0"
-database = "sqlite:///{WORK}/relay.db"
-admin_token = "bench-admin"
-log_level = "INFO"
-
-[[sources]]
-name = "bench"
-write_keys = ["{WRITE_KEY}"]
-[sources.webhooks]
-urls = ["http://127.0.0.1:{recv_port}/hook"]
-shared_secret = "{SECRET}"
-
-[security]
-allow_private_networks = true
-
-[storage]
-synchronous = "FULL"
-""")
-        proc, port = relay(config, deliver=False)
-        procs.append(proc)
-        before = statements(port)
-        p = paced(port, template.read_text(), 500, SECONDS)
-        print(f"ingest at 10,000 calls/s (500 requests/s, open loop): p50 {p['p50_ms']:.1f} ms, "
-              f"p99 {p['p99_ms']:.1f} ms, p99.9 {p['p999_ms']:.1f} ms; {p['errors']} errors")
-        i = wrk(port, template, "ingest")
-        ingest_statements = statements(port) - before
-        stop(proc)
-        # Counted once the relay has stopped: requests in flight when wrk's
-        # time ran out were still answered, and stored.
-        with sqlite3.connect(WORK / "relay.db") as db:
-            (calls,) = db.execute("SELECT count(*) FROM deliveries WHERE status = 0").fetchone()
-        print(f"ingest at saturation (wrk -c{CONNECTIONS}): {i['rps']:.0f} requests/s = {i['rps'] * 20:.0f} calls/s, "
-              f"p50 {i['p50_ms']:.1f} ms, p99 {i['p99_ms']:.1f} ms, p99.9 {i['p999_ms']:.1f} ms; "
-              f"{i['errors']} errors; {calls} calls stored")
-        print(f"  {i['rps'] / e['rps']:.2f}x the echo's requests/s")
-
-        proc, port = relay(config, deliver=True)
-        procs.append(proc)
-        before = statements(port)
-        started = time.time()
-        while True:
-            s = get(f"http://127.0.0.1:{port}/admin/status", "bench-admin")
-            if s["pending"] == 0:
-                break
-            time.sleep(0.2)
-        took = time.time() - started
-        delivery_statements = statements(port) - before
-        got = get(f"http://127.0.0.1:{recv_port}/count")
-        attempts = re.findall(r'^callpost_relay_(?:webhook_attempts|deliveries)_total\{(.*)\} (\d+)',
-                              get(f"http://127.0.0.1:{port}/metrics"), re.M)
-        print("  " + ", ".join(f"{k}: {v}" for k, v in attempts))
-        stop(proc)
-        print(f"delivery:                         {calls / took:.0f} webhook POSTs/s ({calls} in {took:.1f} s); "
-              f"receiver: {got['verified']} verified, {got['bad']} bad signatures")
-        per_call = (ingest_statements + delivery_statements) / max(calls, 1)
-        print(f"SQL statements per call:          {per_call:.2f} (ingest {ingest_statements / max(calls, 1):.2f}, "
-              f"delivery {delivery_statements / max(calls, 1):.2f}; BEGIN and COMMIT counted)")
-        ok = got["bad"] == 0 and got["verified"] == calls and i["errors"] == 0 and p["errors"] == 0
+        rows: List[Dict[str, Any]] = []
+        ok = run_backend(Backend("sqlite"), 1, recv_port, template, e["rps"], rows)
+        if POSTGRES:
+            admin = subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "start"], check=True,
+                                   capture_output=True, text=True).stdout.strip()
+            for n in (1, 2):
+                ok = run_backend(Backend("postgres", admin), n, recv_port, template, e["rps"], rows) and ok
+            print("\n| backend | ingest calls/s | p99 ack (wrk -c32) | delivery POSTs/s | SQL statements/call |")
+            print("|---|---|---|---|---|")
+            for r in rows:
+                print(f"| {r['name']} | {r['calls_s']:,.0f} | {r['p99']:.1f} ms | {r['posts_s']:,.0f} | "
+                      f"{r['statements']:.2f} |")
+            one, two = rows[1], rows[2]
+            print(f"\npostgres, 2 relays / 1 relay: ingest {two['calls_s'] / one['calls_s']:.2f}x, "
+                  f"delivery {two['posts_s'] / one['posts_s']:.2f}x (on {cores} cores, shared with wrk, "
+                  f"the receiver and Postgres)")
         return 0 if ok else 1
     finally:
         for p in procs:

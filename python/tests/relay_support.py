@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import random
 import pathlib
 import re
 import signal
@@ -17,7 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 import callpost
 
@@ -281,3 +282,84 @@ class RelayProcess:
 def track(n: Union[int, str], **extra: Any) -> Dict[str, Any]:
     return {"type": "track", "userId": f"u{n}", "event": "Order Completed", "messageId": f"m-{n}",
             "properties": {"n": n, "total": 25.5}, **extra}
+
+
+class Sender(threading.Thread):
+    """Posts batches of fresh calls like a Segment SDK: a batch that is not
+    acknowledged (connection refused or reset, 5xx) is sent again, the same
+    batch, until it is."""
+
+    def __init__(self, ports: List[int], seed: int, prefix: str = "c") -> None:
+        super().__init__(daemon=True)
+        # Several relays: each batch goes to one at random, and a batch that
+        # is not acknowledged goes to the next, as behind a load balancer.
+        self.urls = [f"http://127.0.0.1:{p}/v1/batch" for p in ports]
+        self.prefix = prefix
+        self.rng = random.Random(seed)
+        self.acked: Set[str] = set()
+        self.in_flight = False
+        self.stopping = False
+        self.batches = 0
+        self.retries = 0
+
+    def run(self) -> None:
+        n = 0
+        while not self.stopping:
+            size = self.rng.randint(1, 20)
+            ids = [f"{self.prefix}{n + i}" for i in range(size)]
+            n += size
+            body = json.dumps({"batch": [
+                {"type": "track", "userId": "u", "event": "Crash Test", "messageId": m, "properties": {"seq": m}}
+                for m in ids
+            ]}).encode()
+            target = self.rng.randrange(len(self.urls))
+            while True:
+                req = urllib.request.Request(self.urls[target], data=body, method="POST", headers={
+                    "Content-Type": "application/json", "Authorization": basic(WRITE_KEY)})
+                self.in_flight = True
+                try:
+                    with urllib.request.urlopen(req, timeout=10) as r:
+                        ok = r.status == 200
+                except (urllib.error.URLError, OSError):
+                    ok = False
+                self.in_flight = False
+                if ok:
+                    self.acked.update(ids)
+                    self.batches += 1
+                    break
+                self.retries += 1
+                target = (target + 1) % len(self.urls)
+                if self.stopping:
+                    return
+                time.sleep(0.02)
+
+
+SETTLE_S = 1.0
+"""An answer this close before a kill may not have been stored: its
+delivery counts as unsettled at that kill."""
+
+
+class Tally:
+    """What a receiver got from relays that were killed (or lost their
+    database) at known moments, against what the senders had acknowledged.
+
+    ``windows`` are (from, to) times: a delivery in progress during one, or
+    answered at most ``SETTLE_S`` before it began, is unsettled, and a call
+    may be delivered again only after an unsettled delivery."""
+
+    def __init__(self, hook: Hook, acked: Set[str], windows: List[Tuple[float, float]]) -> None:
+        self.got: Dict[str, List[Delivery]] = {}
+        for d in hook.deliveries:
+            seq = d.json["properties"]["seq"]
+            assert d.key == seq, "every delivery of a call carries its messageId as Idempotency-Key"
+            assert d.verified
+            self.got.setdefault(seq, []).append(d)
+        self.delivered = {m for m, ds in self.got.items() if any(200 <= d.status < 300 for d in ds)}
+        self.lost = acked - self.delivered
+        self.windows = windows
+        self.twice = {m: ds for m, ds in self.got.items() if sum(1 for d in ds if 200 <= d.status < 300) > 1}
+        self.unexplained = [m for m, ds in self.twice.items() if not any(self.unsettled(d) for d in ds[:-1])]
+
+    def unsettled(self, d: Delivery) -> bool:
+        end = d.ended or float("inf")
+        return any(d.started <= to and end >= start - SETTLE_S for start, to in self.windows)

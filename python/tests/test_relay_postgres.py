@@ -1,0 +1,236 @@
+"""Several relays on one Postgres: the outbox they share survives a relay
+killed again and again, a relay stopped past its lease, and Postgres itself
+restarting.
+
+Every test here runs real relay processes against the real server (Debian's
+postgresql, a throwaway cluster under target/, from scripts/postgres.sh).
+``CALLPOST_MULTI_KILLS`` sets the number of kills per run (default 30).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import random
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable, Dict, List, Tuple
+
+import pytest
+
+from relay_support import Database, Hook, RelayProcess, Sender, Tally, config_text, free_port, track
+
+pytest.importorskip("uvicorn")
+pytest.importorskip("psycopg")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+KILLS = int(os.environ.get("CALLPOST_MULTI_KILLS", "30"))
+LEASE_S = 10
+"""The shortest lease the configuration allows, so takeovers come quickly."""
+
+
+@pytest.fixture
+def pg(postgres_url: str, tmp_path: pathlib.Path) -> Any:
+    db = Database("postgres", tmp_path, postgres_url)
+    yield db
+    db.drop()
+
+
+def relays(n: int, db: Database, tmp: pathlib.Path, hook: Hook, extra: str = "") -> List[RelayProcess]:
+    out = []
+    for i in range(n):
+        d = tmp / f"relay{i}"
+        d.mkdir()
+        out.append(RelayProcess(config_text(db, [hook.url], extra=extra), d, port=free_port()))
+    return out
+
+
+def answers(seed: int) -> Callable[[Any], Any]:
+    """Most answers immediate, some slow, so kills land during attempts."""
+    slow = random.Random(seed)
+    lock = threading.Lock()
+
+    def behaviour(d: Any) -> Any:
+        with lock:
+            r = slow.random()
+        return 0.3 if r < 0.05 else 0.05 if r < 0.2 else 200
+
+    return behaviour
+
+
+def drained(procs: List[RelayProcess], timeout: float) -> None:
+    live = next(p for p in procs if p.running())
+    live.wait_drained(timeout)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_relays_on_one_postgres_with_one_killed_again_and_again(
+        n: int, pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
+    seed = int(os.environ.get("CALLPOST_CRASH_SEED", str(random.randrange(1 << 30))))
+    print(f"{n} relays, seed {seed} (CALLPOST_CRASH_SEED={seed} replays it), {KILLS} kills")
+    rng = random.Random(seed)
+    hook = Hook(serve, answers(seed + 1))
+    procs = relays(n, pg, tmp_path, hook, extra=f"[delivery]\nlease_seconds = {LEASE_S}\n")
+    for p in procs:
+        p.start()
+    ports = [p.port for p in procs]
+    senders = [Sender(ports, seed + 10 + i, prefix=f"s{i}-") for i in range(n)]
+    for s in senders:
+        s.start()
+    kills: List[Tuple[float, float]] = []
+    try:
+        for _ in range(KILLS):
+            time.sleep(rng.uniform(0.1, 1.0))
+            victim = rng.choice(procs)
+            at = time.time()
+            victim.kill()
+            # Its port stays closed a moment, so the senders move on.
+            time.sleep(rng.uniform(0.0, 0.5))
+            victim.start()
+            kills.append((at, time.time()))
+        for s in senders:
+            s.stopping = True
+        for s in senders:
+            s.join(60)
+        # What a killed relay held comes back when its lease runs out.
+        drained(procs, 120)
+    finally:
+        for s in senders:
+            s.stopping = True
+        for p in procs:
+            if p.running():
+                p.stop()
+
+    acked = set().union(*(s.acked for s in senders))
+    tally = Tally(hook, acked, kills)
+    report = (f"{n} relays, kills {len(kills)}; batches acknowledged {sum(s.batches for s in senders)} "
+              f"(sent again {sum(s.retries for s in senders)}); calls acknowledged {len(acked)}, delivered "
+              f"{len(tally.delivered)}, lost {len(tally.lost)}, delivered twice {len(tally.twice)}, "
+              f"of which unexplained {len(tally.unexplained)}")
+    print(report)
+    (ROOT / "target" / f"multi-relay-{n}.txt").write_text(report + "\n")
+    assert not tally.lost, f"acknowledged but never delivered: {sorted(tally.lost)[:10]}"
+    assert not tally.unexplained, f"delivered twice with no attempt unsettled at a kill: {tally.unexplained[:10]}"
+    assert all(s.batches > 0 for s in senders)
+    # The database agrees: each call delivered, once.
+    # (A batch stored but never acknowledged, as its sender stopped, is
+    # delivered too.)
+    rows = dict(pg.query("SELECT status, count(*) FROM deliveries GROUP BY status"))
+    assert set(rows) == {1} and rows[1] >= len(acked), rows
+
+
+def test_a_relay_stopped_past_its_lease_cannot_finish_what_another_took_over(
+        pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
+    first = threading.Event()
+
+    def behaviour(d: Any) -> Any:
+        # The first attempt is answered after 2 s: by then its relay is
+        # stopped, and the answer waits in its socket.
+        if not first.is_set():
+            first.set()
+            return 2.0
+        return 200
+
+    hook = Hook(serve, behaviour)
+    a, b = relays(2, pg, tmp_path, hook, extra=f"[delivery]\nlease_seconds = {LEASE_S}\n")
+    a.start()
+    assert a.post("/v1/track", track(1), {"Authorization": "Basic d2stdGVzdDo="})[0] == 200
+    a.wait(first.is_set, 30, "the first attempt")
+    assert a.proc is not None
+    a.proc.send_signal(signal.SIGSTOP)
+    stopped = time.time()
+    try:
+        b.start()
+        b.wait(lambda: len(hook.ok()) >= 2, 60, "the second relay to take the delivery over")
+        took_over = time.time() - stopped
+        assert took_over < 30, f"an expired lease is recovered within 30 s, not {took_over:.1f}"
+        b.wait_drained(30)
+    finally:
+        a.proc.send_signal(signal.SIGCONT)
+    # The stopped relay wakes with the first answer (or its timeout) for a
+    # delivery it no longer holds: its result is refused.
+    a.wait(lambda: a.metric("callpost_relay_stale_finishes_total") >= 1, 30, "the stale finish to be refused")
+    time.sleep(1)
+    assert [d.key for d in hook.deliveries] == ["m-1", "m-1"], "both attempts carried the same Idempotency-Key"
+    assert pg.query("SELECT status, attempts FROM deliveries") == [(1, 1)], "delivered once, by the second relay"
+    said = "\n".join(["relay a:", *a.log[-30:], a.metrics(), "relay b:", *b.log[-30:], b.metrics()])
+    assert b.metric("callpost_relay_deliveries_total", 'outcome="delivered"') == 1, said
+    assert a.metric("callpost_relay_deliveries_total", 'outcome="delivered"') <= 1
+    assert b.status()["delivered"] == 1
+    a.stop()
+    b.stop()
+
+
+def _pg(action: str, env: Dict[str, str]) -> str:
+    return subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), action], check=True, capture_output=True,
+                          text=True, env=dict(os.environ, **env)).stdout.strip()
+
+
+def test_postgres_restarted_mid_run(tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
+    # A cluster of its own, so that restarting it disturbs no other test.
+    env = {"CALLPOST_PG_DIR": str(ROOT / "target" / "pg-restart"), "CALLPOST_PG_PORT": str(free_port())}
+    url = _pg("start", env)
+    try:
+        db = Database("postgres", tmp_path, url)
+        hook = Hook(serve)
+        procs = relays(2, db, tmp_path, hook)
+        for p in procs:
+            p.start()
+        senders = [Sender([p.port for p in procs], 7 + i, prefix=f"s{i}-") for i in range(2)]
+        for s in senders:
+            s.start()
+        time.sleep(2)
+        before = sum(s.batches for s in senders)
+        down = time.time()
+        _pg("stop", env)
+        # While it is down: nothing is acknowledged, ingest answers 503 and
+        # the relays say they are not ready.
+        acked_at_stop = sum(len(s.acked) for s in senders)
+        seen: Dict[int, int] = {}
+        deadline = time.time() + 20
+        while time.time() < deadline and not (seen.get(503) and all(not_ready(p) for p in procs)):
+            status = procs[0].post("/v1/track", track("while-down"), {"Authorization": "Basic d2stdGVzdDo="},
+                                   timeout=15)[0]
+            seen[status] = seen.get(status, 0) + 1
+            time.sleep(0.2)
+        assert seen.get(503), f"ingest while Postgres is down answered {seen}"
+        assert all(not_ready(p) for p in procs)
+        time.sleep(2)
+        stuck = sum(len(s.acked) for s in senders)
+        up = time.time()
+        _pg("start", env)
+        # They reconnect: the senders' batches are acknowledged again.
+        procs[0].wait(lambda: sum(s.batches for s in senders) > before + 20, 60, "acknowledgements after the restart")
+        for p in procs:
+            p.wait(lambda p=p: not not_ready(p), 30, "ready again")
+        for s in senders:
+            s.stopping = True
+        for s in senders:
+            s.join(60)
+        drained(procs, 120)
+        for p in procs:
+            p.stop()
+        acked = set().union(*(s.acked for s in senders))
+        tally = Tally(hook, acked, [(down, up)])
+        print(f"acknowledged {acked_at_stop} before the stop, {stuck - acked_at_stop} while down "
+              f"(batches in flight at the stop), {len(acked)} in all; answers while down {seen}; "
+              f"lost {len(tally.lost)}, delivered twice {len(tally.twice)}")
+        assert not tally.lost, f"acknowledged but never delivered: {sorted(tally.lost)[:10]}"
+        assert not tally.unexplained, tally.unexplained[:10]
+        if not seen.get(200):
+            assert "m-while-down" not in {d.key for d in hook.ok()}, "a refused call was delivered"
+        db.drop()
+    finally:
+        _pg("stop", env)
+
+
+def not_ready(p: RelayProcess) -> bool:
+    try:
+        with urllib.request.urlopen(p.url + "/readyz", timeout=10) as r:
+            return bool(r.status != 200)
+    except urllib.error.HTTPError as e:
+        return e.code == 503
