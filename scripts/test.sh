@@ -81,4 +81,5 @@ bash benches/run.sh --smoke >/dev/null
 step "demos run"
 cargo run --locked -q -p callpost-core --example demo >/dev/null
 "$PY" -m callpost demo >/dev/null
+"$PY" -m callpost demo --direct >/dev/null
 echo "all tests passed"
