@@ -42,6 +42,7 @@ class Metrics:
         self.commit_count = 0
         self.committed_calls = 0
         self.stale_finishes = 0
+        self.conflicts = 0
 
     def statement_counter(self) -> List[int]:
         """A counter cell for one connection's statements; each is written
@@ -102,6 +103,9 @@ class Metrics:
                 {(): self.sql_statements})
         counter("callpost_relay_stale_finishes_total",
                 "Delivery results refused because the lease had passed to another worker.", {(): self.stale_finishes})
+        counter("callpost_relay_transaction_conflicts_total",
+                "Transactions Postgres aborted for a deadlock or serialization failure, and that ran again.",
+                {(): self.conflicts})
         out.append("# HELP callpost_relay_commit_seconds Storage transaction latency (group commit).")
         out.append("# TYPE callpost_relay_commit_seconds histogram")
         running = 0

@@ -97,6 +97,10 @@ SCHEMA_VERSION = MIGRATIONS[-1][0]
 # concurrent commits together. 4 gave 2x that on the benchmark, within the
 # pool's 8 connections, which leave room for claims and reads.
 _WRITERS = 4
+# Deadlock detected, serialization failure: the transaction is run again,
+# up to this many times in all.
+_CONFLICTS = ("40P01", "40001")
+_CONFLICT_TRIES = 5
 # Any fixed number: the key of the advisory lock that lets one relay at a
 # time run the migrations.
 _MIGRATION_LOCK = 0x63616C6C706F7374
@@ -226,7 +230,7 @@ class PostgresStore(Store):
             running.add(task)
             task.add_done_callback(running.discard)
 
-    async def _commit(self, ops: List[_Op]) -> None:
+    async def _commit(self, ops: List[_Op], tries: int = 1) -> None:
         started = time.perf_counter()
         try:
             async with self._pool.connection() as conn:
@@ -234,6 +238,16 @@ class PostgresStore(Store):
                     self._count(2)  # BEGIN, COMMIT
                     results = [await op.fn(conn) for op in ops]
         except Exception as e:  # noqa: BLE001 - reported to each waiting caller
+            if getattr(e, "sqlstate", None) in _CONFLICTS and tries < _CONFLICT_TRIES:
+                # Transactions in flight together can deadlock (a finish
+                # and a renewal locking the same rows in another order;
+                # two requests resending the same calls). Postgres aborts
+                # one; it runs again, whole. Before this, such a finish was
+                # lost, and its call sent again when its lease ran out.
+                self.metrics.conflicts += 1
+                logger.info("a transaction was aborted by a conflict (%s); it runs again", getattr(e, "sqlstate", ""))
+                await self._commit(ops, tries + 1)
+                return
             if len(ops) > 1 and self.healthy:
                 # One bad operation must not fail the others: each again, alone.
                 for op in ops:
