@@ -150,14 +150,21 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
-    """The test Postgres cluster: CALLPOST_TEST_POSTGRES when set (the test
-    script starts it), else started here, from scripts/postgres.sh."""
+    """The test Postgres cluster: CALLPOST_TEST_POSTGRES when set, else the
+    cluster of scripts/postgres.sh, started here and stopped at the end
+    unless it was already running (someone started it to work with it)."""
     url = os.environ.get("CALLPOST_TEST_POSTGRES")
     started = False
     if not url:
-        url = subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "start"], check=True,
-                             capture_output=True, text=True).stdout.strip()
-        started = True
+        import psycopg
+
+        url = f"postgresql://postgres@127.0.0.1:{os.environ.get('CALLPOST_PG_PORT', '55432')}/postgres"
+        try:
+            psycopg.connect(url, connect_timeout=2).close()
+        except psycopg.OperationalError:
+            url = subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "start"], check=True,
+                                 capture_output=True, text=True).stdout.strip()
+            started = True
     yield url
     if started:
         subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "stop"], check=False)
