@@ -324,3 +324,50 @@ const gzip = [
 ];
 write('ingest.json', { requests: ingestRequests, errors: ingestErrors, headers: headerCases, write_keys: writeKeys, routes, gzip });
 console.log(`wrote ${ingestRequests.length} ingest requests, ${ingestErrors.length} ingest errors`);
+
+// Receivers: what a receiver accepts, as senders sign. callpost and
+// Segment's Webhooks (Classic) sign the whole body in X-Signature. Segment's
+// Webhooks (Actions) batches the calls into a JSON array; with "Use
+// X-Segment-Signature Header" it signs the whole array in
+// X-Segment-Signature, without it X-Signature signs JSON.stringify of the
+// first event only (action-destinations, actions-webhook extendRequest).
+const rsecret = 'whsec-3f9a';
+const rcall = (id, extra = {}) => ({ type: 'track', userId: 'u1', event: 'Order Completed', messageId: id, ...extra });
+const one = JSON.stringify(rcall('m-1', { properties: { total: 25.5, note: 'ünïcode ✓ 🚀' } }));
+const events = [rcall('m-1'), rcall('m-2', { properties: { n: 1 } }), { type: 'identify', userId: 'u2' }];
+const batch = JSON.stringify(events);
+const pretty = JSON.stringify(events, null, 2);
+const firstOnly = hmac(rsecret, JSON.stringify(events[0]));
+// A call's id for duplicates: its messageId, else (one call) the
+// Idempotency-Key header callpost's sender adds.
+const ok = (body, header, coverage, key = null) => {
+  const value = JSON.parse(body);
+  const calls = Array.isArray(value) ? value : [value];
+  const id = (c) => (c && typeof c.messageId === 'string' && c.messageId !== '' ? c.messageId : null);
+  return { header, coverage, batch: Array.isArray(value), value,
+    message_ids: Array.isArray(value) ? calls.map(id) : [id(value) ?? key] };
+};
+const spec = JSON.stringify({ version: 1, type: 'track', userId: 'u1', event: 'Signed Up', properties: {}, timestamp: '2026-11-22T10:04:05.123Z' });
+const receive = [
+  { name: 'one_call', body: one, headers: [['X-Signature', hmac(rsecret, one)]], expect: ok(one, 'X-Signature', 'body') },
+  { name: 'header_name_any_case', body: one, headers: [['x-signature', hmac(rsecret, one)]], expect: ok(one, 'X-Signature', 'body') },
+  { name: 'rotation_second_secret', secrets: ['old', rsecret], body: one, headers: [['X-Signature', hmac(rsecret, one)]], expect: ok(one, 'X-Signature', 'body') },
+  { name: 'callpost_body_idempotency_key', body: spec, headers: [['X-Signature', hmac(rsecret, spec)], ['Idempotency-Key', 'm-9']], expect: ok(spec, 'X-Signature', 'body', 'm-9') },
+  { name: 'tampered_body', body: one.replace('25.5', '255'), headers: [['X-Signature', hmac(rsecret, one)]], expect: { error: 'signature_mismatch' } },
+  { name: 'wrong_secret', body: one, headers: [['X-Signature', hmac('other', one)]], expect: { error: 'signature_mismatch' } },
+  { name: 'missing_header', body: one, headers: [['Content-Type', 'application/json']], expect: { error: 'missing_signature' } },
+  { name: 'malformed_header', body: one, headers: [['X-Signature', 'sha1=' + hmac(rsecret, one)]], expect: { error: 'malformed_signature' } },
+  { name: 'verified_but_not_json', body: 'ok', headers: [['X-Signature', hmac(rsecret, 'ok')]], expect: { error: 'invalid_json' } },
+  { name: 'batch_segment_signature', body: batch, headers: [['X-Segment-Signature', hmac(rsecret, batch)]], expect: ok(batch, 'X-Segment-Signature', 'body') },
+  { name: 'segment_signature_preferred', body: batch, headers: [['X-Signature', firstOnly], ['x-segment-signature', hmac(rsecret, batch)]], expect: ok(batch, 'X-Segment-Signature', 'body') },
+  { name: 'batch_tampered_segment_signature', body: batch.replace('m-2', 'm-9'), headers: [['X-Segment-Signature', hmac(rsecret, batch)]], expect: { error: 'signature_mismatch' } },
+  { name: 'batch_first_event_refused', body: batch, headers: [['X-Signature', firstOnly]], expect: { error: 'first_event_signature' } },
+  { name: 'batch_first_event_opted_in', body: batch, headers: [['X-Signature', firstOnly]], options: { allow_first_event_signature: true }, expect: ok(batch, 'X-Signature', 'first_event') },
+  { name: 'pretty_batch_first_event_opted_in', body: pretty, headers: [['X-Signature', firstOnly]], options: { allow_first_event_signature: true }, expect: ok(pretty, 'X-Signature', 'first_event') },
+  { name: 'batch_first_event_forged_rest', body: batch.replace('m-2', 'forged'), headers: [['X-Signature', firstOnly]], options: { allow_first_event_signature: true }, expect: ok(batch.replace('m-2', 'forged'), 'X-Signature', 'first_event') },
+  { name: 'batch_first_event_wrong', body: batch, headers: [['X-Signature', hmac(rsecret, JSON.stringify(events[1]))]], options: { allow_first_event_signature: true }, expect: { error: 'signature_mismatch' } },
+  { name: 'batch_whole_body_x_signature', body: batch, headers: [['X-Signature', hmac(rsecret, batch)]], expect: ok(batch, 'X-Signature', 'body') },
+  { name: 'no_secrets', secrets: [], body: one, headers: [['X-Signature', hmac(rsecret, one)]], expect: { error: 'no_secrets' } },
+].map((c) => ({ secrets: [rsecret], options: { allow_first_event_signature: false }, ...c }));
+write('receive.json', receive);
+console.log(`wrote ${receive.length} receive cases`);

@@ -108,7 +108,7 @@ impl ErrorClass {
             Self::JsonValue => "a value JSON or a JavaScript receiver cannot carry: NaN, unsafe integers, too deep, lone surrogates",
             Self::NotJson => "a host value with no JSON form (set, bytes, custom class, cycle, non-string key); the message names its path",
             Self::Settings => "bad Webhooks settings: endpoints, URLs, headers, audience names",
-            Self::Signature => "a signature or secret that can never verify",
+            Self::Signature => "a webhook that did not verify (missing, malformed or mismatched signature), or a secret that can never verify",
             Self::Config => "bad client settings: empty write key, bad endpoint, out-of-range numbers",
             Self::MessageTooLarge => "a message over 32,000 bytes serialized; nothing was queued",
             Self::QueueFull => "the client's queue is full (the server is slow or down); nothing was queued",
@@ -229,6 +229,12 @@ codes! {
     NoSecrets = "no_secrets" => Signature,
     /// A signature that is not 40 hexadecimal characters.
     MalformedSignature = "malformed_signature" => Signature,
+    /// A received request with no signature header.
+    MissingSignature = "missing_signature" => Signature,
+    /// A received body its signature does not match.
+    SignatureMismatch = "signature_mismatch" => Signature,
+    /// A received batch whose `X-Signature` covers only its first event.
+    FirstEventSignature = "first_event_signature" => Signature,
     // The batching client (batcher::ConfigError, batcher::EnqueueError).
     /// An empty write key.
     EmptyWriteKey = "empty_write_key" => Config,

@@ -20,6 +20,8 @@
 //!   goes stays the core's decision.
 //! * [`signature`]: HMAC-SHA1 `X-Signature` signing, and constant-time
 //!   verification with secret rotation.
+//! * [`receive`]: a receiver's whole check (which header, which bytes),
+//!   returning the verified call or a typed error, never a bool.
 //! * [`routing`], [`audience`], [`delete_notifications`]: which calls reach the
 //!   destination, audience membership as identify calls, and delete
 //!   notifications.
@@ -44,6 +46,7 @@ pub mod delivery;
 pub mod error;
 pub mod ingest;
 pub mod json;
+pub mod receive;
 pub mod retry;
 pub mod routing;
 pub mod signature;
@@ -62,6 +65,7 @@ pub use delivery::{
 };
 pub use error::{ApiMisuse, Code, Error, ErrorClass};
 pub use json::{stringify, JsonError, JsonObject, KeyCase, Map, ObjectMark, Value, Writer};
+pub use receive::{receive, Coverage, ReceiveOptions, Received, SEGMENT_SIGNATURE_HEADER};
 pub use retry::{Outcome, Verdict};
 pub use signature::{
     sign, signature_header, verify, verify_digests, verify_value, KeyCache, Secret, SignatureError,
@@ -115,6 +119,8 @@ pub const DEFAULTS: &[(&str, u64)] = &[
         "host_hmac_request_min_bytes",
         webhooks::HOST_HMAC_REQUEST_MIN_BYTES as u64,
     ),
+    // Receivers.
+    ("seen_capacity", receive::DEFAULT_SEEN_CAPACITY as u64),
     // JSON values.
     ("max_depth", json::MAX_DEPTH as u64),
 ];

@@ -49,6 +49,23 @@ pub enum SignatureError {
     /// Treat the request as unauthenticated.
     #[error("signature is not 40 hexadecimal characters")]
     MalformedSignature,
+    /// The request carries neither `X-Signature` nor `X-Segment-Signature`.
+    /// Treat it as unauthenticated (the sender may have no shared secret
+    /// set).
+    #[error("the request has no X-Signature or X-Segment-Signature header")]
+    MissingSignature,
+    /// The signature matches the body under none of the secrets: the body
+    /// was changed, or signed with another secret. Verify the raw body as
+    /// received, before any parsing.
+    #[error("the signature does not match the body under any of the secrets")]
+    Mismatch,
+    /// A batched body whose `X-Signature` covers only its first event
+    /// (Segment's Actions destination). Turn on "Use X-Segment-Signature
+    /// Header" in the destination, or opt in to first-event signatures.
+    #[error(
+        "X-Signature covers only the first event of this batch; turn on \"Use X-Segment-Signature Header\" in the destination, or opt in with allow_first_event_signature"
+    )]
+    FirstEventOnly,
 }
 
 impl SignatureError {
@@ -58,6 +75,9 @@ impl SignatureError {
             Self::EmptySecret => Code::EmptySecret,
             Self::NoSecrets => Code::NoSecrets,
             Self::MalformedSignature => Code::MalformedSignature,
+            Self::MissingSignature => Code::MissingSignature,
+            Self::Mismatch => Code::SignatureMismatch,
+            Self::FirstEventOnly => Code::FirstEventSignature,
         }
     }
 }

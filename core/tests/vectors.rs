@@ -606,3 +606,48 @@ fn ingest_vectors() {
         assert_eq!(got, want, "{pair:?}");
     }
 }
+
+#[test]
+fn receive_vectors() {
+    use callpost_core::{receive, ReceiveOptions};
+    let all = load(include_str!("../../testdata/receive.json"));
+    let Value::Array(cases) = &all else {
+        panic!("receive.json is not an array")
+    };
+    assert!(cases.len() >= 15);
+    for case in cases {
+        let name = s(case, "name");
+        let secrets: Vec<Secret> = arr(case, "secrets")
+            .iter()
+            .map(|k| Secret::new(k.as_str().unwrap()).unwrap())
+            .collect();
+        let headers: Vec<(&str, &str)> = arr(case, "headers")
+            .iter()
+            .map(|h| match h {
+                Value::Array(p) => (p[0].as_str().unwrap(), p[1].as_str().unwrap()),
+                _ => panic!("{name}: a header is not a pair"),
+            })
+            .collect();
+        let options = ReceiveOptions {
+            allow_first_event_signature: get(get(case, "options"), "allow_first_event_signature")
+                == &Value::Bool(true),
+        };
+        let got = receive(s(case, "body").as_bytes(), headers, &secrets, options);
+        let expect = get(case, "expect");
+        if let Value::String(code) = get(expect, "error") {
+            assert_eq!(got.unwrap_err().code(), code, "{name}");
+            continue;
+        }
+        let got = got.unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(got.header, s(expect, "header"), "{name}");
+        assert_eq!(got.coverage.as_str(), s(expect, "coverage"), "{name}");
+        assert_eq!(Value::Bool(got.is_batch()), *get(expect, "batch"), "{name}");
+        assert_eq!(&got.value, get(expect, "value"), "{name}");
+        let ids: Vec<Value> = got
+            .message_ids()
+            .into_iter()
+            .map(|id| id.map_or(Value::Null, Value::from))
+            .collect();
+        assert_eq!(ids.as_slice(), arr(expect, "message_ids"), "{name}");
+    }
+}

@@ -337,3 +337,36 @@ fn datetime_iso(dt: &Bound<'_, PyDateTime>) -> Result<String, Walk> {
         .map_err(|e| Walk::Py(err(e)))?
         .to_string())
 }
+
+/// A JSON value as Python objects, as `json.loads` builds them: dict, list,
+/// str, bool, None, and numbers as `int` when integral and within ±2^53
+/// (the core keeps JavaScript's one number type), `float` otherwise.
+pub(crate) fn value_to_py<'py>(py: Python<'py>, value: &Value) -> PyResult<Bound<'py, PyAny>> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) if n.fract() == 0.0 && n.abs() <= EXACT => {
+            // Integral and within ±2^53, so the cast is exact.
+            #[allow(clippy::cast_possible_truncation)]
+            let i = *n as i64;
+            i.into_pyobject(py)?.into_any()
+        }
+        Value::Number(n) => PyFloat::new(py, *n).into_any(),
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(value_to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(map) => {
+            let dict = PyDict::new(py);
+            for (k, v) in map {
+                dict.set_item(k, value_to_py(py, v)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}

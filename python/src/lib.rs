@@ -15,6 +15,7 @@ mod delivery;
 mod error;
 mod ingest;
 mod json;
+mod receive;
 mod signature;
 mod timestamp;
 mod webhooks;
@@ -41,6 +42,9 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(signature::verify, m)?)?;
     m.add_function(wrap_pyfunction!(signature::verify_request, m)?)?;
     m.add_function(wrap_pyfunction!(signature::verify_parsed, m)?)?;
+    m.add_function(wrap_pyfunction!(receive::receive, m)?)?;
+    m.add_function(wrap_pyfunction!(receive::receive_webhook, m)?)?;
+    m.add_function(wrap_pyfunction!(receive::refusal_status, m)?)?;
     m.add_function(wrap_pyfunction!(audience::trait_name, m)?)?;
     m.add_function(wrap_pyfunction!(timestamp::parse_timestamp, m)?)?;
     m.add_class::<webhooks::Request>()?;
@@ -65,6 +69,7 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("USER_AGENT", core::webhooks::USER_AGENT)?;
     m.add("DEFAULT_ENDPOINT", core::batcher::DEFAULT_ENDPOINT)?;
     m.add("SIGNATURE_HEADER", core::SIGNATURE_HEADER)?;
+    m.add("SEGMENT_SIGNATURE_HEADER", core::SEGMENT_SIGNATURE_HEADER)?;
     m.add("MAX_MESSAGE_BYTES", core::batcher::MAX_MESSAGE_BYTES)?;
     m.add("MAX_BATCH_BYTES", core::batcher::MAX_BATCH_BYTES)?;
     m.add("MAX_REQUEST_BYTES", core::ingest::MAX_REQUEST_BYTES)?;

@@ -97,20 +97,36 @@ pub(crate) fn verify_request(
 
 /// A request's headers as name/value pairs: a mapping (dict, Flask's
 /// `EnvironHeaders`, Starlette's `Headers`, Django's `HttpHeaders`) or an
-/// iterable of pairs.
+/// iterable of pairs (tuples or lists; `str`, or `bytes` as ASGI's raw
+/// headers are, read as Latin-1 as HTTP/1.1 defines header bytes).
 pub(crate) fn header_pairs(headers: &Bound<'_, PyAny>) -> PyResult<Vec<(String, String)>> {
     let items = if headers.hasattr("items")? {
         headers.call_method0("items")?
     } else {
         headers.clone()
     };
+    let bad = || misuse("each header must be a (name, value) pair of str or bytes");
+    let text = |v: Bound<'_, PyAny>| -> PyResult<String> {
+        if let Ok(s) = v.cast::<PyString>() {
+            return Ok(s.to_cow()?.into_owned());
+        }
+        if let Ok(b) = v.cast::<PyBytes>() {
+            return Ok(b.as_bytes().iter().map(|&c| char::from(c)).collect());
+        }
+        Err(bad())
+    };
     items
         .try_iter()
         .map_err(|_| misuse("headers must be a mapping or an iterable of (name, value) pairs"))?
         .map(|item| {
-            item?
-                .extract::<(String, String)>()
-                .map_err(|_| misuse("each header must be a (name, value) pair of str"))
+            let item = item?;
+            if item.is_instance_of::<PyString>()
+                || item.is_instance_of::<PyBytes>()
+                || item.len().ok() != Some(2)
+            {
+                return Err(bad());
+            }
+            Ok((text(item.get_item(0)?)?, text(item.get_item(1)?)?))
         })
         .collect()
 }

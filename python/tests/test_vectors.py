@@ -384,3 +384,19 @@ def test_ingest_headers_write_keys_routes_and_gzip() -> None:
         else:
             (a,) = _callpost.parse_request(path, body, {"k": "src"}).accepted
             assert a.kind == kind
+
+
+@pytest.mark.parametrize("case", vectors("receive.json"), ids=lambda c: c["name"])
+def test_receive(case: Dict[str, Any]) -> None:
+    allow = case["options"]["allow_first_event_signature"]
+    args = (case["body"].encode(), case["headers"], case["secrets"])
+    expect = case["expect"]
+    if "error" in expect:
+        with pytest.raises(callpost.CallpostError) as e:
+            callpost.receive(*args, allow_first_event_signature=allow)
+        assert_code(e.value, expect["error"])
+        return
+    assert callpost.receive(*args, allow_first_event_signature=allow) == expect["value"]
+    value, header, coverage, ids = callpost.receive_webhook(*args, allow_first_event_signature=allow)
+    assert (header, coverage, ids) == (expect["header"], expect["coverage"], expect["message_ids"])
+    assert isinstance(value, list) == expect["batch"]

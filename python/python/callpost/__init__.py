@@ -3,7 +3,10 @@ delivery, on one Rust core shared with the JavaScript package.
 
 Receivers::
 
-    callpost.verify(raw_body, request.headers["X-Signature"], secret)
+    call = callpost.receive(raw_body, request.headers, secret)  # raises SignatureError
+
+and ``callpost.Receiver`` with the helpers in ``callpost.frameworks``
+(Flask, Django, Starlette/FastAPI).
 
 Senders::
 
@@ -23,6 +26,7 @@ from ._callpost import (
     ERROR_CODES,
     MAX_BATCH_BYTES,
     MAX_MESSAGE_BYTES,
+    SEGMENT_SIGNATURE_HEADER,
     SIGNATURE_HEADER,
     USER_AGENT,
     Attempt,
@@ -32,6 +36,8 @@ from ._callpost import (
     Request,
     __version__,
     parse_timestamp,
+    receive,
+    receive_webhook,
     sign,
     stringify,
     trait_name,
@@ -56,6 +62,7 @@ from ._errors import (
     StateError,
 )
 from ._io import AsyncClient, Client, DeliveryResult, Webhooks
+from ._receive import Receiver, SeenHook, SeenIds, Webhook
 
 __all__ = [
     "AsyncClient",
@@ -82,15 +89,22 @@ __all__ = [
     "MessageTooLargeError",
     "NotJSONError",
     "QueueFullError",
+    "Receiver",
     "Request",
+    "SEGMENT_SIGNATURE_HEADER",
     "SIGNATURE_HEADER",
+    "SeenHook",
+    "SeenIds",
     "SettingsError",
     "SignatureError",
     "StateError",
     "USER_AGENT",
+    "Webhook",
     "Webhooks",
     "__version__",
     "parse_timestamp",
+    "receive",
+    "receive_webhook",
     "sign",
     "stringify",
     "trait_name",

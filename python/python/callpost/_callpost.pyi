@@ -26,6 +26,7 @@ __all__ = [
     "Parsed",
     "Rejected",
     "Request",
+    "SEGMENT_SIGNATURE_HEADER",
     "SIGNATURE_HEADER",
     "SUCCESS_BODY",
     "USER_AGENT",
@@ -39,6 +40,9 @@ __all__ = [
     "originate",
     "parse_request",
     "parse_timestamp",
+    "receive",
+    "receive_webhook",
+    "refusal_status",
     "sign",
     "stringify",
     "trait_name",
@@ -62,6 +66,9 @@ DEFAULT_ENDPOINT: str
 """The batching client's default ingest base URL."""
 SIGNATURE_HEADER: str
 """The header webhook signatures travel in (``X-Signature``)."""
+SEGMENT_SIGNATURE_HEADER: str
+"""The header Segment's Webhooks (Actions) destination signs the whole body
+in when "Use X-Segment-Signature Header" is on (``X-Segment-Signature``)."""
 MAX_MESSAGE_BYTES: int
 """Largest serialized message the batching client accepts."""
 MAX_BATCH_BYTES: int
@@ -92,11 +99,52 @@ def verify(body: _Bytes, signature: str, secrets: Union[_Bytes, Sequence[_Bytes]
     """Constant-time check of ``signature`` over the raw body, against one or
     several secrets (rotation). Raises SignatureError if malformed."""
 
+def receive(
+    body: _Bytes,
+    headers: _Headers,
+    secrets: Union[_Bytes, Sequence[_Bytes]],
+    *,
+    allow_first_event_signature: bool = False,
+) -> Any:
+    """Verifies a received webhook and returns its parsed body: a dict for
+    one call, a list for a batch. It never returns a body it did not verify.
+
+    ``body`` is the raw request body, byte for byte (Flask
+    ``request.get_data()``, Django ``request.body``, Starlette ``await
+    request.body()``); a parsed dict or list is refused with
+    InvalidArgumentError. ``headers``: any mapping or name/value pairs.
+    ``X-Segment-Signature`` is used when present, else ``X-Signature``.
+
+    Raises SignatureError with ``code`` ``missing_signature``,
+    ``malformed_signature``, ``signature_mismatch``, or
+    ``first_event_signature`` (a batch whose ``X-Signature`` covers only its
+    first event, as Segment's Actions destination signs without "Use
+    X-Segment-Signature Header"; accepted with
+    ``allow_first_event_signature=True``); JSONValueError for a verified
+    body that is not JSON."""
+
+def receive_webhook(
+    body: _Bytes,
+    headers: _Headers,
+    secrets: Union[_Bytes, Sequence[_Bytes]],
+    *,
+    allow_first_event_signature: bool = False,
+) -> Tuple[Any, str, str, List[Optional[str]]]:
+    """``receive`` with ``(body, header, coverage, message_ids)``: the
+    accepted header's name, ``"body"`` or ``"first_event"``, and each call's
+    ``messageId`` (None where absent). ``callpost.Receiver`` is built on it."""
+
+def refusal_status(code: str) -> int:
+    """The HTTP status a receiver answers a refused webhook with: 401 for a
+    signature error code, 400 for the rest."""
+
 def verify_request(body: _Bytes, headers: _Headers, secrets: Union[_Bytes, Sequence[_Bytes]]) -> bool:
     """Verifies a received webhook from its raw body and its headers (any
     mapping, or name/value pairs; the header name is matched
     case-insensitively). False when the request carries no ``X-Signature``
     or it does not match; raises SignatureError when it is malformed.
+    Prefer ``receive``, which returns the verified body and says why it
+    refused one.
 
     Use the raw body bytes, before any JSON parsing: Flask ``request.get_data()``,
     Django ``request.body``, FastAPI/Starlette ``await request.body()``."""

@@ -1,0 +1,172 @@
+"""Receivers: a verified webhook, its new calls, and duplicate protection.
+
+``callpost.receive`` (from the core) verifies a body and returns the parsed
+call. ``Receiver`` adds what a web endpoint needs around it: the secrets and
+options in one place, a ``seen`` hook that drops calls already processed
+(Segment and callpost retry a call until they see a 2xx, so a receiver that
+answered slowly gets it again), and the HTTP status for each refusal. The
+framework helpers in ``callpost.frameworks`` are thin wrappers over it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from threading import Lock
+from typing import Any, Callable, Dict, Iterable, List, Literal, Mapping, Optional, Protocol, Sequence, Tuple, Union
+
+from ._callpost import DEFAULTS, receive_webhook, refusal_status
+from ._errors import CallpostError
+
+__all__ = ["Receiver", "SeenIds", "SeenHook", "Webhook", "refusal"]
+
+Secrets = Union[str, bytes, Sequence[Union[str, bytes]]]
+Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
+
+
+class SeenHook(Protocol):
+    """``seen(message_id)``: True when the id was processed before; otherwise
+    remember it and return False (check-and-set, as Redis ``SET NX`` does, so
+    two concurrent retries of one call cannot both pass).
+
+    A hook may also have ``forget(message_id)``: the helpers call it when the
+    handler fails, so the sender's retry is processed. Without it, a call
+    whose handler failed is treated as seen when it comes again.
+    """
+
+    def __call__(self, message_id: str) -> bool: ...
+
+
+class SeenIds:
+    """The default ``seen`` hook: the last ``capacity`` message ids, in
+    memory (an LRU), per process. ``capacity`` defaults to
+    ``DEFAULTS["seen_capacity"]``. Several processes or hosts behind one URL
+    need a shared store instead (a Redis ``SET NX`` with a 4-hour expiry is
+    the usual one)."""
+
+    def __init__(self, capacity: Optional[int] = None) -> None:
+        self.capacity = int(DEFAULTS["seen_capacity"] if capacity is None else capacity)
+        if self.capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self._ids: OrderedDict[str, None] = OrderedDict()
+        self._lock = Lock()
+
+    def __call__(self, message_id: str) -> bool:
+        with self._lock:
+            if message_id in self._ids:
+                self._ids.move_to_end(message_id)
+                return True
+            self._ids[message_id] = None
+            if len(self._ids) > self.capacity:
+                self._ids.popitem(last=False)
+            return False
+
+    def forget(self, message_id: str) -> None:
+        with self._lock:
+            self._ids.pop(message_id, None)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """A verified webhook.
+
+    ``calls`` holds the calls not seen before, in body order: process these.
+    ``ids`` holds their ids (``messageId``, or for a single call the
+    ``Idempotency-Key`` header callpost's sender adds; None where neither).
+    ``duplicates`` holds the ids of the calls dropped as seen.
+    ``body`` is the whole parsed body (a dict, or a list for a batch).
+    ``header`` is the header whose signature was accepted, and ``coverage``
+    says what it covers: ``"body"``, or ``"first_event"`` (a batch under
+    Segment's legacy ``X-Signature``, accepted only when opted in).
+    """
+
+    body: Any
+    calls: List[Dict[str, Any]]
+    ids: List[Optional[str]]
+    duplicates: List[str]
+    batch: bool
+    header: str
+    coverage: str
+    _new_ids: List[str] = field(default_factory=list, repr=False)
+
+    @property
+    def only_duplicates(self) -> bool:
+        """Every call was seen before: answer 2xx and process nothing."""
+        return not self.calls and bool(self.duplicates)
+
+    @property
+    def call(self) -> Optional[Dict[str, Any]]:
+        """The one new call of a single-call body (None for a duplicate)."""
+        return self.calls[0] if len(self.calls) == 1 and not self.batch else None
+
+
+class Receiver:
+    """Verifies webhooks for one endpoint.
+
+    ``secrets``: the shared secret, or several while rotating.
+    ``seen``: the duplicate filter (None, the default: a ``SeenIds()`` of
+    its own; False: none, every call goes to the handler). ``allow_first_event_signature``: accept
+    a batch whose ``X-Signature`` covers only its first event (Segment's
+    Actions destination without "Use X-Segment-Signature Header"); the other
+    events are then unauthenticated.
+    """
+
+    def __init__(
+        self,
+        secrets: Secrets,
+        *,
+        seen: Union[Callable[[str], bool], None, Literal[False]] = None,
+        allow_first_event_signature: bool = False,
+    ) -> None:
+        self._secrets = secrets
+        self.seen: Optional[Callable[[str], bool]] = SeenIds() if seen is None else (seen or None)
+        self.allow_first_event_signature = allow_first_event_signature
+
+    def __repr__(self) -> str:
+        # Never the secrets.
+        return f"Receiver(seen={self.seen!r}, allow_first_event_signature={self.allow_first_event_signature})"
+
+    def receive(self, body: Union[bytes, str], headers: Headers) -> Webhook:
+        """Verifies the raw body against the headers' signature and returns
+        the webhook with its new calls. Raises ``SignatureError`` or
+        ``JSONValueError`` (see ``callpost.receive``)."""
+        value, header, coverage, ids = receive_webhook(
+            body, headers, self._secrets, allow_first_event_signature=self.allow_first_event_signature
+        )
+        calls: List[Any] = value if isinstance(value, list) else [value]
+        fresh: List[Any] = []
+        fresh_ids: List[Optional[str]] = []
+        duplicates: List[str] = []
+        new_ids: List[str] = []
+        for call, message_id in zip(calls, ids):
+            if message_id is not None and self.seen is not None:
+                if self.seen(message_id):
+                    duplicates.append(message_id)
+                    continue
+                new_ids.append(message_id)
+            fresh.append(call)
+            fresh_ids.append(message_id)
+        return Webhook(value, fresh, fresh_ids, duplicates, isinstance(value, list), header, coverage, new_ids)
+
+    def failed(self, webhook: Webhook) -> None:
+        """The handler failed: forget the webhook's new ids (where the
+        ``seen`` hook can), so the sender's retry is processed."""
+        forget = getattr(self.seen, "forget", None)
+        if forget is not None:
+            for message_id in webhook._new_ids:
+                forget(message_id)
+
+
+def refusal(error: CallpostError) -> Tuple[int, Dict[str, str]]:
+    """The HTTP status and JSON body a helper answers a refused webhook with:
+    401 for a signature that did not verify, 400 otherwise. The body names
+    the code, never the secret or the expected signature."""
+    return refusal_status(error.code), {"error": error.code, "message": str(error)}
+
+
+def duplicate_body(webhook: Webhook) -> Dict[str, Any]:
+    """The body answered (with 200) when every call was a duplicate."""
+    return {"duplicates": len(webhook.duplicates)}

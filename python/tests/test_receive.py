@@ -1,0 +1,162 @@
+"""Receivers: ``callpost.receive``, ``Receiver`` (duplicates, failures), and
+each framework helper in a real server process receiving webhooks sent by
+``Webhooks.deliver``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import httpx
+import pytest
+
+import callpost
+from callpost import Receiver, SeenIds, SignatureError, Webhooks
+
+SECRET = "whsec-frameworks"
+SERVE = Path(__file__).parent / "receivers" / "serve.py"
+
+
+def call(event: str = "Order Completed", **extra: Any) -> Dict[str, Any]:
+    return {"type": "track", "userId": "u1", "event": event, "messageId": str(uuid.uuid4()), **extra}
+
+
+def signed(body: str, header: str = "X-Signature", secret: str = SECRET) -> Dict[str, str]:
+    return {"Content-Type": "application/json", header: callpost.sign(secret, body)}
+
+
+# -- receive and Receiver ------------------------------------------------------
+
+
+def test_receive_returns_the_call_and_names_each_refusal() -> None:
+    body = callpost.stringify(call(properties={"total": 25.5, "items": [1, 2]}))
+    got = callpost.receive(body.encode(), signed(body), SECRET)
+    assert got == json.loads(body)
+    assert isinstance(got["properties"]["items"][0], int)
+    codes = {}
+    for name, headers in {
+        "missing": {"Content-Type": "application/json"},
+        "malformed": {"X-Signature": "nope"},
+        "mismatch": signed(body, secret="other"),
+    }.items():
+        with pytest.raises(SignatureError) as e:
+            callpost.receive(body, headers, SECRET)
+        codes[name] = e.value.code
+    assert codes == {"missing": "missing_signature", "malformed": "malformed_signature", "mismatch": "signature_mismatch"}
+
+
+def test_a_parsed_body_is_refused_with_the_fix() -> None:
+    body = call()
+    with pytest.raises(callpost.InvalidArgumentError) as e:
+        callpost.receive(body, signed(callpost.stringify(body)), SECRET)  # type: ignore[arg-type]
+    assert e.value.code == "invalid_argument"
+    assert "raw request body" in str(e.value) and "verify_parsed" in str(e.value)
+
+
+def test_receiver_drops_duplicates_and_forgets_failed_ones() -> None:
+    receiver = Receiver(SECRET)
+    first, second = call(), call()
+    batch = callpost.stringify([first, second])
+    hook = receiver.receive(batch, signed(batch, "X-Segment-Signature"))
+    assert hook.batch and [c["messageId"] for c in hook.calls] == [first["messageId"], second["messageId"]]
+    again = receiver.receive(batch, signed(batch, "X-Segment-Signature"))
+    assert again.calls == [] and again.duplicates == [first["messageId"], second["messageId"]]
+    assert again.only_duplicates
+    # A handler failure: the retry is processed.
+    third = callpost.stringify(call())
+    hook = receiver.receive(third, signed(third))
+    receiver.failed(hook)
+    assert receiver.receive(third, signed(third)).call is not None
+    # No filter at all.
+    every = Receiver(SECRET, seen=False)
+    assert len(every.receive(batch, signed(batch, "X-Segment-Signature")).calls) == 2
+    assert SECRET not in repr(receiver)
+
+
+def test_seen_ids_is_a_bounded_lru() -> None:
+    seen = SeenIds(capacity=2)
+    # "a" is used again, so "b" is the one evicted by "c"; then "b" evicts "a".
+    assert [seen("a"), seen("b"), seen("a"), seen("c"), seen("b"), seen("c"), seen("a")] == [False, False, True, False, False, True, False]
+    assert len(seen) == 2
+
+
+def test_first_event_signature_is_refused_unless_opted_in() -> None:
+    events = [call(), call()]
+    body = callpost.stringify(events)
+    headers = {"X-Signature": callpost.sign(SECRET, callpost.stringify(events[0]))}
+    with pytest.raises(SignatureError) as e:
+        Receiver(SECRET).receive(body, headers)
+    assert e.value.code == "first_event_signature"
+    hook = Receiver(SECRET, allow_first_event_signature=True).receive(body, headers)
+    assert hook.coverage == "first_event" and len(hook.calls) == 2
+
+
+# -- frameworks, each in its own server process ----------------------------------
+
+
+@pytest.fixture(params=["flask", "django", "fastapi", "starlette"])
+def app(request: pytest.FixtureRequest) -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, str(SERVE), request.param, SECRET],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        if not line.strip().isdigit():
+            proc.kill()
+            raise AssertionError(f"{request.param} did not start: {line!r} {proc.communicate()[1]}")
+        yield f"http://127.0.0.1:{line.strip()}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def processed(base: str) -> List[str]:
+    return list(httpx.get(f"{base}/processed").json())
+
+
+def test_framework_receives_real_webhooks(app: str) -> None:
+    hooks = Webhooks([f"{app}/hook"], shared_secret=SECRET)
+    sent = call(properties={"products": [{"sku": "A-1", "price": 9.99, "name": "Café ☕"}]})
+    result = hooks.deliver(sent)
+    assert result.delivered and result.attempts == 1, result.log
+    assert processed(app) == [sent["messageId"]]
+
+    # The sender retries (same messageId): answered 200, not processed again.
+    resend = hooks.request(sent, 0)
+    again = httpx.post(f"{app}/hook", content=resend.body, headers=resend.headers)
+    assert again.status_code == 200, again.text
+    assert processed(app) == [sent["messageId"]]
+
+    # Refusals: 401 with the code; nothing processed.
+    body = callpost.stringify(call())
+    for headers, code in [
+        ({"Content-Type": "application/json"}, "missing_signature"),
+        (signed(body, secret="not-the-secret"), "signature_mismatch"),
+        ({"X-Signature": "sha1=abc"}, "malformed_signature"),
+    ]:
+        r = httpx.post(f"{app}/hook", content=body, headers=headers)
+        assert r.status_code == 401, r.text
+        assert code in r.text
+    tampered = httpx.post(f"{app}/hook", content=body.replace("u1", "u2"), headers=signed(body))
+    assert tampered.status_code == 401 and "signature_mismatch" in tampered.text
+
+    # A batch under X-Segment-Signature: every new call, in order.
+    batch_calls = [call(), call(), sent]
+    batch = callpost.stringify(batch_calls)
+    r = httpx.post(f"{app}/hook", content=batch, headers=signed(batch, "X-Segment-Signature"))
+    assert r.status_code == 204, r.text
+    assert processed(app) == [sent["messageId"], batch_calls[0]["messageId"], batch_calls[1]["messageId"]]
+
+    # A failing handler answers 5xx, and the retry is processed.
+    flaky = call("Fail Once")
+    flaky_body = callpost.stringify(flaky)
+    assert httpx.post(f"{app}/hook", content=flaky_body, headers=signed(flaky_body)).status_code == 500
+    assert httpx.post(f"{app}/hook", content=flaky_body, headers=signed(flaky_body)).status_code == 204
+    assert processed(app)[-1] == flaky["messageId"]
