@@ -69,8 +69,15 @@ rm -f target/callpost-*.tgz
 (cd wasm/pkg && npm pack --silent --pack-destination ../../target >/dev/null)
 (cd wasm && npm install --no-save --no-audit --no-fund --loglevel=error ../target/callpost-*.tgz)
 
-step "js tests over the installed package (vectors, JSON.stringify corpus, real HTTP/HTTPS, client, headless Chromium) and tsc"
+step "js: the receivers' runtimes and frameworks from npm (Node 22 and 24, Deno, Bun, workerd, esbuild, Express, Fastify, Hono, attw, publint), with the packed callpost"
+(cd wasm/test/runtimes && npm ci --no-audit --no-fund --loglevel=error && \
+  npm install --no-save --no-audit --no-fund --loglevel=error ../../../target/callpost-*.tgz)
+
+step "js tests over the installed package (vectors, JSON.stringify corpus, real HTTP/HTTPS, client, headless Chromium, receivers in every runtime) and tsc (node16, bundler, workerd)"
 (cd wasm && npm test && npm run typecheck)
+
+step "js: the package's shape (publint --strict, @arethetypeswrong/cli)"
+(cd wasm && npm run check-package)
 
 step "fuzz: every cargo-fuzz target for 10 s, corpora seeded from testdata/ (installs cargo-fuzz if missing)"
 bash core/fuzz/run.sh 10

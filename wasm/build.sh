@@ -28,8 +28,14 @@ done
 
 cp js/index.cjs js/index.mjs js/web.mjs js/api.mjs js/index.d.ts js/node-platform.cjs \
   js/verify.cjs js/verify.mjs js/verify-web.mjs js/verify.d.ts \
-  js/client.cjs js/client.mjs js/client-web.mjs js/client.d.ts js/package.json pkg/
+  js/client.cjs js/client.mjs js/client-web.mjs js/client.d.ts js/package.json \
+  js/workerd.mjs js/verify-workerd.mjs js/client-workerd.mjs js/web.d.ts js/verify-web.d.ts js/client-web.d.ts pkg/
 cp README.md pkg/README.md
+# ESM types (.d.mts) for the ESM entries, so TypeScript does not read the
+# CommonJS declarations for an import (attw's "masquerading as CJS").
+for t in index verify client web verify-web client-web; do
+  sed -e "s|from './index.js'|from './index.mjs'|; s|from './verify.js'|from './verify.mjs'|; s|from './client.js'|from './client.mjs'|" "pkg/$t.d.ts" > "pkg/$t.d.mts"
+done
 # The CommonJS copy of the API: api.mjs has no imports, and its only
 # exports are the three factories and webInit.
 if [ "$(grep -c '^export ' js/api.mjs)" != 4 ] || [ "$(grep -c '^export function \(make\|webInit\)' js/api.mjs)" != 4 ]; then

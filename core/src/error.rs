@@ -389,6 +389,15 @@ pub enum Error {
     Ingest(#[from] IngestError),
 }
 
+impl From<crate::receive::ReceiveError> for Error {
+    fn from(e: crate::receive::ReceiveError) -> Self {
+        match e {
+            crate::receive::ReceiveError::Signature(e) => Self::Signature(e),
+            crate::receive::ReceiveError::Json(e) => Self::Json(e),
+        }
+    }
+}
+
 impl Error {
     /// The stable code, identical in Rust, Python and JS.
     pub fn code(&self) -> Code {

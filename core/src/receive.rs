@@ -19,8 +19,8 @@
 //! ([`SignatureError::FirstEventOnly`]) unless the caller opts in
 //! ([`ReceiveOptions::allow_first_event_signature`]).
 
-use crate::error::{Code, Error, ErrorClass};
-use crate::json::{write_value, Value};
+use crate::error::{Code, ErrorClass};
+use crate::json::{write_value, JsonError, Value};
 use crate::signature::{verify, Secret, SignatureError, SIGNATURE_HEADER};
 
 /// The header Segment's Webhooks (Actions) destination signs the whole body
@@ -34,6 +34,30 @@ pub const SEGMENT_SIGNATURE_HEADER: &str = "X-Segment-Signature";
 /// taking under about 0.7 calls a second, and cost about 1 MB. Busier
 /// receivers pass their own `seen` hook backed by shared storage.
 pub const DEFAULT_SEEN_CAPACITY: usize = 10_000;
+
+/// Why [`receive`] refused a webhook. Its own enum (not the crate-wide
+/// [`crate::Error`]) so the verify-only wasm module carries only these
+/// messages.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReceiveError {
+    /// The signature is missing, malformed, or does not match.
+    #[error(transparent)]
+    Signature(#[from] SignatureError),
+    /// The verified body is not JSON (or not JSON JavaScript reads alike).
+    #[error(transparent)]
+    Json(#[from] JsonError),
+}
+
+impl ReceiveError {
+    /// The stable code.
+    pub fn code(&self) -> Code {
+        match self {
+            Self::Signature(e) => e.code(),
+            Self::Json(e) => e.code(),
+        }
+    }
+}
 
 /// What [`receive`] accepts beyond the default.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -153,7 +177,7 @@ pub fn receive<'a>(
     headers: impl IntoIterator<Item = (&'a str, &'a str)>,
     secrets: &[Secret],
     options: ReceiveOptions,
-) -> Result<Received, Error> {
+) -> Result<Received, ReceiveError> {
     if secrets.is_empty() {
         return Err(SignatureError::NoSecrets.into());
     }

@@ -7,3 +7,5 @@ const { makeClient } = require('./api.cjs');
 const platform = require('./node-platform.cjs');
 
 module.exports = makeClient(wasm, platform);
+// `import api from 'callpost'` through CommonJS interop, as the types declare.
+module.exports.default = module.exports;

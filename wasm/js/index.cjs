@@ -5,3 +5,5 @@ const { makeApi } = require('./api.cjs');
 const platform = require('./node-platform.cjs');
 
 module.exports = makeApi(wasm, platform);
+// `import api from 'callpost'` through CommonJS interop, as the types declare.
+module.exports.default = module.exports;

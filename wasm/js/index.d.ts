@@ -95,6 +95,102 @@ export function verify(body: string | Uint8Array, signature: string, secrets: Se
 export function verifyParsed(value: unknown, signature: string, secrets: Secret | Secret[]): boolean;
 /** Finds X-Signature in a Headers object or a plain header map, then verifies. */
 export function verifyRequest(body: string | Uint8Array, headers: Headers | Record<string, string | string[] | undefined>, secrets: Secret | Secret[]): boolean;
+// -- Receiving webhooks ---------------------------------------------------
+
+/** A request body as received: text or bytes (a Node Buffer is a Uint8Array). */
+export type RawBody = string | Uint8Array | ArrayBuffer;
+export type RequestHeaders = Headers | Record<string, string | string[] | undefined>;
+
+export interface ReceiveOptions {
+  /**
+   * Accept a batch whose `X-Signature` covers only its first event (Segment's
+   * Actions destination without "Use X-Segment-Signature Header"). The other
+   * events are then unauthenticated. Default false: such a batch is refused
+   * with code `first_event_signature`.
+   */
+  allowFirstEventSignature?: boolean;
+}
+
+/**
+ * Verifies a received webhook and returns its parsed body: one call (an
+ * object) or a batch (an array). Uses `X-Segment-Signature` when present,
+ * else `X-Signature`. Throws a `SignatureError` with `code`
+ * `missing_signature`, `malformed_signature`, `signature_mismatch` or
+ * `first_event_signature`, a `JSONValueError` for a verified body that is not
+ * JSON, and an `InvalidArgumentError` for a parsed object passed as the body.
+ */
+export function receive(body: RawBody, headers: RequestHeaders, secrets: Secret | Secret[], options?: ReceiveOptions): any;
+
+/** The `seen` hook: true when the id was processed before; otherwise remember it and return false. */
+export type SeenFunction = (id: string) => boolean | Promise<boolean>;
+export interface SeenHook {
+  seen(id: string): boolean | Promise<boolean>;
+  /** Called when the handler failed, so the sender's retry is processed. */
+  forget?(id: string): void | Promise<void>;
+}
+
+/** The default `seen` hook: the last `capacity` ids (by default the core's, 10,000) in memory. */
+export class SeenIds implements SeenHook {
+  constructor(capacity?: number);
+  readonly capacity: number;
+  readonly size: number;
+  seen(id: string): boolean;
+  forget(id: string): void;
+}
+
+export interface ReceiverOptions extends ReceiveOptions {
+  /** Duplicate filter: default a `SeenIds` of its own; `false` for none. */
+  seen?: SeenFunction | SeenHook | false;
+}
+
+/** A verified webhook. */
+export interface Webhook {
+  /** The whole parsed body. */
+  body: any;
+  /** The calls not seen before, in body order: process these. */
+  calls: any[];
+  /** Their ids: `messageId`, or the `Idempotency-Key` header for a single call; null where neither. */
+  ids: (string | null)[];
+  /** Ids of the calls dropped as duplicates. */
+  duplicates: string[];
+  batch: boolean;
+  /** `X-Signature` or `X-Segment-Signature`. */
+  header: string;
+  /** What the signature covers. */
+  coverage: 'body' | 'first_event';
+  /** Every call was seen before. */
+  onlyDuplicates: boolean;
+  /** The one new call of a single-call body, else null. */
+  call: any | null;
+}
+
+export class Receiver {
+  constructor(secrets: Secret | Secret[], options?: ReceiverOptions);
+  allowFirstEventSignature: boolean;
+  receive(body: RawBody, headers: RequestHeaders): Promise<Webhook>;
+  /** The handler failed: forget the new ids so the retry is processed. */
+  failed(webhook: Webhook): Promise<void>;
+}
+
+/**
+ * A web-standard handler `(Request) => Promise<Response>` (Workers, Deno,
+ * Bun, Next.js route handlers, Hono). Answers refusals (401 signature, 400
+ * otherwise) and all-duplicate bodies (200) itself; otherwise calls
+ * `handler`, whose Response (default 204) is the answer.
+ */
+export function webhookHandler(
+  receiver: Receiver | (ReceiverOptions & { secrets: Secret | Secret[] }),
+  handler: (webhook: Webhook, request: Request) => Response | void | Promise<Response | void>,
+): (request: Request) => Promise<Response>;
+
+/** The answer to a refused webhook: 401 for a signature error, 400 otherwise. Rethrows errors that are not callpost's. */
+export function refusal(error: unknown): { status: number; body: { error: string; message: string } };
+
+/** Node middleware `(req, res, next)` (Express, plain http): sets `req.webhook`. */
+export function nodeMiddleware(
+  receiver: Receiver | (ReceiverOptions & { secrets: Secret | Secret[] }),
+): (req: any, res: any, next?: (err?: unknown) => void) => Promise<void>;
+
 export function traitName(audience: string): string;
 export function parseTimestamp(text: string): number;
 export const USER_AGENT: string;
@@ -110,7 +206,7 @@ export interface Defaults {
   readonly maxMessageBytes: number; readonly maxBatchBytes: number; readonly maxEndpoints: number;
   readonly webhookTimeoutMs: number; readonly retryWindowMs: number; readonly deliveryBackoffBaseMs: number;
   readonly deliveryBackoffCapMs: number; readonly hostHmacMinBytes: number; readonly hostHmacRequestMinBytes: number;
-  readonly maxDepth: number;
+  readonly seenCapacity: number; readonly maxDepth: number;
 }
 export const DEFAULTS: Defaults;
 
@@ -264,6 +360,8 @@ export class Client {
 export interface Api {
   stringify: typeof stringify; sign: typeof sign; verify: typeof verify; verifyParsed: typeof verifyParsed;
   verifyRequest: typeof verifyRequest; traitName: typeof traitName; parseTimestamp: typeof parseTimestamp;
+  receive: typeof receive; Receiver: typeof Receiver; SeenIds: typeof SeenIds;
+  webhookHandler: typeof webhookHandler; nodeMiddleware: typeof nodeMiddleware; refusal: typeof refusal;
   Webhooks: typeof Webhooks; Client: typeof Client; Signer: typeof Signer; Delivery: typeof Delivery; Batcher: typeof Batcher;
   DEFAULTS: Defaults; VERSION: string; USER_AGENT: string; MAX_MESSAGE_BYTES: number; init: typeof init;
 }

@@ -2,7 +2,8 @@
 import api from './index.cjs';
 
 export const {
-  stringify, sign, verify, verifyParsed, verifyRequest, traitName, parseTimestamp,
+  stringify, sign, verify, verifyParsed, verifyRequest, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal,
+  traitName, parseTimestamp,
   Webhooks, Client, Signer, Delivery, Batcher, DEFAULTS, VERSION, USER_AGENT, MAX_MESSAGE_BYTES, init,
 } = api;
 export default api;

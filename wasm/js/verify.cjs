@@ -6,3 +6,5 @@ const { makeSigning } = require('./api.cjs');
 const platform = require('./node-platform.cjs');
 
 module.exports = makeSigning(wasm, platform).api;
+// `import api from 'callpost'` through CommonJS interop, as the types declare.
+module.exports.default = module.exports;

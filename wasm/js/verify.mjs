@@ -1,5 +1,7 @@
 // Node (import 'callpost/verify'): the same module as require('callpost/verify').
 import api from './verify.cjs';
 
-export const { sign, verify, verifyRequest, Signer, init } = api;
+export const {
+  sign, verify, verifyRequest, verifyParsed, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal, Signer, init,
+} = api;
 export default api;

@@ -41,6 +41,8 @@ mod delivery;
 #[cfg(any(feature = "client", feature = "webhooks"))]
 mod json;
 #[cfg(feature = "signing")]
+mod receive;
+#[cfg(feature = "signing")]
 mod signature;
 #[cfg(any(feature = "client", feature = "webhooks"))]
 mod timestamp;

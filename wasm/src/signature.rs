@@ -182,7 +182,7 @@ impl Signer {
 }
 
 /// Bytes from a `string` (UTF-8) or a `Uint8Array`.
-fn bytes_of(v: &JsValue, what: &str) -> Result<Vec<u8>, JsValue> {
+pub(crate) fn bytes_of(v: &JsValue, what: &str) -> Result<Vec<u8>, JsValue> {
     if let Some(s) = v.as_string() {
         return Ok(s.into_bytes());
     }

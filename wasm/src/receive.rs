@@ -1,0 +1,61 @@
+//! Receiving a webhook (the `signing` feature): `receive`, over
+//! `core::receive`. The JS layer parses the verified body with
+//! `JSON.parse`; the core has already checked it is JSON.
+
+use crate::error::{error_value, misuse};
+use crate::signature::{bytes_of, secrets_of};
+use callpost_core as core;
+use js_sys::Array;
+use wasm_bindgen::prelude::*;
+
+/// Verifies a webhook: `names` and `values` are the request's header names
+/// and values, one per line (neither can hold a newline). Returns
+/// `[header, coverage, ids]`, `ids` holding each call's id or null.
+#[wasm_bindgen]
+pub fn receive(
+    body: &JsValue,
+    names: &str,
+    values: &str,
+    secrets: &JsValue,
+    allow_first_event_signature: bool,
+) -> Result<Array, JsValue> {
+    let body = bytes_of(body, "body")?;
+    let names: Vec<&str> = names.split('\n').collect();
+    let values: Vec<&str> = values.split('\n').collect();
+    if names.len() != values.len() {
+        return Err(misuse("header names and values differ in number"));
+    }
+    let options = core::ReceiveOptions {
+        allow_first_event_signature,
+    };
+    let received = core::receive(
+        &body,
+        names.into_iter().zip(values),
+        &secrets_of(secrets)?,
+        options,
+    )
+    .map_err(|e| error_value(e.code(), &e.to_string()))?;
+    let ids: Array = received
+        .message_ids()
+        .into_iter()
+        .map(|id| id.map_or(JsValue::NULL, JsValue::from))
+        .collect();
+    Ok(Array::of3(
+        &received.header.into(),
+        &received.coverage.as_str().into(),
+        &ids,
+    ))
+}
+
+/// The HTTP status a receiver answers a refused webhook with, by code.
+#[wasm_bindgen(js_name = refusalStatus)]
+pub fn refusal_status(code: &str) -> Result<u16, JsValue> {
+    let code = core::Code::parse(code).ok_or_else(|| misuse("unknown error code"))?;
+    Ok(core::receive::refusal_status(code))
+}
+
+/// How many ids the default duplicate filter remembers.
+#[wasm_bindgen(js_name = seenCapacity)]
+pub fn seen_capacity() -> usize {
+    core::receive::DEFAULT_SEEN_CAPACITY
+}
