@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL cluster for the relay's tests and benchmarks, under
-# target/pg (CALLPOST_PG_DIR), on a private port (CALLPOST_PG_PORT, 55432);
+# target/pg (CALLPOST_PG_DIR), on a private port (CALLPOST_PG_PORT, 25432:
+# below Linux's ephemeral range, 32768-60999, where an outgoing connection
+# of the tests could hold the port when the server binds it);
 # no system service is used or started.
 #   bash scripts/postgres.sh start   prints the URL of its "postgres" database
 #   bash scripts/postgres.sh stop
@@ -9,7 +11,7 @@
 # refuses root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PORT=${CALLPOST_PG_PORT:-55432}
+PORT=${CALLPOST_PG_PORT:-25432}
 DIR=${CALLPOST_PG_DIR:-$PWD/target/pg}
 bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
 if [ -z "$(bin)" ]; then

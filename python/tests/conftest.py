@@ -158,7 +158,7 @@ def postgres_url() -> Iterator[str]:
     if not url:
         import psycopg
 
-        url = f"postgresql://postgres@127.0.0.1:{os.environ.get('CALLPOST_PG_PORT', '55432')}/postgres"
+        url = f"postgresql://postgres@127.0.0.1:{os.environ.get('CALLPOST_PG_PORT', '25432')}/postgres"
         try:
             psycopg.connect(url, connect_timeout=2).close()
         except psycopg.OperationalError:
