@@ -170,10 +170,12 @@ export function makeSigning(wasm, platform) {
   function headerLists(headers) {
     const names = [];
     const values = [];
+    // One per line crosses into wasm: a newline (which no HTTP header can
+    // hold) becomes a space.
     const add = (k, v) => {
       if (v == null) return;
       names.push(String(k).replace(/\n/g, ' '));
-      values.push(String(Array.isArray(v) ? v[0] : v));
+      values.push(String(Array.isArray(v) ? v[0] : v).replace(/\n/g, ' '));
     };
     if (headers && typeof headers.forEach === 'function' && typeof headers.get === 'function') {
       headers.forEach((v, k) => add(k, v));
@@ -218,7 +220,7 @@ export function makeSigning(wasm, platform) {
     const raw = rawBody(body);
     const [names, values] = headerLists(headers);
     const allow = Boolean(options && options.allowFirstEventSignature);
-    const [header, coverage, ids] = wasm.receive(raw, names.join('\n'), values.map((v) => v.replace(/\n/g, ' ')).join('\n'), secrets, allow);
+    const [header, coverage, ids] = wasm.receive(raw, names.join('\n'), values.join('\n'), secrets, allow);
     const value = JSON.parse(typeof raw === 'string' ? raw : decoder.decode(raw));
     return [value, header, coverage, ids];
   }
@@ -323,7 +325,18 @@ export function makeSigning(wasm, platform) {
     if (!e || typeof e.code !== 'string' || wasm.errorClass(e.code) === undefined) throw e;
     return { status: wasm.refusalStatus(e.code), body: { error: e.code, message: e.message } };
   }
-  const json = (status, body) => new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
+
+  // The webhook to hand to the handler ({hook}), or the answer to send
+  // instead ({status, body}): a refusal, or 200 when every call was seen.
+  async function triage(r, body, headers) {
+    let hook;
+    try {
+      hook = await r.receive(body, headers);
+    } catch (e) {
+      return refusal(e);
+    }
+    return hook.onlyDuplicates ? { status: 200, body: { duplicates: hook.duplicates.length } } : { hook };
+  }
 
   // (Request) => Promise<Response>, for Workers, Deno, Bun, Next.js route
   // handlers and Hono: verifies, answers refusals (401/400) and
@@ -332,14 +345,8 @@ export function makeSigning(wasm, platform) {
   function webhookHandler(receiver, handler) {
     const r = receiverOf(receiver);
     return async function handle(request) {
-      let hook;
-      try {
-        hook = await r.receive(new Uint8Array(await request.arrayBuffer()), request.headers);
-      } catch (e) {
-        const { status, body } = refusal(e);
-        return json(status, body);
-      }
-      if (hook.onlyDuplicates) return json(200, { duplicates: hook.duplicates.length });
+      const { hook, status, body } = await triage(r, new Uint8Array(await request.arrayBuffer()), request.headers);
+      if (!hook) return new Response(JSON.stringify(body), { status, headers: { 'content-type': 'application/json' } });
       try {
         const out = await handler(hook, request);
         return out instanceof Response ? out : new Response(null, { status: 204 });
@@ -353,15 +360,10 @@ export function makeSigning(wasm, platform) {
   // Node middleware (req, res, next) for Express and plain http: reads the
   // raw body (or takes req.body when express.raw() or another raw-body
   // parser already read it), sets req.webhook and calls next(); answers
-  // refusals and all-duplicate bodies itself. A response with a status of
-  // 400 or more, or one that never finishes, forgets the new ids.
+  // refusals and all-duplicate bodies itself. A response that does not
+  // finish with a status under 400 forgets the new ids.
   function nodeMiddleware(receiver) {
     const r = receiverOf(receiver);
-    const send = (res, status, body) => {
-      res.statusCode = status;
-      res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify(body));
-    };
     const readAll = (req) => new Promise((resolve, reject) => {
       const chunks = [];
       req.on('data', (c) => chunks.push(typeof c === 'string' ? encoder.encode(c) : c));
@@ -375,25 +377,23 @@ export function makeSigning(wasm, platform) {
     });
     return async function callpostWebhook(req, res, next) {
       const done = typeof next === 'function' ? next : () => {};
-      let hook;
+      let outcome;
       try {
-        const already = req.body !== undefined && req.body !== null
-          && (typeof req.body === 'string' || req.body instanceof Uint8Array);
-        if (req.body !== undefined && req.body !== null && !already && Object.keys(req.body).length > 0) {
-          rawBody(req.body); // throws invalid_argument, naming the fix
-        }
-        hook = await r.receive(already ? req.body : await readAll(req), req.headers);
+        // A raw body a parser already read is used; a parsed one is passed
+        // on so that receive() refuses it, naming the fix.
+        const b = req.body;
+        const raw = typeof b === 'string' || b instanceof Uint8Array;
+        const parsed = !raw && b !== null && typeof b === 'object' && Object.keys(b).length > 0;
+        outcome = await triage(r, raw || parsed ? b : await readAll(req), req.headers);
       } catch (e) {
-        try {
-          const { status, body } = refusal(e);
-          send(res, status, body);
-        } catch (other) {
-          done(other);
-        }
+        done(e);
         return;
       }
-      if (hook.onlyDuplicates) {
-        send(res, 200, { duplicates: hook.duplicates.length });
+      const { hook, status, body } = outcome;
+      if (!hook) {
+        res.statusCode = status;
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify(body));
         return;
       }
       req.webhook = hook;
@@ -403,8 +403,9 @@ export function makeSigning(wasm, platform) {
         settled = true;
         if (!ok) r.failed(hook);
       };
+      // 'finish' comes before 'close' when the response was sent.
       res.on('finish', () => settle(res.statusCode < 400));
-      res.on('close', () => settle(res.writableFinished && res.statusCode < 400));
+      res.on('close', () => settle(false));
       done();
     };
   }

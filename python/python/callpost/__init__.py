@@ -62,9 +62,10 @@ from ._errors import (
     StateError,
 )
 from ._io import AsyncClient, Client, DeliveryResult, Webhooks
-from ._receive import Receiver, SeenHook, SeenIds, Webhook
+from ._receive import Answer, Receiver, SeenHook, SeenIds, Webhook
 
 __all__ = [
+    "Answer",
     "AsyncClient",
     "Attempt",
     "BatchRequest",

@@ -11,14 +11,15 @@ framework helpers in ``callpost.frameworks`` are thin wrappers over it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from threading import Lock
-from typing import Any, Callable, Dict, Iterable, List, Literal, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 from ._callpost import DEFAULTS, receive_webhook, refusal_status
 from ._errors import CallpostError
 
-__all__ = ["Receiver", "SeenIds", "SeenHook", "Webhook", "refusal"]
+__all__ = ["Answer", "Receiver", "SeenIds", "SeenHook", "Webhook"]
 
 Secrets = Union[str, bytes, Sequence[Union[str, bytes]]]
 Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
@@ -90,7 +91,6 @@ class Webhook:
     batch: bool
     header: str
     coverage: str
-    _new_ids: List[str] = field(default_factory=list, repr=False)
 
     @property
     def only_duplicates(self) -> bool:
@@ -140,33 +140,51 @@ class Receiver:
         fresh: List[Any] = []
         fresh_ids: List[Optional[str]] = []
         duplicates: List[str] = []
-        new_ids: List[str] = []
         for call, message_id in zip(calls, ids):
-            if message_id is not None and self.seen is not None:
-                if self.seen(message_id):
-                    duplicates.append(message_id)
-                    continue
-                new_ids.append(message_id)
+            if message_id is not None and self.seen is not None and self.seen(message_id):
+                duplicates.append(message_id)
+                continue
             fresh.append(call)
             fresh_ids.append(message_id)
-        return Webhook(value, fresh, fresh_ids, duplicates, isinstance(value, list), header, coverage, new_ids)
+        return Webhook(value, fresh, fresh_ids, duplicates, isinstance(value, list), header, coverage)
+
+    def check(self, body: Union[bytes, str], headers: Headers) -> Union[Webhook, Answer]:
+        """``receive`` for the framework helpers: the webhook to hand to the
+        handler, or the ``Answer`` to send instead: a refusal (401 for a
+        signature that did not verify, 400 otherwise, with ``{"error",
+        "message"}``, never a secret or the expected signature), or 200
+        ``{"duplicates": n}`` when every call was seen before."""
+        try:
+            hook = self.receive(body, headers)
+        except CallpostError as e:
+            return Answer(refusal_status(e.code), {"error": e.code, "message": str(e)})
+        if hook.only_duplicates:
+            return Answer(200, {"duplicates": len(hook.duplicates)})
+        return hook
 
     def failed(self, webhook: Webhook) -> None:
         """The handler failed: forget the webhook's new ids (where the
         ``seen`` hook can), so the sender's retry is processed."""
         forget = getattr(self.seen, "forget", None)
         if forget is not None:
-            for message_id in webhook._new_ids:
-                forget(message_id)
+            for message_id in webhook.ids:
+                if message_id is not None:
+                    forget(message_id)
+
+    @contextmanager
+    def processing(self, webhook: Webhook) -> Iterator[Webhook]:
+        """Wraps the handler: when it raises, ``failed(webhook)``, then the
+        error goes on."""
+        try:
+            yield webhook
+        except BaseException:
+            self.failed(webhook)
+            raise
 
 
-def refusal(error: CallpostError) -> Tuple[int, Dict[str, str]]:
-    """The HTTP status and JSON body a helper answers a refused webhook with:
-    401 for a signature that did not verify, 400 otherwise. The body names
-    the code, never the secret or the expected signature."""
-    return refusal_status(error.code), {"error": error.code, "message": str(error)}
+@dataclass(frozen=True)
+class Answer:
+    """What a helper answers instead of calling the handler."""
 
-
-def duplicate_body(webhook: Webhook) -> Dict[str, Any]:
-    """The body answered (with 200) when every call was a duplicate."""
-    return {"duplicates": len(webhook.duplicates)}
+    status: int
+    body: Dict[str, Any]

@@ -7,11 +7,10 @@ time it is processed."""
 
 from __future__ import annotations
 
-import json
 import socket
 import sys
 import threading
-from typing import Any, Dict, List
+from typing import Any, List
 
 from callpost import Receiver, Webhook
 

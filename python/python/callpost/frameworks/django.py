@@ -30,8 +30,7 @@ from django.http import (  # type: ignore[import-untyped]
 )
 from django.views.decorators.csrf import csrf_exempt  # type: ignore[import-untyped]
 
-from .._errors import CallpostError
-from .._receive import Receiver, Webhook, duplicate_body, refusal
+from .._receive import Answer, Receiver
 
 __all__ = ["webhook_view"]
 
@@ -46,18 +45,11 @@ def webhook_view(
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if request.method != "POST":
                 return HttpResponseNotAllowed(["POST"])
-            try:
-                hook: Webhook = receiver.receive(request.body, request.headers.items())
-            except CallpostError as e:
-                status, body = refusal(e)
-                return JsonResponse(body, status=status)
-            if hook.only_duplicates:
-                return JsonResponse(duplicate_body(hook), status=200)
-            try:
+            hook = receiver.check(request.body, request.headers.items())
+            if isinstance(hook, Answer):
+                return JsonResponse(hook.body, status=hook.status)
+            with receiver.processing(hook):
                 return view(request, hook, *args, **kwargs)
-            except BaseException:
-                receiver.failed(hook)
-                raise
 
         exempt: Callable[..., HttpResponse] = csrf_exempt(wrapper)
         return exempt

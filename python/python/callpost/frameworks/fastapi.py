@@ -18,8 +18,7 @@ from typing import AsyncIterator, Callable
 
 from fastapi import HTTPException, Request
 
-from .._errors import CallpostError
-from .._receive import Receiver, Webhook, duplicate_body, refusal
+from .._receive import Answer, Receiver, Webhook
 
 __all__ = ["webhook_dependency"]
 
@@ -32,17 +31,10 @@ def webhook_dependency(receiver: Receiver) -> Callable[[Request], AsyncIterator[
     raises, the new calls' ids are forgotten so the retry is processed."""
 
     async def dependency(request: Request) -> AsyncIterator[Webhook]:
-        try:
-            hook = receiver.receive(await request.body(), request.headers.items())
-        except CallpostError as e:
-            status, body = refusal(e)
-            raise HTTPException(status_code=status, detail=body) from None
-        if hook.only_duplicates:
-            raise HTTPException(status_code=200, detail=duplicate_body(hook))
-        try:
+        hook = receiver.check(await request.body(), request.headers.items())
+        if isinstance(hook, Answer):
+            raise HTTPException(status_code=hook.status, detail=hook.body)
+        with receiver.processing(hook):
             yield hook
-        except BaseException:
-            receiver.failed(hook)
-            raise
 
     return dependency

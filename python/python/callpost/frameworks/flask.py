@@ -22,8 +22,7 @@ from typing import Any, Callable, TypeVar
 
 from flask import jsonify, request
 
-from .._errors import CallpostError
-from .._receive import Receiver, Webhook, duplicate_body, refusal
+from .._receive import Answer, Receiver
 
 __all__ = ["webhook"]
 
@@ -37,18 +36,11 @@ def webhook(receiver: Receiver) -> Callable[[Callable[..., R]], Callable[..., An
     def decorate(view: Callable[..., R]) -> Callable[..., Any]:
         @functools.wraps(view)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            try:
-                hook: Webhook = receiver.receive(request.get_data(cache=True), request.headers.items())
-            except CallpostError as e:
-                status, body = refusal(e)
-                return jsonify(body), status
-            if hook.only_duplicates:
-                return jsonify(duplicate_body(hook)), 200
-            try:
+            hook = receiver.check(request.get_data(cache=True), request.headers.items())
+            if isinstance(hook, Answer):
+                return jsonify(hook.body), hook.status
+            with receiver.processing(hook):
                 return view(hook, *args, **kwargs)
-            except BaseException:
-                receiver.failed(hook)
-                raise
 
         return wrapper
 

@@ -20,8 +20,7 @@ from typing import Awaitable, Callable, Optional, Union
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from .._errors import CallpostError
-from .._receive import Receiver, Webhook, duplicate_body, refusal
+from .._receive import Answer, Receiver, Webhook
 
 __all__ = ["webhook_endpoint"]
 
@@ -33,20 +32,13 @@ def webhook_endpoint(receiver: Receiver, handler: Handler) -> Callable[[Request]
     ``handler`` (sync or async) with the ``Webhook``."""
 
     async def endpoint(request: Request) -> Response:
-        try:
-            hook = receiver.receive(await request.body(), request.headers.items())
-        except CallpostError as e:
-            status, body = refusal(e)
-            return JSONResponse(body, status_code=status)
-        if hook.only_duplicates:
-            return JSONResponse(duplicate_body(hook), status_code=200)
-        try:
+        hook = receiver.check(await request.body(), request.headers.items())
+        if isinstance(hook, Answer):
+            return JSONResponse(hook.body, status_code=hook.status)
+        with receiver.processing(hook):
             result = handler(hook)
             if inspect.isawaitable(result):
                 result = await result
-        except BaseException:
-            receiver.failed(hook)
-            raise
         return result if isinstance(result, Response) else Response(status_code=204)
 
     return endpoint
