@@ -335,19 +335,31 @@ class Sender(threading.Thread):
 
 
 SETTLE_S = 1.0
-"""An answer this close before a kill may not have been stored: its
-delivery counts as unsettled at that kill."""
+"""Where the store was not read at a kill (a database outage): an answer
+this close before it may not have been stored, and its delivery counts as
+unsettled then."""
+
+
+def delivered_ids(database: Database) -> Set[str]:
+    """The calls the store holds as delivered, read straight after a kill:
+    the killed relay can store nothing more, so a call answered before the
+    kill and missing here had its result lost, and may be sent again."""
+    return {str(r[0]) for r in database.query("SELECT message_id FROM deliveries WHERE status = 1")}
 
 
 class Tally:
     """What a receiver got from relays that were killed (or lost their
     database) at known moments, against what the senders had acknowledged.
 
-    ``windows`` are (from, to) times: a delivery in progress during one, or
-    answered at most ``SETTLE_S`` before it began, is unsettled, and a call
-    may be delivered again only after an unsettled delivery."""
+    ``windows`` are (from, to) times. A delivery in progress during one is
+    unsettled; so is one answered before it whose call is not in the
+    matching ``settled`` set (what the store held at the kill), or, with no
+    sets, answered at most ``SETTLE_S`` before it. A call may be delivered
+    again only after an unsettled delivery."""
 
-    def __init__(self, hook: Hook, acked: Set[str], windows: List[Tuple[float, float]]) -> None:
+    def __init__(self, hook: Hook, acked: Set[str], windows: List[Tuple[float, float]],
+                 settled: Optional[List[Set[str]]] = None) -> None:
+        assert settled is None or len(settled) == len(windows)
         self.got: Dict[str, List[Delivery]] = {}
         for d in hook.deliveries:
             seq = d.json["properties"]["seq"]
@@ -357,9 +369,23 @@ class Tally:
         self.delivered = {m for m, ds in self.got.items() if any(200 <= d.status < 300 for d in ds)}
         self.lost = acked - self.delivered
         self.windows = windows
+        self.settled = settled
         self.twice = {m: ds for m, ds in self.got.items() if sum(1 for d in ds if 200 <= d.status < 300) > 1}
-        self.unexplained = [m for m, ds in self.twice.items() if not any(self.unsettled(d) for d in ds[:-1])]
+        self.unexplained = [m for m, ds in self.twice.items() if not any(self.unsettled(m, d) for d in ds[:-1])]
+        # Calls sent again because an answer was lost at a kill rather than
+        # cut off in flight.
+        self.answered_then_lost = [m for m, ds in self.twice.items()
+                                   if any(self.unsettled(m, d) and not self.in_flight(d) for d in ds[:-1])]
 
-    def unsettled(self, d: Delivery) -> bool:
+    def in_flight(self, d: Delivery) -> bool:
         end = d.ended or float("inf")
-        return any(d.started <= to and end >= start - SETTLE_S for start, to in self.windows)
+        return any(d.started <= to and end >= start for start, to in self.windows)
+
+    def unsettled(self, message_id: str, d: Delivery) -> bool:
+        if self.in_flight(d):
+            return True
+        if not d.ended:
+            return False
+        if self.settled is None:
+            return any(start - SETTLE_S <= d.ended < start for start, _ in self.windows)
+        return any(d.ended < start and message_id not in held for (start, _), held in zip(self.windows, self.settled))

@@ -18,11 +18,11 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Set, Tuple
 
 import pytest
 
-from relay_support import Database, Hook, RelayProcess, Sender, Tally, config_text, free_port, track
+from relay_support import Database, Hook, RelayProcess, Sender, Tally, config_text, delivered_ids, free_port, track
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("psycopg")
@@ -82,12 +82,14 @@ def test_relays_on_one_postgres_with_one_killed_again_and_again(
     for s in senders:
         s.start()
     kills: List[Tuple[float, float]] = []
+    settled: List[Set[str]] = []
     try:
         for _ in range(KILLS):
             time.sleep(rng.uniform(0.1, 1.0))
             victim = rng.choice(procs)
             at = time.time()
             victim.kill()
+            settled.append(delivered_ids(pg))
             # Its port stays closed a moment, so the senders move on.
             time.sleep(rng.uniform(0.0, 0.5))
             victim.start()
@@ -106,7 +108,7 @@ def test_relays_on_one_postgres_with_one_killed_again_and_again(
                 p.stop()
 
     acked = set().union(*(s.acked for s in senders))
-    tally = Tally(hook, acked, kills)
+    tally = Tally(hook, acked, kills, settled)
     report = (f"{n} relays, kills {len(kills)}; batches acknowledged {sum(s.batches for s in senders)} "
               f"(sent again {sum(s.retries for s in senders)}); calls acknowledged {len(acked)}, delivered "
               f"{len(tally.delivered)}, lost {len(tally.lost)}, delivered twice {len(tally.twice)}, "
