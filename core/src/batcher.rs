@@ -446,16 +446,28 @@ impl Batcher {
     pub fn handle_call(
         &mut self,
         now: Timestamp,
-        mut call: Call,
+        call: Call,
         random: [u8; 16],
     ) -> Result<String, EnqueueError> {
-        if self.closed {
-            return Err(EnqueueError::Closed);
-        }
+        self.accepting()?;
+        let message = self.prepare(now, call, random)?;
+        let id = message.message_id().to_owned();
+        self.queue.push_back(message);
+        Ok(id)
+    }
+
+    /// The message [`handle_call`](Self::handle_call) would queue for
+    /// `call`, without queueing it: for hosts that return the message to
+    /// their caller (Segment's SDKs return it) or decide afterwards whether
+    /// to queue it ([`handle_message`](Self::handle_message)). Checks the
+    /// call and its size, not whether the queue has room.
+    pub fn prepare(
+        &mut self,
+        now: Timestamp,
+        mut call: Call,
+        random: [u8; 16],
+    ) -> Result<Message, EnqueueError> {
         call.validate()?;
-        if self.queue.len() >= self.config.max_queue {
-            return Err(EnqueueError::QueueFull(self.queue.len()));
-        }
         if call.message_id.as_ref().is_none_or(String::is_empty) {
             let id = uuid::Builder::from_random_bytes(random).into_uuid();
             call.message_id = Some(id.hyphenated().to_string());
@@ -487,12 +499,30 @@ impl Batcher {
         // The writer emits UTF-8 only (see json::Value::to_json_string).
         let text = std::str::from_utf8(text)
             .map_err(|_| CallError::Json(crate::JsonError::InvalidUnicode))?;
-        let id_len = message_id.len();
-        self.queue.push_back(Message {
+        Ok(Message {
             text: text.into(),
-            id_len,
-        });
-        Ok(call.message_id.unwrap_or_default())
+            id_len: message_id.len(),
+        })
+    }
+
+    /// Queues a message made by [`prepare`](Self::prepare) (of this
+    /// batcher: its `context.library` is this batcher's).
+    pub fn handle_message(&mut self, message: Message) -> Result<(), EnqueueError> {
+        self.accepting()?;
+        self.queue.push_back(message);
+        Ok(())
+    }
+
+    /// Refuses a call when closed or when the queue is full; checked before
+    /// a call is prepared, so a full queue costs no work per call.
+    fn accepting(&self) -> Result<(), EnqueueError> {
+        if self.closed {
+            return Err(EnqueueError::Closed);
+        }
+        if self.queue.len() >= self.config.max_queue {
+            return Err(EnqueueError::QueueFull(self.queue.len()));
+        }
+        Ok(())
     }
 
     /// Makes everything queued due now, and brings every batch waiting to

@@ -49,6 +49,7 @@ pub mod json;
 pub mod receive;
 pub mod retry;
 pub mod routing;
+pub mod segment;
 pub mod signature;
 pub mod timestamp;
 pub mod webhooks;

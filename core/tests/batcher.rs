@@ -187,6 +187,52 @@ fn a_message_over_32kb_is_refused_and_nothing_else_changes() {
 }
 
 #[test]
+fn a_prepared_message_is_what_handle_call_queues_and_is_queued_only_when_handed_back() {
+    let mut b = Batcher::new(
+        BatcherConfig {
+            max_queue: 1,
+            flush_at: 1,
+            ..config()
+        },
+        T0,
+    )
+    .unwrap();
+    let m = b.0.prepare(t(T0), track(1, 0), random(1)).unwrap();
+    assert_eq!(b.queued(), 0);
+    assert_eq!(b.poll_timeout(), None);
+    let mut twin = Batcher::new(config(), T0).unwrap();
+    let id = twin.handle_call(T0, track(1, 0), random(1)).unwrap();
+    assert_eq!(m.message_id(), id);
+    twin.flush(T0);
+    let sent = twin.poll_request(T0).unwrap().request.body;
+    assert!(
+        String::from_utf8(sent).unwrap().contains(m.json()),
+        "{}",
+        m.json()
+    );
+    // Invalid or too large: refused by `prepare`, as by `handle_call`.
+    assert_eq!(
+        b.0.prepare(t(T0), Call::new(CallKind::Track), random(0))
+            .unwrap_err()
+            .code(),
+        "missing_identity"
+    );
+    b.0.handle_message(m.clone()).unwrap();
+    assert_eq!(b.queued(), 1);
+    assert!(
+        b.poll_timeout().is_some_and(|w| w <= T0),
+        "flush_at 1: due now"
+    );
+    // A full queue refuses the message (the host still has it to report).
+    assert_eq!(
+        b.0.handle_message(m.clone()).unwrap_err().code(),
+        "queue_full"
+    );
+    b.shutdown();
+    assert_eq!(b.0.handle_message(m).unwrap_err().code(), "closed");
+}
+
+#[test]
 fn invalid_calls_and_a_full_queue_are_typed_errors() {
     let mut b = Batcher::new(
         BatcherConfig {

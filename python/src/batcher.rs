@@ -1,7 +1,7 @@
 //! The batching client's state machine, sans I/O (the core's `Batcher`),
 //! shared safely between threads.
 
-use crate::call::{call_from_fields, to_call};
+use crate::call::{call_from_fields, to_call_with};
 use crate::delivery::{os_seed, outcome_of};
 use crate::error::err;
 use crate::timestamp::{clock, millis, now_of};
@@ -48,6 +48,30 @@ pub struct Batcher {
     /// Called, without the lock, after an input moved `poll_timeout()`
     /// earlier: the I/O loop sleeping until the old time must look again.
     on_wake: Option<Py<PyAny>>,
+    /// `default=`: converts call values that have no JSON form.
+    default: Option<Py<PyAny>>,
+}
+
+/// A message made by [`Batcher::prepare_fields`], not queued yet: its
+/// `messageId` and its JSON text, as the batcher would send it.
+#[pyclass(frozen, module = "callpost._callpost")]
+pub(crate) struct Message {
+    inner: core::Message,
+}
+
+#[pymethods]
+impl Message {
+    #[getter]
+    fn message_id(&self) -> &str {
+        self.inner.message_id()
+    }
+    #[getter]
+    fn json(&self) -> &str {
+        self.inner.json()
+    }
+    fn __repr__(&self) -> String {
+        format!("Message(message_id={:?})", self.inner.message_id())
+    }
 }
 
 struct BatcherState {
@@ -72,11 +96,7 @@ impl Batcher {
         }
     }
 
-    /// Queues `call` and calls `on_wake` when that moved the wake-up time
-    /// earlier (the first queued message starts the flush timer, and
-    /// `flush_at` messages make a batch due now). Deciding under the same
-    /// lock as the enqueue is what keeps a wake-up from being lost between
-    /// two threads' calls.
+    /// Queues `call` (see [`Self::queue`]).
     fn enqueue(
         &self,
         py: Python<'_>,
@@ -84,21 +104,40 @@ impl Batcher {
         call: core::Call,
         random: Option<[u8; 16]>,
     ) -> PyResult<String> {
-        let (id, woke) = {
-            let mut s = self.state(py);
+        self.queue(py, |s| {
             let random = match random {
                 Some(r) => r,
                 None => s.entropy.take16()?,
             };
+            s.inner.handle_call(now, call, random).map_err(err)
+        })
+    }
+
+    /// Runs `enqueue` on the state and calls `on_wake` when that moved the
+    /// wake-up time earlier (the first queued message starts the flush
+    /// timer, and `flush_at` messages make a batch due now). Deciding under
+    /// the same lock as the enqueue is what keeps a wake-up from being lost
+    /// between two threads' calls.
+    fn queue<T>(
+        &self,
+        py: Python<'_>,
+        enqueue: impl FnOnce(&mut BatcherState) -> PyResult<T>,
+    ) -> PyResult<T> {
+        let (out, woke) = {
+            let mut s = self.state(py);
             let before = s.inner.poll_timeout();
-            let id = s.inner.handle_call(now, call, random).map_err(err)?;
+            let out = enqueue(&mut s)?;
             let after = s.inner.poll_timeout();
-            (id, after.is_some_and(|a| before.is_none_or(|b| a < b)))
+            (out, after.is_some_and(|a| before.is_none_or(|b| a < b)))
         };
         if let (true, Some(wake)) = (woke, &self.on_wake) {
             wake.call0(py)?;
         }
-        Ok(id)
+        Ok(out)
+    }
+
+    fn default_hook<'py>(&self, py: Python<'py>) -> Option<&Bound<'py, PyAny>> {
+        self.default.as_ref().map(|d| d.bind(py))
     }
 }
 
@@ -160,7 +199,7 @@ impl Batcher {
     #[pyo3(signature = (write_key, *, endpoint=None, flush_at=None, flush_after_ms=None, max_queue=None,
                         max_attempts=None, max_retry_ms=None, request_timeout_ms=None, max_in_flight=None,
                         backoff_base_ms=None, backoff_cap_ms=None, library_name=None, library_version=None,
-                        seed=None, now=None, on_wake=None))]
+                        seed=None, now=None, on_wake=None, default=None))]
     #[allow(clippy::too_many_arguments)] // the Python signature
     fn new(
         py: Python<'_>,
@@ -180,6 +219,7 @@ impl Batcher {
         seed: Option<u64>,
         now: Option<&Bound<'_, PyAny>>,
         on_wake: Option<Py<PyAny>>,
+        default: Option<Py<PyAny>>,
     ) -> PyResult<Self> {
         // Only what the caller gave replaces the core's defaults.
         let mut c = core::BatcherConfig::new(write_key);
@@ -206,6 +246,7 @@ impl Batcher {
                 entropy: Entropy::new(),
             }),
             on_wake: on_wake.filter(|w| !w.is_none(py)),
+            default: default.filter(|d| !d.is_none(py)),
         })
     }
 
@@ -226,7 +267,7 @@ impl Batcher {
         let random: Option<[u8; 16]> = random
             .map(|r| r.try_into().map_err(|_| err(ApiMisuse::RandomLength(16))))
             .transpose()?;
-        let call = to_call(call)?;
+        let call = to_call_with(call, self.default_hook(py))?;
         let now = match now_ms {
             Some(ms) => millis(ms)?,
             None => clock()?,
@@ -283,8 +324,66 @@ impl Batcher {
                 timestamp,
                 message_id,
             ],
+            self.default_hook(py),
         )?;
         self.enqueue(py, clock()?, call, None)
+    }
+
+    /// The message `handle_fields` would queue, not queued: for hosts that
+    /// return it to their caller first (Segment's SDKs do) and queue it
+    /// with [`Self::handle_message`]. Checks the call and its size, not the
+    /// queue's room.
+    #[pyo3(signature = (kind, user_id, anonymous_id, event, name, category, properties, traits,
+                        context, integrations, group_id, previous_id, timestamp, message_id))]
+    #[allow(clippy::too_many_arguments)]
+    fn prepare_fields(
+        &self,
+        py: Python<'_>,
+        kind: &str,
+        user_id: Option<&Bound<'_, PyAny>>,
+        anonymous_id: Option<&Bound<'_, PyAny>>,
+        event: Option<&Bound<'_, PyAny>>,
+        name: Option<&Bound<'_, PyAny>>,
+        category: Option<&Bound<'_, PyAny>>,
+        properties: Option<&Bound<'_, PyAny>>,
+        traits: Option<&Bound<'_, PyAny>>,
+        context: Option<&Bound<'_, PyAny>>,
+        integrations: Option<&Bound<'_, PyAny>>,
+        group_id: Option<&Bound<'_, PyAny>>,
+        previous_id: Option<&Bound<'_, PyAny>>,
+        timestamp: Option<&Bound<'_, PyAny>>,
+        message_id: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Message> {
+        let call = call_from_fields(
+            kind,
+            [
+                user_id,
+                anonymous_id,
+                event,
+                name,
+                category,
+                properties,
+                traits,
+                context,
+                integrations,
+                group_id,
+                previous_id,
+                timestamp,
+                message_id,
+            ],
+            self.default_hook(py),
+        )?;
+        let now = clock()?;
+        let mut s = self.state(py);
+        let random = s.entropy.take16()?;
+        let inner = s.inner.prepare(now, call, random).map_err(err)?;
+        Ok(Message { inner })
+    }
+
+    /// Queues a message from [`Self::prepare_fields`] of this batcher.
+    fn handle_message(&self, py: Python<'_>, message: &Message) -> PyResult<()> {
+        let message = message.inner.clone();
+        self.queue(py, |s| s.inner.handle_message(message).map_err(err))
     }
 
     fn flush(&self, py: Python<'_>, now_ms: i64) -> PyResult<()> {

@@ -5,8 +5,8 @@
 
 use crate::error::err;
 use crate::json::{
-    key_str, nested, py_str, raise, runs_no_python, to_value, unchanged, walk, write_dict,
-    write_py, Seg, Stack, Walk,
+    key_str, nested, py_str, raise, runs_no_python, unchanged, walk, write_dict, write_py,
+    DefaultHook, Seg, Stack, Walk,
 };
 use callpost_core::json::JsonError;
 use callpost_core::{
@@ -19,6 +19,11 @@ use pyo3::types::{PyBool, PyBytes, PyDate, PyDateTime, PyDict, PyFloat, PyInt, P
 /// `timestamp` may also be an aware `datetime`), or the call's JSON text as
 /// `str` or `bytes`, which the core parses directly.
 pub(crate) fn to_call(obj: &Bound<'_, PyAny>) -> PyResult<Call> {
+    to_call_with(obj, None)
+}
+
+/// [`to_call`], with a `default=` hook for values that have no JSON form.
+pub(crate) fn to_call_with(obj: &Bound<'_, PyAny>, default: DefaultHook<'_, '_>) -> PyResult<Call> {
     if let Ok(s) = obj.cast::<PyString>() {
         let text = s.to_cow().map_err(|_| err(JsonError::InvalidUnicode))?;
         return Call::from_json_str(&text).map_err(err);
@@ -29,9 +34,9 @@ pub(crate) fn to_call(obj: &Bound<'_, PyAny>) -> PyResult<Call> {
         return Call::from_json_slice(b.as_bytes()).map_err(err);
     }
     if let Ok(d) = obj.cast::<PyDict>() {
-        return call_from_dict(d);
+        return call_from_dict(d, default);
     }
-    Call::from_owned(to_value(obj)?).map_err(err)
+    Call::from_owned(walk(obj, default).map_err(raise)?).map_err(err)
 }
 
 /// A call from a dict with Segment's keys. The core's [`CallBuilder`] holds
@@ -39,12 +44,18 @@ pub(crate) fn to_call(obj: &Bound<'_, PyAny>) -> PyResult<Call> {
 /// `traits` are written straight to JSON text, the hot path. Values under
 /// keys the model ignores are still checked, so a dict is refused for the
 /// same values in Python as its JSON would be in JS.
-fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
+fn call_from_dict(d: &Bound<'_, PyDict>, default: DefaultHook<'_, '_>) -> PyResult<Call> {
     let mut b = CallBuilder::new();
     let mut scratch = Vec::new();
     let len = d.len();
     for (k, v) in d.iter().take(len) {
-        call_entry(&mut b, key_str(&k).map_err(raise)?, &v, &mut scratch)?;
+        call_entry(
+            &mut b,
+            key_str(&k).map_err(raise)?,
+            &v,
+            &mut scratch,
+            default,
+        )?;
         if !runs_no_python(&v) {
             unchanged(d, len)?;
         }
@@ -58,13 +69,14 @@ fn call_from_dict(d: &Bound<'_, PyDict>) -> PyResult<Call> {
 pub(crate) fn call_from_fields(
     kind: &str,
     fields: [Option<&Bound<'_, PyAny>>; CALL_FIELDS.len()],
+    default: DefaultHook<'_, '_>,
 ) -> PyResult<Call> {
     let mut b = CallBuilder::new();
     let mut scratch = Vec::new();
     b.scalar("type", Scalar::Str(kind));
     for (key, v) in CALL_FIELDS.iter().zip(fields) {
         if let Some(v) = v.filter(|v| !v.is_none()) {
-            call_entry(&mut b, key, v, &mut scratch)?;
+            call_entry(&mut b, key, v, &mut scratch, default)?;
         }
     }
     b.finish().map_err(err)
@@ -76,18 +88,19 @@ fn call_entry(
     key: &str,
     v: &Bound<'_, PyAny>,
     scratch: &mut Vec<u8>,
+    default: DefaultHook<'_, '_>,
 ) -> PyResult<()> {
     let at = |e: Walk| raise(e.at(Seg::Key(key.to_owned())));
     let kind = CallBuilder::field_kind(key);
     if let (FieldKind::Object | FieldKind::Map, Ok(inner)) = (kind, v.cast::<PyDict>()) {
         let object = if kind == FieldKind::Object {
-            let mut stack = Stack::new();
+            let mut stack = Stack::with_default(default);
             Object::Json(
                 JsonObject::write_with(|w| nested(v, &mut stack, |s| write_dict(w, inner, s)))
                     .map_err(at)?,
             )
         } else {
-            match walk(v).map_err(at)? {
+            match walk(v, default).map_err(at)? {
                 Value::Object(m) => Object::Map(m),
                 _ => Object::Map(Map::new()),
             }
@@ -105,19 +118,24 @@ fn call_entry(
     } else if v.cast::<PyBool>().is_ok() {
         Scalar::Other("boolean")
     } else if v.cast::<PyInt>().is_ok() || v.cast::<PyFloat>().is_ok() {
-        match walk(v).map_err(at)? {
+        match walk(v, None).map_err(at)? {
             Value::Number(n) => Scalar::Number(n),
             _ => Scalar::Other("number"),
         }
     } else if v.cast::<PyDateTime>().is_ok() || v.cast::<PyDate>().is_ok() {
-        iso = match walk(v).map_err(at)? {
+        iso = match walk(v, default).map_err(at)? {
             Value::String(s) => s,
             _ => String::new(),
         };
         Scalar::Str(&iso)
     } else {
         scratch.clear();
-        write_py(&mut Writer::new(scratch), v, &mut Stack::new()).map_err(at)?;
+        write_py(
+            &mut Writer::new(scratch),
+            v,
+            &mut Stack::with_default(default),
+        )
+        .map_err(at)?;
         match scratch.first() {
             Some(b'{') => Scalar::Other("object"),
             Some(b'[') => Scalar::Other("array"),

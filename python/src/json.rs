@@ -10,11 +10,20 @@ use callpost_core::{Timestamp, Value, Writer};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDate, PyDateTime, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
-/// `JSON.stringify(value)`, exactly.
+/// `JSON.stringify(value)`, exactly. `default` is called, as by
+/// `json.dumps`, with each value that has no JSON form, and its result is
+/// written instead.
 #[pyfunction]
-pub(crate) fn stringify(value: &Bound<'_, PyAny>) -> PyResult<String> {
+#[pyo3(signature = (value, *, default=None))]
+pub(crate) fn stringify(
+    value: &Bound<'_, PyAny>,
+    default: Option<&Bound<'_, PyAny>>,
+) -> PyResult<String> {
+    let mut out = Vec::with_capacity(256);
+    let mut stack = Stack::with_default(default.filter(|d| !d.is_none()));
+    write_py(&mut Writer::new(&mut out), value, &mut stack).map_err(raise)?;
     // The writer emits only UTF-8 (str input, ASCII punctuation).
-    String::from_utf8(to_json(value)?).map_err(|_| err(JsonError::InvalidUnicode))
+    String::from_utf8(out).map_err(|_| err(JsonError::InvalidUnicode))
 }
 
 /// Converts a Python object to a JSON value as `JSON.stringify` would see the
@@ -22,7 +31,7 @@ pub(crate) fn stringify(value: &Bound<'_, PyAny>) -> PyResult<String> {
 /// None; aware datetimes and dates become ISO strings. Anything else is
 /// `not_json`, naming the path to the bad value.
 pub(crate) fn to_value(obj: &Bound<'_, PyAny>) -> PyResult<Value> {
-    walk(obj).map_err(raise)
+    walk(obj, None).map_err(raise)
 }
 
 pub(crate) fn raise(e: Walk) -> PyErr {
@@ -33,14 +42,6 @@ pub(crate) fn raise(e: Walk) -> PyErr {
         }
         Walk::Py(p) => p,
     }
-}
-
-/// `JSON.stringify` of a Python value, written straight to bytes by the
-/// core's streaming writer (no intermediate tree).
-pub(crate) fn to_json(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
-    let mut out = Vec::with_capacity(256);
-    write_py(&mut Writer::new(&mut out), obj, &mut Stack::new()).map_err(raise)?;
-    Ok(out)
 }
 
 /// A walk error. The path is collected only on the way out of a failed
@@ -107,9 +108,13 @@ fn with_path(e: JsonError, path: String) -> JsonError {
 /// the same paths), then read back by the core's parser, which is lossless
 /// for everything the writer emits. Used for small objects the core reads
 /// inside (`context`, `integrations`, settings).
-pub(crate) fn walk(obj: &Bound<'_, PyAny>) -> Result<Value, Walk> {
+pub(crate) fn walk(obj: &Bound<'_, PyAny>, default: DefaultHook<'_, '_>) -> Result<Value, Walk> {
     let mut out = Vec::with_capacity(128);
-    write_py(&mut Writer::new(&mut out), obj, &mut Stack::new())?;
+    write_py(
+        &mut Writer::new(&mut out),
+        obj,
+        &mut Stack::with_default(default),
+    )?;
     Ok(Value::from_json_slice(&out)?)
 }
 
@@ -120,7 +125,7 @@ pub(crate) fn walk(obj: &Bound<'_, PyAny>) -> Result<Value, Walk> {
 pub(crate) fn write_py(
     w: &mut Writer<'_>,
     obj: &Bound<'_, PyAny>,
-    stack: &mut Stack,
+    stack: &mut Stack<'_, '_>,
 ) -> Result<(), Walk> {
     // Exact built-in types by pointer first: on the stable ABI every
     // `isinstance`-style check is a call into the interpreter, and these
@@ -182,7 +187,13 @@ pub(crate) fn write_py(
         });
     }
     if let Ok(dt) = obj.cast::<PyDateTime>() {
-        w.string(&datetime_iso(dt)?);
+        match datetime_iso(dt) {
+            Ok(iso) => w.string(&iso),
+            // A naive datetime has no instant; the caller's `default` may
+            // know which it means.
+            Err(_) if stack.default.is_some() => return write_default(w, obj, stack),
+            Err(e) => return Err(e),
+        }
         return Ok(());
     }
     if let Ok(d) = obj.cast::<PyDate>() {
@@ -190,31 +201,65 @@ pub(crate) fn write_py(
         w.string(&s);
         return Ok(());
     }
+    if stack.default.is_some() {
+        return write_default(w, obj, stack);
+    }
     Err(not_json(obj))
+}
+
+/// A caller's `default=` hook, as `json.dumps` takes it: called with a
+/// value that has no JSON form, its result written in its place.
+pub(crate) type DefaultHook<'a, 'py> = Option<&'a Bound<'py, PyAny>>;
+
+/// `obj` through the stack's `default`. The call counts as a level of
+/// nesting with `obj` on the stack, so a hook that returns its argument is
+/// a cycle and one that never settles runs into the depth limit, instead
+/// of recursing for ever.
+fn write_default(
+    w: &mut Writer<'_>,
+    obj: &Bound<'_, PyAny>,
+    stack: &mut Stack<'_, '_>,
+) -> Result<(), Walk> {
+    let Some(default) = stack.default else {
+        return Err(not_json(obj));
+    };
+    let replacement = match default.call1((obj,)) {
+        Ok(r) => r,
+        // `json.dumps`' contract: a hook raises TypeError for a value it
+        // does not convert either; that is `not_json`, with the value's path.
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyTypeError>(default.py()) => {
+            return Err(not_json(obj))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    nested(obj, stack, |stack| write_py(w, &replacement, stack))
 }
 
 /// The containers being written, outermost first: for cycles and depth.
 /// At most [`MAX_DEPTH`] deep, so it is a fixed array, not a `Vec`: the
-/// walk of every call then allocates nothing for it.
-pub(crate) struct Stack {
+/// walk of every call then allocates nothing for it. It also carries the
+/// caller's `default=` hook down the walk.
+pub(crate) struct Stack<'a, 'py> {
     ids: [usize; MAX_DEPTH],
     len: usize,
+    default: DefaultHook<'a, 'py>,
 }
 
-impl Stack {
-    pub(crate) fn new() -> Self {
+impl<'a, 'py> Stack<'a, 'py> {
+    pub(crate) fn with_default(default: DefaultHook<'a, 'py>) -> Self {
         Self {
             ids: [0; MAX_DEPTH],
             len: 0,
+            default,
         }
     }
 }
 
 /// Runs `write` for a container, with `obj` on the cycle and depth stack.
-pub(crate) fn nested(
+pub(crate) fn nested<'a, 'py>(
     obj: &Bound<'_, PyAny>,
-    stack: &mut Stack,
-    write: impl FnOnce(&mut Stack) -> Result<(), Walk>,
+    stack: &mut Stack<'a, 'py>,
+    write: impl FnOnce(&mut Stack<'a, 'py>) -> Result<(), Walk>,
 ) -> Result<(), Walk> {
     let id = obj.as_ptr() as usize;
     if stack.ids[..stack.len].contains(&id) {
@@ -257,7 +302,7 @@ fn entries_of<'a, 'py>(
 pub(crate) fn write_dict(
     w: &mut Writer<'_>,
     d: &Bound<'_, PyDict>,
-    stack: &mut Stack,
+    stack: &mut Stack<'_, '_>,
 ) -> Result<(), Walk> {
     let mut mark = w.begin_object()?;
     let len = d.len();
@@ -305,7 +350,7 @@ pub(crate) fn unchanged(d: &Bound<'_, PyDict>, len: usize) -> Result<(), PyErr> 
 fn write_dict_ordered(
     w: &mut Writer<'_>,
     d: &Bound<'_, PyDict>,
-    stack: &mut Stack,
+    stack: &mut Stack<'_, '_>,
 ) -> Result<(), Walk> {
     let items: Vec<(Bound<'_, PyAny>, Bound<'_, PyAny>)> = d.iter().collect();
     let entries = entries_of(&items)?;

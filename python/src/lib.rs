@@ -52,6 +52,7 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<delivery::Attempt>()?;
     m.add_class::<delivery::Delivery>()?;
     m.add_class::<batcher::BatchRequest>()?;
+    m.add_class::<batcher::Message>()?;
     m.add_function(wrap_pyfunction!(webhooks::delete_notifications, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::check_headers, m)?)?;
     m.add_function(wrap_pyfunction!(ingest::parse_request, m)?)?;
@@ -80,6 +81,11 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
         defaults.set_item(name, value)?;
     }
     m.add("DEFAULTS", defaults)?;
+    let segment = PyDict::new(py);
+    for (name, value) in core::segment::PYTHON_DEFAULTS {
+        segment.set_item(name, value)?;
+    }
+    m.add("SEGMENT_DEFAULTS", segment)?;
     m.add("CALL_FIELDS", core::CALL_FIELDS.to_vec())?;
     m.add("ERROR_CODES", error::registry(py)?)?;
     Ok(())

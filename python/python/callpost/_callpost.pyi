@@ -23,9 +23,11 @@ __all__ = [
     "MAX_BATCH_CALLS",
     "MAX_MESSAGE_BYTES",
     "MAX_REQUEST_BYTES",
+    "Message",
     "Parsed",
     "Rejected",
     "Request",
+    "SEGMENT_DEFAULTS",
     "SEGMENT_SIGNATURE_HEADER",
     "SIGNATURE_HEADER",
     "SUCCESS_BODY",
@@ -75,6 +77,8 @@ MAX_BATCH_BYTES: int
 """Largest batch body, envelope included."""
 DEFAULTS: Dict[str, int]
 """Every limit and default of the core, by name; durations in milliseconds."""
+SEGMENT_DEFAULTS: Dict[str, int]
+"""segment-analytics-python 2.x's defaults, which ``callpost.segment`` keeps; durations in milliseconds."""
 CALL_FIELDS: List[str]
 """A call's top-level keys other than ``type``, in the order ``Batcher.handle_fields`` takes them."""
 ERROR_CODES: Dict[str, Tuple[str, Optional[str]]]
@@ -86,11 +90,14 @@ MAX_BATCH_CALLS: int
 SUCCESS_BODY: str
 """The exact body of the relay's answer to an accepted request."""
 
-def stringify(value: Any) -> str:
+def stringify(value: Any, *, default: Optional[Callable[[Any], Any]] = None) -> str:
     """``JSON.stringify(value)``, byte for byte. Takes dict (str keys), list,
-    tuple, str, int, float, bool, None, aware datetime and date. Raises
-    NotJSONError (naming the path) for anything else, JSONValueError for NaN,
-    infinities, integers JavaScript would change, or nesting over 64."""
+    tuple, str, int, float, bool, None, aware datetime and date. ``default``,
+    as for ``json.dumps``, is called with any other value (and a naive
+    datetime) and its result written instead; a TypeError from it means no
+    conversion. Raises NotJSONError (naming the path) for a value with no JSON
+    form, JSONValueError for NaN, infinities, integers JavaScript would change,
+    or nesting over 64."""
 
 def sign(secret: _Bytes, body: _Bytes) -> str:
     """Lowercase hex HMAC-SHA1 of ``body`` keyed with ``secret``."""
@@ -387,6 +394,16 @@ class BatchRequest:
     def deadline_ms(self) -> int: ...
 
 @final
+class Message:
+    """A message made by ``Batcher.prepare_fields``, as it would be sent."""
+
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def json(self) -> str:
+        """The message object, in ``JSON.stringify`` form."""
+
+@final
 class Batcher:
     """The batching client's state machine: queue, batches, retries."""
 
@@ -409,11 +426,13 @@ class Batcher:
         seed: Optional[int] = None,
         now: _Now = None,
         on_wake: Optional[Callable[[], object]] = None,
+        default: Optional[Callable[[Any], Any]] = None,
     ) -> "Batcher":
         """Safe to share between threads (each method locks it briefly). With ``seed=None`` the retry jitter
         is seeded from OS randomness. ``on_wake`` is called after ``handle_call``/``handle_fields`` queued a
         call that moved ``poll_timeout()`` earlier, so an I/O loop sleeping until the old time can look again;
-        its exception propagates (the call is queued)."""
+        its exception propagates (the call is queued). ``default`` converts call values with no JSON form
+        (see ``stringify``)."""
     def handle_call(self, now_ms: Optional[int], call: _Call, random: Optional[bytes] = None) -> str:
         """Queues a call; ``random`` is 16 bytes for its messageId. Returns the messageId.
         ``None`` reads the host clock / the OS's entropy."""
@@ -436,6 +455,27 @@ class Batcher:
     ) -> str:
         """``handle_call(None, {"type": kind, "userId": ..., ...}, None)`` without the dict, fields in the
         order of ``CALL_FIELDS``: what the clients' ``track()`` and friends call. ``None`` fields are absent."""
+    def prepare_fields(
+        self,
+        kind: str,
+        user_id: Any,
+        anonymous_id: Any,
+        event: Any,
+        name: Any,
+        category: Any,
+        properties: Any,
+        traits: Any,
+        context: Any,
+        integrations: Any,
+        group_id: Any,
+        previous_id: Any,
+        timestamp: Any,
+        message_id: Any,
+    ) -> Message:
+        """The message ``handle_fields`` would queue, not queued: checked, completed (messageId, timestamp,
+        ``context.library``) and size-checked. Queue it with ``handle_message``."""
+    def handle_message(self, message: Message) -> None:
+        """Queues a message from this batcher's ``prepare_fields``. Raises QueueFullError or ClosedError."""
     def flush(self, now_ms: int) -> None: ...
     def shutdown(self) -> None: ...
     def poll_request(self, now_ms: int) -> Optional[BatchRequest]: ...

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import gzip as _gzip
 import json
 import logging
 import os
@@ -46,10 +47,22 @@ __all__ = ["Webhooks", "DeliveryResult", "Client", "AsyncClient"]
 
 logger = logging.getLogger("callpost")
 
-# The spec's diagnostics switch: DEBUG=analytics turns on runtime logging.
-if "analytics" in os.environ.get("DEBUG", "").split(","):
-    logging.basicConfig()
+_debug_handler: Optional[logging.Handler] = None
+
+
+def _debug_logging(debug: bool) -> None:
+    """``debug=True``, or the spec's diagnostics switch (``DEBUG=analytics``
+    in the environment), when a client is made: the ``callpost`` logger
+    logs at DEBUG to stderr. Only that logger, and only then: importing
+    callpost configures no logging, as a library must not."""
+    global _debug_handler
+    if not (debug or "analytics" in os.environ.get("DEBUG", "").split(",")):
+        return
     logger.setLevel(logging.DEBUG)
+    if _debug_handler is None:
+        _debug_handler = logging.StreamHandler()
+        _debug_handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+        logger.addHandler(_debug_handler)
 
 _D = _callpost.DEFAULTS
 """The core's limits and defaults; durations in ms (the API below takes seconds)."""
@@ -89,29 +102,44 @@ def _post_args(req: "_callpost.Request", deadline_ms: int) -> Dict[str, Any]:
     return dict(headers=req.headers, content=req.body, timeout=max(deadline_ms - _now_ms(), 1) / 1000)
 
 
+def _gzipped(req: "_callpost.Request", deadline_ms: int) -> Dict[str, Any]:
+    """``gzip=True``: the batch body compressed, as the tracking API accepts
+    it (the size limits apply to the JSON before compression)."""
+    args = _post_args(req, deadline_ms)
+    args["headers"] = [*args["headers"], ("Content-Encoding", "gzip")]
+    args["content"] = _gzip.compress(args["content"], compresslevel=6)
+    return args
+
+
 def _report_of(r: httpx.Response) -> Dict[str, Any]:
     return dict(status=r.status_code, retry_after=r.headers.get("retry-after"))
 
 
-def _send_one(http: httpx.Client, key: int, req: "_callpost.Request", deadline_ms: int) -> Tuple[int, int, Dict[str, Any]]:
+_PostArgs = Callable[["_callpost.Request", int], Dict[str, Any]]
+
+
+def _send_one(http: httpx.Client, key: int, req: "_callpost.Request", deadline_ms: int,
+              post_args: _PostArgs = _post_args) -> Tuple[int, int, Dict[str, Any]]:
     try:
-        report = _report_of(http.post(req.url, **_post_args(req, deadline_ms)))
+        report = _report_of(http.post(req.url, **post_args(req, deadline_ms)))
     except httpx.HTTPError as exc:
         kind, message = _error_kind(exc)
         report = dict(error=kind, message=message)
     return key, _now_ms(), report
 
 
-async def _send_one_async(http: httpx.AsyncClient, key: int, req: "_callpost.Request", deadline_ms: int) -> Tuple[int, int, Dict[str, Any]]:
+async def _send_one_async(http: httpx.AsyncClient, key: int, req: "_callpost.Request", deadline_ms: int,
+                          post_args: _PostArgs = _post_args) -> Tuple[int, int, Dict[str, Any]]:
     try:
-        report = _report_of(await http.post(req.url, **_post_args(req, deadline_ms)))
+        report = _report_of(await http.post(req.url, **post_args(req, deadline_ms)))
     except httpx.HTTPError as exc:
         kind, message = _error_kind(exc)
         report = dict(error=kind, message=message)
     return key, _now_ms(), report
 
 
-def _run_sync(steps: _Steps[_T], http: httpx.Client, wait: Callable[[Optional[float]], None]) -> _T:
+def _run_sync(steps: _Steps[_T], http: httpx.Client, wait: Callable[[Optional[float]], None],
+              post_args: _PostArgs = _post_args) -> _T:
     """Runs a loop on this thread. A step's requests go out together, on
     threads when there are several (a parallel round)."""
     reply: Any = None
@@ -124,16 +152,17 @@ def _run_sync(steps: _Steps[_T], http: httpx.Client, wait: Callable[[Optional[fl
         if kind == "send":
             sends: _Sends = arg
             if len(sends) == 1:
-                reply = [_send_one(http, *sends[0])]
+                reply = [_send_one(http, *sends[0], post_args)]
             else:
                 with ThreadPoolExecutor(max_workers=len(sends), thread_name_prefix="callpost-send") as pool:
-                    reply = list(pool.map(lambda s: _send_one(http, *s), sends))
+                    reply = list(pool.map(lambda s: _send_one(http, s[0], s[1], s[2], post_args), sends))
         else:
             wait(arg)
             reply = None
 
 
-async def _run_async(steps: _Steps[_T], http: httpx.AsyncClient, wait: Callable[[Optional[float]], Awaitable[None]]) -> _T:
+async def _run_async(steps: _Steps[_T], http: httpx.AsyncClient, wait: Callable[[Optional[float]], Awaitable[None]],
+                     post_args: _PostArgs = _post_args) -> _T:
     """Runs a loop on the running event loop; a step's requests are tasks."""
     reply: Any = None
     while True:
@@ -143,7 +172,7 @@ async def _run_async(steps: _Steps[_T], http: httpx.AsyncClient, wait: Callable[
             result: _T = stop.value
             return result
         if kind == "send":
-            reply = list(await asyncio.gather(*(_send_one_async(http, *s) for s in arg)))
+            reply = list(await asyncio.gather(*(_send_one_async(http, key, req, deadline, post_args) for key, req, deadline in arg)))
         else:
             await wait(arg)
             reply = None
@@ -397,6 +426,16 @@ def _sender_steps(client: Union["Client", "AsyncClient"]) -> _Steps[None]:
         yield ("wait", None if wake is None else max(wake - now, 0) / 1000)
 
 
+def _prepare_only(batcher: "_callpost.Batcher") -> Callable[..., str]:
+    """``send=False``: each call is checked and completed as it would be
+    sent (so tests see the same errors and ids), then dropped."""
+
+    def enqueue(*fields: Any) -> str:
+        return batcher.prepare_fields(*fields).message_id
+
+    return enqueue
+
+
 def _client_settings(endpoint: Optional[str], flush_at: int, flush_after: float, max_queue: int, max_attempts: int,
                      max_retry: float, timeout: float, backoff_base: float, backoff_cap: float) -> Dict[str, Any]:
     return dict(endpoint=endpoint, flush_at=flush_at, flush_after_ms=int(flush_after * 1000), max_queue=max_queue,
@@ -409,6 +448,13 @@ class Client(_CallMethods):
     background thread sends them in batches of ``flush_at`` or every
     ``flush_after`` seconds. Use as a context manager, or call :meth:`close`;
     at interpreter exit anything queued is sent or handed to ``on_error``.
+
+    ``send=False`` checks and completes each call, then drops it (tests,
+    dry runs). ``debug=True`` logs to stderr through the ``callpost``
+    logger. ``gzip=True`` compresses batch bodies. ``default`` converts
+    values with no JSON form, as ``json.dumps(default=...)`` does.
+    ``http_client`` is an ``httpx.Client`` to send with (proxies, private
+    CAs); it stays open when the client closes.
     """
 
     def __init__(
@@ -426,6 +472,11 @@ class Client(_CallMethods):
         backoff_cap: float = _D["batch_backoff_cap_ms"] / 1000,
         on_error: Optional[OnError] = None,
         shutdown_timeout: float = _D["shutdown_timeout_ms"] / 1000,
+        send: bool = True,
+        debug: bool = False,
+        gzip: bool = False,
+        default: Optional[Callable[[Any], Any]] = None,
+        http_client: Optional[httpx.Client] = None,
     ) -> None:
         self._settings = _client_settings(endpoint, flush_at, flush_after, max_queue, max_attempts, max_retry, timeout,
                                           backoff_base, backoff_cap)
@@ -433,6 +484,11 @@ class Client(_CallMethods):
         self._timeout = timeout
         self.on_error = on_error
         self._shutdown_timeout = shutdown_timeout
+        self._send = send
+        self._default = default
+        self._post_args: _PostArgs = _gzipped if gzip else _post_args
+        self._http_client = http_client
+        _debug_logging(debug)
         self._reset()
         ref = weakref.ref(self)
         atexit.register(_close_at_exit, ref)
@@ -441,8 +497,9 @@ class Client(_CallMethods):
 
     def _reset(self) -> None:
         # The jitter seed is the native batcher's: OS randomness.
-        self._batcher = _callpost.Batcher(self._write_key, on_wake=_waker(self), **self._settings)
-        self._enqueue = self._batcher.handle_fields
+        self._batcher = _callpost.Batcher(self._write_key, on_wake=_waker(self), default=self._default,
+                                          **self._settings)
+        self._enqueue = self._batcher.handle_fields if self._send else _prepare_only(self._batcher)
         # A plain Lock, not Condition()'s default RLock: `with self._lock` is
         # entered in C, and nothing re-enters it (callbacks run unlocked).
         self._lock = threading.Lock()
@@ -477,8 +534,12 @@ class Client(_CallMethods):
             self._woken = False
 
     def _run(self) -> None:
-        with httpx.Client(verify=True, follow_redirects=False, timeout=self._timeout) as http:
-            _run_sync(_sender_steps(self), http, self._wait)
+        if self._http_client is not None:
+            # The caller's client (proxies, private CAs, mounts): theirs to close.
+            _run_sync(_sender_steps(self), self._http_client, self._wait, self._post_args)
+        else:
+            with httpx.Client(verify=True, follow_redirects=False, timeout=self._timeout) as http:
+                _run_sync(_sender_steps(self), http, self._wait, self._post_args)
         with self._cond:
             self._cond.notify_all()
 
@@ -539,7 +600,8 @@ def _after_fork(ref: "weakref.ref[Client]") -> None:
 class AsyncClient(_CallMethods):
     """The batching client for asyncio: call methods are synchronous (they
     only queue); a task on the running loop sends batches. ``await close()``
-    before the loop ends."""
+    before the loop ends. Options as for :class:`Client`; ``http_client``
+    is an ``httpx.AsyncClient``."""
 
     def __init__(
         self,
@@ -555,13 +617,21 @@ class AsyncClient(_CallMethods):
         backoff_base: float = _D["batch_backoff_base_ms"] / 1000,
         backoff_cap: float = _D["batch_backoff_cap_ms"] / 1000,
         on_error: Optional[OnError] = None,
+        send: bool = True,
+        debug: bool = False,
+        gzip: bool = False,
+        default: Optional[Callable[[Any], Any]] = None,
+        http_client: Optional[httpx.AsyncClient] = None,
     ) -> None:
         settings = _client_settings(endpoint, flush_at, flush_after, max_queue, max_attempts, max_retry, timeout,
                                     backoff_base, backoff_cap)
-        self._batcher = _callpost.Batcher(write_key, on_wake=_waker(self), **settings)
-        self._enqueue = self._batcher.handle_fields
+        self._batcher = _callpost.Batcher(write_key, on_wake=_waker(self), default=default, **settings)
+        self._enqueue = self._batcher.handle_fields if send else _prepare_only(self._batcher)
         self.on_error = on_error
         self._timeout = timeout
+        self._post_args: _PostArgs = _gzipped if gzip else _post_args
+        self._http_client = http_client
+        _debug_logging(debug)
         self._wake: Optional[asyncio.Event] = None
         self._progress: Optional[asyncio.Event] = None
         self._task: Optional["asyncio.Task[None]"] = None
@@ -588,8 +658,11 @@ class AsyncClient(_CallMethods):
         self._wake.clear()
 
     async def _run(self) -> None:
-        async with httpx.AsyncClient(verify=True, follow_redirects=False, timeout=self._timeout) as http:
-            await _run_async(_sender_steps(self), http, self._wait)
+        if self._http_client is not None:
+            await _run_async(_sender_steps(self), self._http_client, self._wait, self._post_args)
+        else:
+            async with httpx.AsyncClient(verify=True, follow_redirects=False, timeout=self._timeout) as http:
+                await _run_async(_sender_steps(self), http, self._wait, self._post_args)
         assert self._progress is not None
         self._progress.set()
 
