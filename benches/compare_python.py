@@ -25,6 +25,7 @@ from typing import Any, Callable, Dict, List, Tuple
 import orjson
 
 import callpost
+import callpost.segment
 
 SMOKE = "--smoke" in sys.argv
 FIXTURES_DIR = pathlib.Path(__file__).parent / "fixtures"
@@ -124,6 +125,9 @@ def track_cpu() -> None:
     ours = callpost.Client("wk", endpoint="http://127.0.0.1:9", flush_at=10**6, flush_after=3600, max_queue=10**7,
                            on_error=lambda e, m: None)
     theirs = SegmentClient("wk", host="http://127.0.0.1:9", send=False, max_queue_size=10**7)
+    # The drop-in, as Segment's SDK here: checked and completed, then
+    # dropped (send=False); it also builds the (success, msg) return.
+    drop_in = callpost.segment.Client("wk", host="http://127.0.0.1:9", send=False, max_queue_size=10**7)
     props = json.loads(fixture("track_423"))["properties"]
 
     def cpu(fn: Callable[[], Any]) -> float:
@@ -132,9 +136,11 @@ def track_cpu() -> None:
             fn()
         return (time.process_time() - t) / n
 
-    rounds: Dict[str, List[float]] = {"callpost Client.track()": [], "segment-analytics-python track()": []}
+    rounds: Dict[str, List[float]] = {"callpost Client.track()": [], "callpost.segment track()": [],
+                                      "segment-analytics-python track()": []}
     for _ in range(2 if SMOKE else 5):
         rounds["callpost Client.track()"].append(cpu(lambda: ours.track("user-8f3a2c91", "Order Completed", props)))
+        rounds["callpost.segment track()"].append(cpu(lambda: drop_in.track("user-8f3a2c91", "Order Completed", props)))
         rounds["segment-analytics-python track()"].append(cpu(lambda: theirs.track("user-8f3a2c91", "Order Completed", props)))
     report("Client.track() of track_423: CPU time per call (enqueue; process_time, all threads)",
            {k: statistics.median(v) for k, v in rounds.items()}, "callpost Client.track()")
