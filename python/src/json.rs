@@ -201,17 +201,14 @@ pub(crate) fn write_py(
         w.string(&s);
         return Ok(());
     }
-    if stack.default.is_some() {
-        return write_default(w, obj, stack);
-    }
-    Err(not_json(obj))
+    write_default(w, obj, stack)
 }
 
 /// A caller's `default=` hook, as `json.dumps` takes it: called with a
 /// value that has no JSON form, its result written in its place.
 pub(crate) type DefaultHook<'a, 'py> = Option<&'a Bound<'py, PyAny>>;
 
-/// `obj` through the stack's `default`. The call counts as a level of
+/// `obj` through the stack's `default`, or `not_json` without one. The call counts as a level of
 /// nesting with `obj` on the stack, so a hook that returns its argument is
 /// a cycle and one that never settles runs into the depth limit, instead
 /// of recursing for ever.

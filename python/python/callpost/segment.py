@@ -100,9 +100,11 @@ def _require(name: str, value: Any, types: Any) -> None:
         raise SegmentArgumentError("invalid_argument", f"{name} must have {types}, got: {value!r}")
 
 
-def _id(value: Any) -> Optional[str]:
-    # Segment's `stringify_id`: ids may be numbers, and are sent as strings.
-    return None if value is None else value if isinstance(value, str) else str(value)
+def _message_id(value: Any) -> Optional[str]:
+    # Segment's `stringify_id` for the one id that may be any object (a
+    # `uuid4()`); numeric user, group and previous ids the core writes as
+    # strings itself.
+    return None if value is None else str(value)
 
 
 def _aware(value: Any) -> Optional[_dt.datetime]:
@@ -312,8 +314,8 @@ class Client:
             # core completes the message (messageId, timestamp,
             # context.library) and checks it and its size.
             message = self._batcher.prepare_fields(
-                kind, _id(user_id), _id(anonymous_id), event, name, category, properties, traits, context,
-                integrations, group_id, previous_id, _aware(timestamp), _id(message_id))
+                kind, user_id, anonymous_id, event, name, category, properties, traits, context, integrations,
+                group_id, previous_id, _aware(timestamp), _message_id(message_id))
         except MessageTooLargeError as e:
             raise SegmentMessageTooLargeError(e.code, str(e)) from None
         msg: Msg = json.loads(message.json)
