@@ -34,6 +34,11 @@ pub const DEFAULT_MAX_QUEUE: usize = 10_000;
 /// speak the same `/v1/batch` API at their own base URL.
 pub const DEFAULT_ENDPOINT: &str = "https://api.segment.io";
 
+/// Path of the batch upload under the endpoint: the tracking API's
+/// `POST /v1/batch` (Segment's HTTP API docs). analytics-node lets it be
+/// set (its `path` option), for proxies that serve it elsewhere.
+pub const DEFAULT_BATCH_PATH: &str = "/v1/batch";
+
 /// Attempts per batch before it is reported failed: analytics-python retries
 /// 10 times.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 10;
@@ -77,8 +82,11 @@ const ENVELOPE_BYTES: usize = ENVELOPE_HEAD.len() + ENVELOPE_MID.len() + 24 + EN
 pub struct BatcherConfig {
     /// The source's write key, sent as the Basic auth user.
     pub write_key: String,
-    /// Base URL; batches go to `{endpoint}/v1/batch`.
+    /// Base URL; batches go to `{endpoint}{batch_path}`.
     pub endpoint: String,
+    /// Path of the batch upload under `endpoint`: empty, or starting with
+    /// `/`, with no query or fragment.
+    pub batch_path: String,
     /// Messages queued before a flush; 1 sends every message at once.
     pub flush_at: usize,
     /// Milliseconds since the last flush after which a flush happens.
@@ -128,6 +136,7 @@ impl BatcherConfig {
         Self {
             write_key: write_key.into(),
             endpoint: DEFAULT_ENDPOINT.to_owned(),
+            batch_path: DEFAULT_BATCH_PATH.to_owned(),
             flush_at: DEFAULT_FLUSH_AT,
             flush_after_ms: DEFAULT_FLUSH_AFTER_MS,
             max_queue: DEFAULT_MAX_QUEUE,
@@ -154,6 +163,10 @@ pub enum ConfigError {
     /// query or fragment.
     #[error("endpoint must be an absolute http or https url without credentials, query or fragment: {0}")]
     InvalidEndpoint(String),
+    /// The batch path is neither empty nor a path starting with `/`, or it
+    /// has a query or fragment.
+    #[error("batch path must be empty or start with '/', without query or fragment: {0:?}")]
+    InvalidBatchPath(String),
     /// A numeric setting is out of range; the message names it.
     #[error("{0} must be at least 1")]
     OutOfRange(&'static str),
@@ -164,7 +177,7 @@ impl ConfigError {
     pub fn code(&self) -> Code {
         match self {
             Self::EmptyWriteKey => Code::EmptyWriteKey,
-            Self::InvalidEndpoint(_) => Code::InvalidEndpoint,
+            Self::InvalidEndpoint(_) | Self::InvalidBatchPath(_) => Code::InvalidEndpoint,
             Self::OutOfRange(_) => Code::InvalidConfig,
         }
     }
@@ -401,7 +414,11 @@ impl Batcher {
                     crate::weburl::redact_userinfo(&config.endpoint).into_owned(),
                 )
             })?;
-        let url = format!("{}/v1/batch", base.href.trim_end_matches('/'));
+        let path = &config.batch_path;
+        if !(path.is_empty() || path.starts_with('/')) || path.contains(['?', '#']) {
+            return Err(ConfigError::InvalidBatchPath(path.clone()));
+        }
+        let url = format!("{}{path}", base.href.trim_end_matches('/'));
         let authorization = format!(
             "Basic {}",
             base64::engine::general_purpose::STANDARD.encode(format!("{}:", config.write_key))

@@ -711,3 +711,40 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn batches_go_to_the_batch_path_under_the_endpoint() {
+    let url_for = |endpoint: &str, batch_path: &str| {
+        let mut b = Batcher::new(
+            BatcherConfig {
+                endpoint: endpoint.into(),
+                batch_path: batch_path.into(),
+                flush_at: 1,
+                ..config()
+            },
+            T0,
+        )
+        .map_err(|e| e.code().as_str())?;
+        b.handle_call(T0, track(1, 0), random(1)).unwrap();
+        Ok::<_, &str>(b.poll_request(T0).unwrap().request.url)
+    };
+    assert_eq!(
+        url_for("https://in.example/", "/v1/batch"),
+        Ok("https://in.example/v1/batch".into())
+    );
+    assert_eq!(
+        url_for("https://in.example/proxy", "/segment/batch"),
+        Ok("https://in.example/proxy/segment/batch".into())
+    );
+    assert_eq!(
+        url_for("https://in.example/collect", ""),
+        Ok("https://in.example/collect".into())
+    );
+    for bad in ["v1/batch", "/v1/batch?x=1", "/v1#f"] {
+        assert_eq!(
+            url_for("https://in.example", bad),
+            Err("invalid_endpoint"),
+            "{bad}"
+        );
+    }
+}
