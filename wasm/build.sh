@@ -29,17 +29,18 @@ done
 cp js/index.cjs js/index.mjs js/web.mjs js/api.mjs js/index.d.ts js/node-platform.cjs \
   js/verify.cjs js/verify.mjs js/verify-web.mjs js/verify.d.ts \
   js/client.cjs js/client.mjs js/client-web.mjs js/client.d.ts js/package.json \
-  js/workerd.mjs js/verify-workerd.mjs js/client-workerd.mjs js/web.d.ts js/verify-web.d.ts js/client-web.d.ts pkg/
+  js/workerd.mjs js/verify-workerd.mjs js/client-workerd.mjs js/web.d.ts js/verify-web.d.ts js/client-web.d.ts \
+  js/segment.cjs js/segment.mjs js/segment-web.mjs js/segment-workerd.mjs js/segment.d.ts js/segment-web.d.ts pkg/
 cp README.md pkg/README.md
 # ESM types (.d.mts) for the ESM entries, so TypeScript does not read the
 # CommonJS declarations for an import (attw's "masquerading as CJS").
-for t in index verify client web verify-web client-web; do
-  sed -e "s|from './index.js'|from './index.mjs'|; s|from './verify.js'|from './verify.mjs'|; s|from './client.js'|from './client.mjs'|" "pkg/$t.d.ts" > "pkg/$t.d.mts"
+for t in index verify client segment web verify-web client-web segment-web; do
+  sed -e "s|from './index.js'|from './index.mjs'|; s|from './verify.js'|from './verify.mjs'|; s|from './client.js'|from './client.mjs'|; s|from './segment.js'|from './segment.mjs'|" "pkg/$t.d.ts" > "pkg/$t.d.mts"
 done
 # The CommonJS copy of the API: api.mjs has no imports, and its only
-# exports are the three factories and webInit.
-if [ "$(grep -c '^export ' js/api.mjs)" != 4 ] || [ "$(grep -c '^export function \(make\|webInit\)' js/api.mjs)" != 4 ]; then
-  echo "api.mjs must export exactly makeSigning, makeApi, makeClient and webInit (the CommonJS copy depends on it)" >&2
+# exports are the four factories and webInit.
+if [ "$(grep -c '^export ' js/api.mjs)" != 5 ] || [ "$(grep -c '^export function \(make\|webInit\)' js/api.mjs)" != 5 ]; then
+  echo "api.mjs must export exactly makeSigning, makeApi, makeClient, makeSegment and webInit (the CommonJS copy depends on it)" >&2
   exit 1
 fi
 sed 's/^export function /function /' js/api.mjs > pkg/api.cjs
@@ -47,7 +48,7 @@ sed 's/^export function /function /' js/api.mjs > pkg/api.cjs
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n 1)
 node -e 'const f = process.argv[1]; const p = JSON.parse(require("fs").readFileSync(f)); p.version = process.argv[2];
   require("fs").writeFileSync(f, JSON.stringify(p, null, 2) + "\n");' pkg/package.json "$version"
-printf "\nmodule.exports = { makeApi, makeSigning, makeClient, webInit };\n" >> pkg/api.cjs
+printf "\nmodule.exports = { makeApi, makeSigning, makeClient, makeSegment, webInit };\n" >> pkg/api.cjs
 
 for m in web verify/web client/web; do
   raw=$(wc -c < "pkg/$m/callpost_wasm_bg.wasm")

@@ -11,13 +11,24 @@
 // feature), and makeApi builds the rest on it. makeClient is the
 // `callpost/client` entry's part of makeApi, over the client-only module
 // (`client`): the classes reach for the wasm exports only when used, so the
-// missing ones (webhooks, signing) cost nothing there.
+// missing ones (webhooks, signing) cost nothing there. makeSegment is the
+// `callpost/segment` entry: analytics-node's Analytics on makeClient's
+// Client, over the same module.
 //
 // webInit is the browsers' `init()` of each entry (web.mjs, client-web.mjs,
 // verify-web.mjs).
 //
 // This file must stay free of imports: the build derives a CommonJS copy
-// from it by dropping `export` from its four functions.
+// from it by dropping `export` from its five functions.
+
+// A JS error for `code`, named and typed as the core's registry says.
+function errorOf(wasm, code, message) {
+  const [name, isTypeError] = wasm.errorClass(code) ?? ['CallpostError', false];
+  const err = isTypeError ? new TypeError(message) : new Error(message);
+  err.name = name;
+  err.code = code;
+  return err;
+}
 
 export function makeSigning(wasm, platform) {
   // node:crypto hashes large bodies faster than wasm's software SHA-1
@@ -26,14 +37,7 @@ export function makeSigning(wasm, platform) {
   const encoder = new TextEncoder();
   const decoder = new TextDecoder('utf-8', { fatal: true });
 
-  // A JS error for `code`, named and typed as the core's registry says.
-  function error(code, message) {
-    const [name, isTypeError] = wasm.errorClass(code) ?? ['CallpostError', false];
-    const err = isTypeError ? new TypeError(message) : new Error(message);
-    err.name = name;
-    err.code = code;
-    return err;
-  }
+  const error = (code, message) => errorOf(wasm, code, message);
 
   const notBytes = (what) => error('invalid_argument', `${what} must be a string or Uint8Array`);
 
@@ -429,13 +433,7 @@ export function makeApi(wasm, platform) {
   const decoder = new TextDecoder('utf-8', { fatal: true });
   const DEFAULTS = Object.freeze(JSON.parse(wasm.defaults()));
 
-  function error(code, message) {
-    const [name, isTypeError] = wasm.errorClass(code) ?? ['CallpostError', false];
-    const err = isTypeError ? new TypeError(message) : new Error(message);
-    err.name = name;
-    err.code = code;
-    return err;
-  }
+  const error = (code, message) => errorOf(wasm, code, message);
 
   // JSON text for a JS value, refusing what JSON.stringify would silently
   // change: NaN/Infinity (→ null), BigInt, functions and symbols (dropped or
@@ -750,6 +748,11 @@ export function makeApi(wasm, platform) {
     }
 
     handleCall(nowMs, call, random = randomBytes(16)) { return this.#core.handleCall(nowMs, callBytes(call), random); }
+    prepare(nowMs, call, random = randomBytes(16)) { return this.#core.prepare(nowMs, callBytes(call), random); }
+    handleMessage(message) {
+      if (!(message instanceof wasm.MessageCore)) throw error('invalid_argument', 'message must come from prepare()');
+      this.#core.handleMessage(message);
+    }
     flush(nowMs) { this.#core.flush(nowMs); }
     shutdown() { this.#core.shutdown(); }
     pollRequest(nowMs) { return this.#core.pollRequest(nowMs); }
@@ -787,12 +790,16 @@ export function makeApi(wasm, platform) {
   }
 
   class Client {
-    constructor({ writeKey, endpoint, flushAt, flushAfter, maxQueue, maxAttempts, maxRetryMs, timeoutMs,
-                  backoffBaseMs, backoffCapMs, onError, fetch: fetchFn } = {}) {
-      this._batcher = new Batcher({ writeKey, endpoint, flushAt, flushAfterMs: flushAfter, maxQueue, maxAttempts,
+    constructor({ writeKey, endpoint, batchPath, flushAt, flushAfter, maxQueue, maxAttempts, maxRetryMs, timeoutMs,
+                  backoffBaseMs, backoffCapMs, onError, disable = false, fetch: fetchFn } = {}) {
+      this._batcher = new Batcher({ writeKey, endpoint, batchPath, flushAt, flushAfterMs: flushAfter, maxQueue, maxAttempts,
         maxRetryMs, requestTimeoutMs: timeoutMs, backoffBaseMs, backoffCapMs });
       this.onError = onError;
+      this._disable = Boolean(disable);
       this._fetch = fetchFn || ((...args) => globalThis.fetch(...args));
+      // Per-call callbacks by messageId, each with its message's JSON, until
+      // the batcher reports the message delivered or failed.
+      this._waiting = new Map();
       this._loop = null;
       this._wake = null;
       this._progress = [];
@@ -803,22 +810,75 @@ export function makeApi(wasm, platform) {
       }
     }
 
-    identify(fields) { return this._enqueue('identify', fields); }
-    track(fields) { return this._enqueue('track', fields); }
-    page(fields) { return this._enqueue('page', fields); }
-    screen(fields) { return this._enqueue('screen', fields); }
-    group(fields) { return this._enqueue('group', fields); }
-    alias(fields) { return this._enqueue('alias', fields); }
+    identify(fields, callback) { return this._enqueue('identify', fields, callback); }
+    track(fields, callback) { return this._enqueue('track', fields, callback); }
+    page(fields, callback) { return this._enqueue('page', fields, callback); }
+    screen(fields, callback) { return this._enqueue('screen', fields, callback); }
+    group(fields, callback) { return this._enqueue('group', fields, callback); }
+    alias(fields, callback) { return this._enqueue('alias', fields, callback); }
 
-    _enqueue(type, fields) {
-      const id = this._batcher.handleCall(Date.now(), toJson({ type, ...fields }));
+    _enqueue(type, fields, callback) {
+      if (callback === undefined && !this._disable) {
+        const id = this._batcher.handleCall(Date.now(), toJson({ type, ...fields }));
+        this._kick();
+        return id;
+      }
+      if (callback !== undefined && typeof callback !== 'function') throw error('invalid_argument', 'callback must be a function');
+      const done = callback && ((err, json) => callback(err, JSON.parse(json)));
+      return this._submit(this._prepare(type, fields), done);
+    }
+
+    /** @internal The message for a call, checked and completed, not queued. */
+    _prepare(type, fields) {
+      return this._batcher.prepare(Date.now(), toJson({ type, ...fields }));
+    }
+
+    /** @internal Queues a prepared message; `done(err, json)`, if given, is
+     * called once, when the message is delivered (err undefined) or fails.
+     * A disabled client queues nothing and calls `done` as delivered.
+     * `json`: the message's text, when the caller has already read it. */
+    _submit(message, done, json = done ? message.json : undefined) {
+      const id = message.messageId;
+      if (this._disable) {
+        message.free();
+        if (done) queueMicrotask(() => this._call(done, undefined, json));
+        return id;
+      }
+      this._batcher.handleMessage(message);
+      if (done) {
+        const list = this._waiting.get(id);
+        if (list) list.push([done, json]);
+        else this._waiting.set(id, [[done, json]]);
+      }
       this._kick();
       return id;
     }
 
+    // The oldest callback waiting on `id` (ids given by the caller may repeat).
+    _settleOne(id, err, json) {
+      const list = this._waiting.get(id);
+      if (!list) return;
+      const [done, kept] = list.shift();
+      if (!list.length) this._waiting.delete(id);
+      this._call(done, err, json ?? kept);
+    }
+
+    _call(done, err, json) {
+      try {
+        done(err, json);
+      } catch (e) {
+        console.error('callpost: a call\'s callback threw', e);
+      }
+    }
+
     _report(ev) {
+      if (ev.kind === 'delivered') {
+        if (this._waiting.size) for (const id of ev.messageIds) this._settleOne(id, undefined);
+        return;
+      }
       if (ev.kind !== 'failed') return;
       const err = error(ev.code, ev.reason);
+      if (this._waiting.size) for (const m of ev.messages) this._settleOne(m.messageId, err, m.json);
       const messages = ev.messages.map((m) => JSON.parse(m.json));
       if (this.onError) {
         try {
@@ -927,6 +987,261 @@ export function makeApi(wasm, platform) {
 export function makeClient(wasm, platform) {
   const { Client, Batcher, stringify, parseTimestamp, DEFAULTS, VERSION, MAX_MESSAGE_BYTES } = makeApi(wasm, platform);
   const api = { Client, Batcher, stringify, parseTimestamp, DEFAULTS, VERSION, MAX_MESSAGE_BYTES, init: async () => api };
+  return api;
+}
+
+// `callpost/segment`: @segment/analytics-node 3.x's `Analytics`, over the
+// batching Client (so over the core's Batcher: its checks, ids, limits and
+// retries). Segment's options map to the Client's; its defaults are the
+// core's `segment::NODE_DEFAULTS`. Where this differs from Segment's SDK,
+// the README's migration section says so.
+export function makeSegment(wasm, platform) {
+  const client = makeClient(wasm, platform);
+  const { Client, VERSION } = client;
+  const error = (code, message) => errorOf(wasm, code, message);
+  const SEGMENT_DEFAULTS = Object.freeze(JSON.parse(wasm.segmentDefaults()));
+  const D = SEGMENT_DEFAULTS;
+
+  // Segment's emitter (analytics-generic-utils' Emitter): on, once, off,
+  // emit; no Node dependency, so the class runs in every runtime.
+  class Emitter {
+    #listeners = new Map();
+    on(event, listener) {
+      const list = this.#listeners.get(event);
+      if (list) list.push(listener);
+      else this.#listeners.set(event, [listener]);
+      return this;
+    }
+    once(event, listener) {
+      const wrapper = (...args) => {
+        this.off(event, wrapper);
+        listener.apply(this, args);
+      };
+      return this.on(event, wrapper);
+    }
+    off(event, listener) {
+      const list = this.#listeners.get(event);
+      if (list) this.#listeners.set(event, list.filter((l) => l !== listener));
+      return this;
+    }
+    emit(event, ...args) {
+      for (const l of this.#listeners.get(event) ?? []) l.apply(this, args);
+      return this;
+    }
+    listenerCount(event) {
+      return this.#listeners.get(event)?.length ?? 0;
+    }
+  }
+
+  // What Segment's callbacks and events carry: the message (`event`, parsed
+  // when first read) and its delivery failure, if any.
+  class Context {
+    #json;
+    #event;
+    #failure;
+    constructor(id, json, failure) {
+      this.id = id;
+      this.#json = json;
+      this.#failure = failure;
+    }
+    get event() {
+      this.#event ??= JSON.parse(this.#json);
+      return this.#event;
+    }
+    failedDelivery() {
+      return this.#failure;
+    }
+    logs() {
+      return [];
+    }
+    toJSON() {
+      return { id: this.id, event: this.event, logs: [], metrics: [] };
+    }
+  }
+
+  // A request's headers as Segment's events show them: a plain object, the
+  // write key (Authorization) masked, as callpost shows no secret.
+  function shownHeaders(pairs) {
+    const out = {};
+    for (const [k, v] of pairs) out[k] = k.toLowerCase() === 'authorization' ? v.replace(/ .*/, ' ***') : v;
+    return out;
+  }
+
+  // Segment's `httpClient`: a fetch-like function, or an object whose
+  // makeRequest({url, method, headers, body, httpRequestTimeout}) resolves
+  // to {status, statusText, headers}. Either is given plain-object headers,
+  // as Segment gives them.
+  function fetchOf(httpClient, timeoutMs) {
+    if (httpClient === undefined || httpClient === null) return (url, init) => globalThis.fetch(url, init);
+    if (typeof httpClient === 'function') return (url, init) => httpClient(url, { ...init, headers: Object.fromEntries(init.headers) });
+    if (typeof httpClient.makeRequest !== 'function') {
+      throw error('invalid_argument', 'httpClient must be a fetch-like function or an object with makeRequest()');
+    }
+    return async (url, init) => {
+      const r = await httpClient.makeRequest({
+        url, method: init.method, headers: Object.fromEntries(init.headers), body: init.body, httpRequestTimeout: timeoutMs,
+      });
+      const headers = r.headers && typeof r.headers.get === 'function' ? r.headers : new Headers(r.headers ?? {});
+      return { status: r.status, statusText: r.statusText ?? '', type: 'basic', headers, arrayBuffer: async () => undefined };
+    };
+  }
+
+  class Analytics extends Emitter {
+    #client;
+    #pending = 0;
+    #closed = false;
+    #closeTimeoutMs;
+
+    constructor(settings = {}) {
+      super();
+      const { writeKey, host, path, flushAt, maxEventsInBatch, flushInterval = D.flushIntervalMs, maxRetries = D.maxRetries,
+              httpRequestTimeout = D.httpRequestTimeoutMs, disable, httpClient, oauthSettings,
+              maxTotalBackoffDuration = D.maxTotalBackoffDurationMs / 1000 } = settings;
+      if (!writeKey) throw error('invalid_argument', 'writeKey is missing.');
+      if (oauthSettings) {
+        // Segment's OAuth flow signs a JWT for its own token server; a relay
+        // or another tracking API takes the write key.
+        throw error('invalid_argument', 'oauthSettings are not supported; use the write key');
+      }
+      // analytics-node resolves `path` against `host` as a URL does.
+      let url;
+      try {
+        url = new URL(path ?? '/v1/batch', host ?? 'https://api.segment.io');
+      } catch {
+        throw error('invalid_endpoint', 'host and path do not make a URL');
+      }
+      const send = fetchOf(httpClient, httpRequestTimeout);
+      this.#client = new Client({
+        writeKey,
+        endpoint: url.origin,
+        batchPath: url.pathname.replace(/\/$/, ''),
+        flushAt: Math.max(1, flushAt ?? maxEventsInBatch ?? D.flushAt),
+        flushAfter: flushInterval,
+        maxAttempts: maxRetries + 1,
+        maxRetryMs: Math.round(maxTotalBackoffDuration * 1000),
+        timeoutMs: httpRequestTimeout,
+        disable,
+        fetch: (reqUrl, init) => this.#observed(send, reqUrl, init),
+        // Each failed message is reported to its callback and the `error`
+        // event; with no `error` listener, the Client's own report.
+        onError: (err, messages) => {
+          if (!this.listenerCount('error')) console.error(`callpost: ${messages.length} messages failed: ${err.message}`);
+        },
+      });
+      this.#closeTimeoutMs = (Math.max(D.closeTimeoutFloorMs, flushInterval) * D.closeTimeoutPercent) / 100;
+      this.ready = Promise.resolve();
+    }
+
+    get VERSION() {
+      return VERSION;
+    }
+
+    async #observed(send, url, init) {
+      const shown = this.listenerCount('http_request') || this.listenerCount('http_response') ? shownHeaders(init.headers) : null;
+      if (shown) this.emit('http_request', { body: init.body, method: init.method, url, headers: shown });
+      const r = await send(url, init);
+      if (shown) {
+        const headers = {};
+        r.headers?.forEach?.((v, k) => { headers[k.toLowerCase()] = v; });
+        this.emit('http_response', { status: r.status, statusText: r.statusText, url, body: init.body, headers });
+      }
+      return r;
+    }
+
+    identify({ userId, anonymousId, traits = {}, context, timestamp, integrations, messageId } = {}, callback) {
+      this.#dispatch({ type: 'identify', userId, anonymousId, traits, context, timestamp, integrations, messageId }, callback);
+    }
+
+    track({ userId, anonymousId, event, properties, context, timestamp, integrations, messageId } = {}, callback) {
+      this.#dispatch({ type: 'track', userId, anonymousId, event, properties: properties ?? {}, context, timestamp, integrations, messageId }, callback);
+    }
+
+    page({ userId, anonymousId, category, name, properties, context, timestamp, integrations, messageId } = {}, callback) {
+      // analytics-node copies a page's category into its properties.
+      const props = category == null ? { ...properties } : { ...properties, category };
+      this.#dispatch({ type: 'page', userId, anonymousId, category: category ?? undefined, name: name ?? undefined,
+        properties: props, context, timestamp, integrations, messageId }, callback);
+    }
+
+    screen({ userId, anonymousId, category, name, properties, context, timestamp, integrations, messageId } = {}, callback) {
+      this.#dispatch({ type: 'screen', userId, anonymousId, category: category ?? undefined, name: name ?? undefined,
+        properties: { ...properties }, context, timestamp, integrations, messageId }, callback);
+    }
+
+    group({ userId, anonymousId, groupId, traits = {}, context, timestamp, integrations, messageId } = {}, callback) {
+      this.#dispatch({ type: 'group', userId, anonymousId, groupId, traits, context, timestamp, integrations, messageId }, callback);
+    }
+
+    alias({ userId, previousId, context, timestamp, integrations, messageId } = {}, callback) {
+      this.#dispatch({ type: 'alias', userId, previousId: previousId ?? undefined, context, timestamp, integrations, messageId }, callback);
+    }
+
+    // Checks and completes the call now (a bad call throws, as Segment's
+    // ValidationError does), then queues it; `callback(err, ctx)` and the
+    // events follow its delivery or failure.
+    #dispatch({ type, context, integrations, ...fields }, callback) {
+      if (callback !== undefined && typeof callback !== 'function') throw error('invalid_argument', 'callback must be a function');
+      const message = this.#client._prepare(type, { ...fields, context: context ?? {}, integrations: integrations ?? {} });
+      if (this.#closed || this.#client._closed) {
+        const event = JSON.parse(message.json);
+        message.free();
+        this.emit('call_after_close', event);
+        return;
+      }
+      const id = message.messageId;
+      const json = message.json;
+      this.#pending++;
+      const done = (err) => {
+        const ctx = new Context(id, json, err ? { reason: err } : undefined);
+        this.#pending--;
+        try {
+          if (callback) callback(err, ctx);
+        } finally {
+          if (err) this.emit('error', { code: 'delivery_failure', reason: err, ctx });
+          else this.emit(type, ctx);
+          if (!this.#pending) this.emit('drained');
+        }
+      };
+      try {
+        this.#client._submit(message, done, json);
+      } catch (err) {
+        // Not queued (the queue is full): reported as a failed delivery.
+        queueMicrotask(() => done(err));
+      }
+    }
+
+    /** Sends everything queued; resolves once each call is delivered or
+     * reported, or when `timeout` (ms) passes. `close` stops the client. */
+    async flush({ timeout, close = false } = {}) {
+      if (close) {
+        this.#closed = true;
+        await this.#client.close({ timeoutMs: timeout ?? this.#closeTimeoutMs });
+        return;
+      }
+      const flushed = this.#client.flush();
+      if (!timeout) return flushed;
+      let timer;
+      await Promise.race([flushed, new Promise((r) => { timer = setTimeout(r, timeout); })]);
+      clearTimeout(timer);
+    }
+
+    /** Stops taking calls, sends what is queued, and resolves when all of it
+     * is delivered or reported; by default it waits at most
+     * max(60 s, flushInterval) × 1.25, then reports the rest as failed. */
+    closeAndFlush({ timeout = this.#closeTimeoutMs } = {}) {
+      return this.flush({ timeout, close: true });
+    }
+
+    register() {
+      throw error('invalid_argument', 'callpost/segment does not run Segment plugins');
+    }
+
+    deregister() {
+      throw error('invalid_argument', 'callpost/segment does not run Segment plugins');
+    }
+  }
+
+  const api = { Analytics, Context, SEGMENT_DEFAULTS, VERSION, init: async () => api };
   return api;
 }
 

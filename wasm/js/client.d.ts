@@ -4,7 +4,7 @@
 // index.d.ts.
 import type { Client, Batcher, stringify, parseTimestamp, Defaults } from './index.js';
 
-export type { ClientOptions, BatcherEvent, CallObject, Call, Json, CallpostError, DeliveryError, Defaults, Report } from './index.js';
+export type { ClientOptions, BatcherEvent, CallObject, Call, Json, CallpostError, DeliveryError, Defaults, Report, PreparedMessage, CallCallback } from './index.js';
 export { Client, Batcher, stringify, parseTimestamp, DEFAULTS, VERSION, MAX_MESSAGE_BYTES } from './index.js';
 
 export interface ClientApi {

@@ -296,11 +296,15 @@ export type BatcherEvent =
 
 /** The batching client's sans-IO state machine. Seeded from crypto.getRandomValues unless `seed` is given. */
 export class Batcher {
-  constructor(options: { writeKey: string; endpoint?: string; flushAt?: number; flushAfterMs?: number; maxQueue?: number;
-    maxAttempts?: number; maxRetryMs?: number; requestTimeoutMs?: number; maxInFlight?: number; backoffBaseMs?: number;
-    backoffCapMs?: number; libraryName?: string; libraryVersion?: string; seed?: number }, nowMs?: number);
+  constructor(options: { writeKey: string; endpoint?: string; batchPath?: string; flushAt?: number; flushAfterMs?: number;
+    maxQueue?: number; maxAttempts?: number; maxRetryMs?: number; requestTimeoutMs?: number; maxInFlight?: number;
+    backoffBaseMs?: number; backoffCapMs?: number; libraryName?: string; libraryVersion?: string; seed?: number }, nowMs?: number);
   /** Queues a call (an object or its JSON text); `random` (16 bytes, for the messageId) defaults to crypto's. */
   handleCall(nowMs: number, call: Call, random?: Uint8Array): string;
+  /** The message `handleCall` would queue, checked and completed (messageId, timestamp, context.library), not queued. */
+  prepare(nowMs: number, call: Call, random?: Uint8Array): PreparedMessage;
+  /** Queues a message from `prepare` (it is spent); throws `queue_full` or `closed` as `handleCall` does. */
+  handleMessage(message: PreparedMessage): void;
   flush(nowMs: number): void;
   shutdown(): void;
   pollRequest(nowMs: number): { batchId: number; attempt: number; messageCount: number; request: HttpRequest; deadlineMs: number } | undefined;
@@ -314,12 +318,24 @@ export class Batcher {
   free(): void;
 }
 
+/** A message `Batcher.prepare` made: its id and its JSON as it will be sent. */
+export interface PreparedMessage {
+  readonly messageId: string;
+  readonly json: string;
+  free(): void;
+}
+
 type Fields = Omit<CallObject, 'type'>;
+
+/** Called once per call: `error` is undefined when the message was delivered; `message` is the message as sent. */
+export type CallCallback = (error: CallpostError | undefined, message: Record<string, Json>) => void;
 
 export interface ClientOptions {
   writeKey: string;
-  /** Base URL; batches go to `${endpoint}/v1/batch`. Default: Segment's API. */
+  /** Base URL; batches go to `${endpoint}${batchPath}`. Default: Segment's API. */
   endpoint?: string;
+  /** Path of the batch upload under `endpoint`. @default '/v1/batch' */
+  batchPath?: string;
   /** @default DEFAULTS.flushAt */
   flushAt?: number;
   /** Milliseconds. @default DEFAULTS.flushAfterMs */
@@ -338,19 +354,21 @@ export interface ClientOptions {
   backoffCapMs?: number;
   /** Receives messages that will not be delivered, with the reason. */
   onError?: (error: CallpostError, messages: Record<string, Json>[]) => void;
+  /** Checks and completes each call (same errors, same ids), sends nothing, and calls its callback as delivered. */
+  disable?: boolean;
   fetch?: typeof fetch;
 }
 
 export class Client {
   constructor(options: ClientOptions);
   onError?: ClientOptions['onError'];
-  /** Each returns the messageId. */
-  identify(fields: Fields): string;
-  track(fields: Fields & { event: string }): string;
-  page(fields: Fields): string;
-  screen(fields: Fields): string;
-  group(fields: Fields & { groupId: string | number }): string;
-  alias(fields: Fields & { previousId: string | number; userId: string | number }): string;
+  /** Each returns the messageId; `callback`, if given, is called once the message is delivered or has failed. */
+  identify(fields: Fields, callback?: CallCallback): string;
+  track(fields: Fields & { event: string }, callback?: CallCallback): string;
+  page(fields: Fields, callback?: CallCallback): string;
+  screen(fields: Fields, callback?: CallCallback): string;
+  group(fields: Fields & { groupId: string | number }, callback?: CallCallback): string;
+  alias(fields: Fields & { previousId: string | number; userId: string | number }, callback?: CallCallback): string;
   /** Settles when everything queued is delivered or reported. */
   flush(): Promise<void>;
   /** Flushes (up to timeoutMs, by default DEFAULTS.shutdownTimeoutMs), then reports the rest to onError. */

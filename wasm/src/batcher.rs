@@ -9,6 +9,41 @@ use callpost_core as core;
 use js_sys::{Array, Object};
 use wasm_bindgen::prelude::*;
 
+/// A message `BatcherCore.prepare` made, until it is handed to
+/// `handleMessage`.
+#[wasm_bindgen]
+pub struct MessageCore {
+    inner: core::Message,
+}
+
+#[wasm_bindgen]
+impl MessageCore {
+    /// Its `messageId`.
+    #[wasm_bindgen(getter, js_name = messageId)]
+    pub fn message_id(&self) -> String {
+        self.inner.message_id().to_owned()
+    }
+
+    /// The message as it will be sent (JSON text).
+    #[wasm_bindgen(getter)]
+    pub fn json(&self) -> String {
+        self.inner.json().to_owned()
+    }
+}
+
+fn random16(random: &[u8]) -> Result<[u8; 16], JsValue> {
+    random
+        .try_into()
+        .map_err(|_| js_err(core::ApiMisuse::RandomLength(16)))
+}
+
+/// @segment/analytics-node's defaults (the core's `segment::NODE_DEFAULTS`)
+/// as camelCase JSON text, for `callpost/segment`.
+#[wasm_bindgen(js_name = segmentDefaults)]
+pub fn segment_defaults() -> String {
+    crate::defaults_json(core::segment::NODE_DEFAULTS)
+}
+
 /// The batching client's state machine (see the core's `Batcher`).
 #[wasm_bindgen(js_name = BatcherCore)]
 pub struct Batcher {
@@ -21,7 +56,8 @@ impl Batcher {
     /// layer draws it from `crypto.getRandomValues`); `endpoint`,
     /// `flushAt`, `flushAfterMs`, `maxQueue`, `maxAttempts`, `maxRetryMs`,
     /// `requestTimeoutMs`, `maxInFlight`, `backoffBaseMs`, `backoffCapMs`,
-    /// `libraryName`, `libraryVersion` in place of the core's defaults.
+    /// `libraryName`, `libraryVersion`, `batchPath` in place of the core's
+    /// defaults.
     #[wasm_bindgen(constructor)]
     pub fn new(options: JsValue, now_ms: f64) -> Result<Self, JsValue> {
         let o = Options::of(&options)?;
@@ -31,6 +67,7 @@ impl Batcher {
         let mut c = core::BatcherConfig::new(write_key);
         c.jitter_seed = o.uint("seed")?.ok_or_else(|| misuse("seed is required"))?;
         o.set_string("endpoint", &mut c.endpoint)?;
+        o.set_string("batchPath", &mut c.batch_path)?;
         o.set_uint("flushAt", &mut c.flush_at)?;
         o.set_uint("flushAfterMs", &mut c.flush_after_ms)?;
         o.set_uint("maxQueue", &mut c.max_queue)?;
@@ -55,13 +92,34 @@ impl Batcher {
         call_json: &JsValue,
         random: &[u8],
     ) -> Result<String, JsValue> {
-        let random: [u8; 16] = random
-            .try_into()
-            .map_err(|_| js_err(core::ApiMisuse::RandomLength(16)))?;
+        let random = random16(random)?;
         let call = call_of(call_json)?;
         self.inner
             .handle_call(millis(now_ms)?, call, random)
             .map_err(js_err)
+    }
+
+    /// The message `handleCall` would queue, checked and completed but not
+    /// queued (the core's `Batcher::prepare`).
+    pub fn prepare(
+        &mut self,
+        now_ms: f64,
+        call_json: &JsValue,
+        random: &[u8],
+    ) -> Result<MessageCore, JsValue> {
+        let random = random16(random)?;
+        let call = call_of(call_json)?;
+        let inner = self
+            .inner
+            .prepare(millis(now_ms)?, call, random)
+            .map_err(js_err)?;
+        Ok(MessageCore { inner })
+    }
+
+    /// Queues a message from `prepare`; the JS handle is spent.
+    #[wasm_bindgen(js_name = handleMessage)]
+    pub fn handle_message(&mut self, message: MessageCore) -> Result<(), JsValue> {
+        self.inner.handle_message(message.inner).map_err(js_err)
     }
 
     /// Makes everything due now.

@@ -60,7 +60,13 @@ pub fn version() -> String {
 #[cfg(any(feature = "client", feature = "webhooks"))]
 #[wasm_bindgen]
 pub fn defaults() -> String {
-    let map: core::Map = core::DEFAULTS
+    defaults_json(core::DEFAULTS)
+}
+
+/// `(name, value)` pairs as a camelCase JSON object.
+#[cfg(any(feature = "client", feature = "webhooks"))]
+fn defaults_json(pairs: &[(&str, u64)]) -> String {
+    let map: core::Map = pairs
         .iter()
         .map(|(name, value)| ((*name).to_owned(), core::Value::Number(*value as f64)))
         .collect();

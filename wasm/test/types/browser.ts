@@ -8,3 +8,7 @@ const full = await initFull();
 const call: unknown = receive('{}', new Headers(), 'whsec');
 void webhookHandler; void full.Webhooks; void call;
 export {};
+
+import initSegment, { type Context } from 'callpost/segment';
+const { Analytics } = await initSegment();
+new Analytics({ writeKey: 'wk', disable: true }).track({ userId: 'u', event: 'E' }, (err: unknown, ctx: Context) => void [err, ctx.id]);
