@@ -136,3 +136,43 @@ console.log(`  ${'fixture'.padEnd(22)} ${'request(object)'.padStart(16)} ${'requ
 for (const [name, o, t, d] of summary) {
   console.log(`  ${name.padEnd(22)} ${o.toFixed(2).padStart(16)} ${t.toFixed(2).padStart(14)} ${d.toFixed(2).padStart(20)}`);
 }
+
+// The drop-in against the SDK it replaces: N tracks of track_423 through
+// closeAndFlush() to a local ingest server in a child process (so its work
+// is not counted), with each SDK's defaults. N stays under callpost's
+// 10,000-message queue bound: the loop queues every call before the first
+// upload can start. CPU time is this process's
+// (process.cpuUsage: the SDK's JSON, batching and HTTP work); wall time
+// includes the uploads. The runs alternate, and the median is reported.
+const { Analytics: CallpostAnalytics } = require('callpost/segment');
+const { Analytics: SegmentAnalytics } = require('@segment/analytics-node');
+const { spawn } = require('node:child_process');
+const ingest = spawn(process.execPath, ['-e', `
+  const s = require('node:http').createServer((q, r) => { q.resume(); q.on('end', () => r.end('{}')); });
+  s.listen(0, '127.0.0.1', () => console.log(s.address().port));`], { stdio: ['ignore', 'pipe', 'inherit'] });
+const port = await new Promise((resolve) => ingest.stdout.once('data', (d) => resolve(Number(String(d).trim()))));
+const { type: _type, ...trackParams } = JSON.parse(fixture('track_423'));
+const N = SMOKE ? 200 : 8_000;
+const sdkRuns = { 'callpost/segment Analytics.track()': [], '@segment/analytics-node Analytics.track()': [] };
+for (let round = 0; round < (SMOKE ? 1 : 7); round++) {
+  for (const [name, Analytics] of [['callpost/segment Analytics.track()', CallpostAnalytics], ['@segment/analytics-node Analytics.track()', SegmentAnalytics]]) {
+    const analytics = new Analytics({ writeKey: 'wk', host: `http://127.0.0.1:${port}` });
+    let failed = 0;
+    analytics.on('error', () => failed++);
+    const cpu = process.cpuUsage();
+    const wall = process.hrtime.bigint();
+    for (let i = 0; i < N; i++) analytics.track(trackParams);
+    await analytics.closeAndFlush();
+    const used = process.cpuUsage(cpu);
+    if (failed) throw new Error(`${name}: ${failed} messages failed`);
+    sdkRuns[name].push([(used.user + used.system) * 1000 / N, Number(process.hrtime.bigint() - wall) / N]);
+  }
+}
+ingest.kill();
+const med = (list, i) => list.map((x) => x[i]).sort((a, b) => a - b)[Math.floor(list.length / 2)];
+console.log(`\nthe drop-in: ${N} tracks of track_423 through closeAndFlush() to a local ingest server (median of runs)`);
+for (const [name, list] of Object.entries(sdkRuns)) {
+  console.log(`  ${name.padEnd(46)} ${(med(list, 0) / 1000).toFixed(2).padStart(7)} us CPU/msg ${(1e9 / med(list, 1)).toFixed(0).padStart(8)} msg/s`);
+}
+const [oursRuns, theirRuns] = Object.values(sdkRuns);
+console.log(`  callpost/segment uses ${(med(theirRuns, 0) / med(oursRuns, 0)).toFixed(2)}x less CPU per message, ${(med(theirRuns, 1) / med(oursRuns, 1)).toFixed(2)}x the messages per second`);

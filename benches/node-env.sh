@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A throwaway npm project for the peers (not project dependencies): hash-wasm,
+# A throwaway npm project for the peers (not project dependencies): hash-wasm
+# and @segment/analytics-node,
 # plus the packed callpost tarball that scripts/test.sh builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,6 @@ fi
 D=target/bench-node
 mkdir -p "$D"
 [ -f "$D/package.json" ] || echo '{"name":"callpost-bench","private":true,"type":"module"}' > "$D/package.json"
-(cd "$D" && npm install --no-save --no-audit --no-fund --loglevel=error hash-wasm@4.13.0 ../callpost-*.tgz)
+(cd "$D" && npm install --no-save --no-audit --no-fund --loglevel=error hash-wasm@4.13.0 @segment/analytics-node@3.1.0 ../callpost-*.tgz)
 cp benches/compare_node.mjs "$D/"
 mkdir -p "$D/fixtures" && cp benches/fixtures/*.json "$D/fixtures/"

@@ -195,6 +195,9 @@ test('the Client calls each call\'s callback once: delivered, rejected, or disab
     assert.match(id, /^[0-9a-f-]{36}$/);
     await off.close();
     assert.equal(srv.received.length, 4);
+    // Ids from the pooled random bytes: distinct across several 4 KB draws.
+    const many = new Client({ writeKey: 'wk', disable: true });
+    assert.equal(new Set(Array.from({ length: 1000 }, () => many.track({ userId: 'u', event: 'E' }))).size, 1000);
   } finally { srv.close(); }
 });
 
