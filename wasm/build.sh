@@ -24,6 +24,26 @@ for build in full verify client; do
     node_modules/.bin/wasm-opt -O3 "$out/$t/callpost_wasm_bg.wasm" -o "$out/$t/callpost_wasm_bg.wasm"
     rm -f "$out/$t/.gitignore" "$out/$t/package.json"
   done
+  # wasm-bindgen's web glue is ESM in a CommonJS package: its own
+  # package.json says so to Node 20 and to bundlers (Turbopack refuses it
+  # otherwise).
+  echo '{ "type": "module" }' > "$out/web/package.json"
+  # The Node glue reads its .wasm from __dirname, which server bundlers
+  # (Next.js with Turbopack or webpack, vercel/next.js#83046) move the code
+  # away from. It takes the bytes from a module beside it instead, base64,
+  # as shiki's inlined wasm does; the .wasm file is not shipped for Node.
+  glue="$out/node/callpost_wasm.js"
+  if [ "$(grep -c '^const wasmPath = `${__dirname}/callpost_wasm_bg.wasm`;$' "$glue")" != 1 ] ||
+     [ "$(grep -c "^const wasmBytes = require('fs').readFileSync(wasmPath);$" "$glue")" != 1 ]; then
+    echo "$glue no longer reads its .wasm as build.sh expects (wasm-bindgen changed?)" >&2
+    exit 1
+  fi
+  node -e 'const fs = require("fs"); const [wasm, out] = process.argv.slice(1);
+    fs.writeFileSync(out, "module.exports = \"" + fs.readFileSync(wasm).toString("base64") + "\";\n");' \
+    "$out/node/callpost_wasm_bg.wasm" "$out/node/callpost_wasm_bg.cjs"
+  sed -i -e '/^const wasmPath = /d' \
+    -e "s|^const wasmBytes = require('fs').readFileSync(wasmPath);\$|const wasmBytes = Buffer.from(require('./callpost_wasm_bg.cjs'), 'base64');|" "$glue"
+  rm "$out/node/callpost_wasm_bg.wasm"
 done
 
 cp js/index.cjs js/index.mjs js/web.mjs js/api.mjs js/index.d.ts js/node-platform.cjs \
@@ -38,9 +58,9 @@ for t in index verify client segment web verify-web client-web segment-web; do
   sed -e "s|from './index.js'|from './index.mjs'|; s|from './verify.js'|from './verify.mjs'|; s|from './client.js'|from './client.mjs'|; s|from './segment.js'|from './segment.mjs'|" "pkg/$t.d.ts" > "pkg/$t.d.mts"
 done
 # The CommonJS copy of the API: api.mjs has no imports, and its only
-# exports are the four factories and webInit.
-if [ "$(grep -c '^export ' js/api.mjs)" != 5 ] || [ "$(grep -c '^export function \(make\|webInit\)' js/api.mjs)" != 5 ]; then
-  echo "api.mjs must export exactly makeSigning, makeApi, makeClient, makeSegment and webInit (the CommonJS copy depends on it)" >&2
+# exports are the four factories, staticInit and webInit.
+if [ "$(grep -c '^export ' js/api.mjs)" != 6 ] || [ "$(grep -c '^export function \(make\|webInit\|staticInit\)' js/api.mjs)" != 6 ]; then
+  echo "api.mjs must export exactly makeSigning, makeApi, makeClient, makeSegment, staticInit and webInit (the CommonJS copy depends on it)" >&2
   exit 1
 fi
 sed 's/^export function /function /' js/api.mjs > pkg/api.cjs
@@ -48,7 +68,7 @@ sed 's/^export function /function /' js/api.mjs > pkg/api.cjs
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n 1)
 node -e 'const f = process.argv[1]; const p = JSON.parse(require("fs").readFileSync(f)); p.version = process.argv[2];
   require("fs").writeFileSync(f, JSON.stringify(p, null, 2) + "\n");' pkg/package.json "$version"
-printf "\nmodule.exports = { makeApi, makeSigning, makeClient, makeSegment, webInit };\n" >> pkg/api.cjs
+printf "\nmodule.exports = { makeApi, makeSigning, makeClient, makeSegment, staticInit, webInit };\n" >> pkg/api.cjs
 
 for m in web verify/web client/web; do
   raw=$(wc -c < "pkg/$m/callpost_wasm_bg.wasm")

@@ -19,7 +19,7 @@
 // verify-web.mjs).
 //
 // This file must stay free of imports: the build derives a CommonJS copy
-// from it by dropping `export` from its five functions.
+// from it by dropping `export` from its six functions.
 
 // A JS error for `code`, named and typed as the core's registry says.
 function errorOf(wasm, code, message) {
@@ -1263,6 +1263,20 @@ export function makeSegment(wasm, platform) {
 // An entry's `init(input)` for browsers, bundlers and edge runtimes: loads
 // its wasm module once (`input`: a URL, a WebAssembly.Module or the bytes,
 // else the module beside the glue), then builds the API with `make`.
+// The start of the entries that import the .wasm statically (workerd and
+// edge-light). Next.js runs edge routes in a Node vm context (in `next build`
+// and `next start`), where the imported module belongs to the outer realm:
+// wasm-bindgen's `instanceof WebAssembly.Module` is false for it, and it
+// would try to compile it again as bytes. The engine instantiates a module
+// of any realm, so the module is given this realm's prototype.
+export function staticInit(wasm, module, make) {
+  if (!(module instanceof WebAssembly.Module) && Object.prototype.toString.call(module) === '[object WebAssembly.Module]') {
+    Object.setPrototypeOf(module, WebAssembly.Module.prototype);
+  }
+  wasm.initSync({ module });
+  return make(wasm, {});
+}
+
 export function webInit(initWasm, wasm, make) {
   let api;
   return async function init(input) {

@@ -119,7 +119,7 @@ test('callpost/client loads the client-only wasm module, which sends the same me
   assert.deepEqual(Object.keys(clientEntry).sort(), ['Batcher', 'Client', 'DEFAULTS', 'MAX_MESSAGE_BYTES', 'VERSION', 'default', 'init', 'parseTimestamp', 'stringify']);
   assert.equal(await clientEntry.init(), clientEntry.default);
   // A size, not a time: what the feature split is for.
-  assert.ok(pkgSize('client/node/callpost_wasm_bg.wasm') < pkgSize('node/callpost_wasm_bg.wasm') * 0.8);
+  assert.ok(pkgSize('client/web/callpost_wasm_bg.wasm') < pkgSize('web/callpost_wasm_bg.wasm') * 0.8);
   // The entry loads that module, not the full one.
   const loaded = loadedBy('callpost/client');
   assert.ok(loaded.some((f) => f.endsWith(join('client', 'node', 'callpost_wasm.js'))), loaded.join('\n'));

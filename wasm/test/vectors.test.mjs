@@ -340,7 +340,7 @@ test('callpost/verify loads the verify-only wasm module', async () => {
   // Link-time optimisation then leaves the HMAC alone (a size, not a time).
   // Under half the full one: receive() carries the JSON parser and the
   // JSON.stringify writer (a batch's first event, the calls' ids).
-  assert.ok(pkgSize('verify/node/callpost_wasm_bg.wasm') * 2 < pkgSize('node/callpost_wasm_bg.wasm'));
+  assert.ok(pkgSize('verify/web/callpost_wasm_bg.wasm') * 2 < pkgSize('web/callpost_wasm_bg.wasm'));
   // verifyRequest reads X-Signature from either header form.
   const body = '{"type":"track"}';
   const signature = verifyEntry.sign('s', body);

@@ -1,7 +1,8 @@
 // Bundles worker.mjs as wrangler does: esbuild with the conditions
-// workerd, worker and browser, ESM output, and each imported .wasm left as
-// a separate module (wrangler's CompiledWasm rule), copied next to the
-// bundle; then writes the workerd config that embeds both.
+// workerd, worker and browser, ESM output, and each imported .wasm (with or
+// without `?module`: the globs of wrangler's CompiledWasm rule) left as a
+// separate module, copied next to the bundle; then writes the workerd config
+// that embeds both.
 import { build } from 'esbuild';
 import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
@@ -20,8 +21,8 @@ await build({
   plugins: [{
     name: 'wasm-modules',
     setup(b) {
-      b.onResolve({ filter: /\.wasm$/ }, (args) => {
-        const file = resolve(args.resolveDir, args.path);
+      b.onResolve({ filter: /\.wasm(\?module)?$/ }, (args) => {
+        const file = resolve(args.resolveDir, args.path.replace(/\?module$/, ''));
         const name = basename(file);
         copyFileSync(file, join(out, name));
         wasmModules.add(name);
