@@ -69,14 +69,14 @@ rm -f target/callpost-*.tgz
 (cd wasm/pkg && npm pack --silent --pack-destination ../../target >/dev/null)
 (cd wasm && npm install --no-save --no-audit --no-fund --loglevel=error ../target/callpost-*.tgz)
 
-step "js: the receivers' runtimes and frameworks from npm (Node 22 and 24, Deno, Bun, workerd, esbuild, Express, Fastify, Hono, attw, publint), with the packed callpost"
+step "js: the receivers' runtimes, frameworks and bundlers from npm (Node 22 and 24, Deno, Bun, workerd, Next.js, Vite, webpack, esbuild, Express, Fastify, Hono, attw, publint), with the packed callpost"
 # npm install (from the lock file) rather than npm ci: the runtimes list
 # other platforms' binaries as optional dependencies, which this registry
 # does not serve, and npm ci refuses a lock file without them.
 (cd wasm/test/runtimes && npm install --no-save --no-audit --no-fund --loglevel=error && \
   npm install --no-save --no-audit --no-fund --loglevel=error ../../../target/callpost-*.tgz)
 
-step "js tests over the installed package (vectors, JSON.stringify corpus, real HTTP/HTTPS, client, headless Chromium, receivers in every runtime) and tsc (node16, bundler, workerd)"
+step "js tests over the installed package (vectors, JSON.stringify corpus, real HTTP/HTTPS, client, headless Chromium with Vite, webpack and esbuild builds, receivers in every runtime and Next.js) and tsc (node16, bundler, workerd, edge-light)"
 (cd wasm && npm test && npm run typecheck)
 
 step "js: the package's shape (publint --strict, @arethetypeswrong/cli)"

