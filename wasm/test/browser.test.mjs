@@ -144,14 +144,24 @@ test('the web build works in headless Chromium', async () => {
 // entries' init() finds the .wasm Vite or webpack emitted beside the bundle,
 // or takes the URL of the one esbuild's file loader copied.
 const apps = new URL('./runtimes/apps/', import.meta.url).pathname;
-// What the page reported, checked against what the ingest server received.
+// What the page reported (the receivers' scenario: a valid call, its retry,
+// a tampered body, no signature, a batch under X-Segment-Signature, and one
+// whose X-Signature covers only the first event), checked against what the
+// ingest server received.
 function checkBundledApp(r, errors, batches) {
   assert.deepEqual(errors, []);
   assert.equal(r.error, undefined);
   assert.equal(r.signature, createHmac('sha1', 'whsec-runtimes').update(r.body).digest('hex'));
   assert.equal(r.event, 'Order Completed');
   assert.equal(r.product, 'Café ☕');
-  assert.equal(r.refused, 'signature_mismatch');
+  assert.deepEqual(r.scenario, {
+    valid: [200, { processed: ['m-1'] }],
+    duplicate: [200, { duplicates: 1 }],
+    tampered: [401, 'signature_mismatch'],
+    missing: [401, 'missing_signature'],
+    batch: [200, { processed: ['m-3', 'm-4'] }],
+    firstEventOnly: [401, 'first_event_signature'],
+  });
   assert.equal(batches.length, 1);
   assert.equal(batches[0].auth, 'Basic ' + Buffer.from('wk_bundle:').toString('base64'));
   assert.deepEqual(batches[0].body.batch.map((m) => [m.messageId, m.type]), [[r.ids[0], 'track'], [r.ids[1], 'identify']]);
