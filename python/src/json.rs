@@ -120,16 +120,16 @@ pub(crate) fn walk(obj: &Bound<'_, PyAny>, default: DefaultHook<'_, '_>) -> Resu
 
 /// Writes a Python value through the core's [`Writer`]: the hot path for
 /// call bodies and `stringify`, and the basis of [`walk`].
-/// Strings are borrowed from the `str` objects (their UTF-8, cached by
-/// CPython, without a temporary `bytes`).
+/// Strings are borrowed from the `str` objects (abi3-py310 gives their
+/// UTF-8 without a temporary `bytes`).
 pub(crate) fn write_py(
     w: &mut Writer<'_>,
     obj: &Bound<'_, PyAny>,
     stack: &mut Stack<'_, '_>,
 ) -> Result<(), Walk> {
-    // Exact built-in types by pointer first: an `isinstance`-style check
-    // reads the type's flags (a call into the interpreter for subclasses),
-    // and these few types are nearly every value in a payload.
+    // Exact built-in types by pointer first: on the stable ABI every
+    // `isinstance`-style check is a call into the interpreter, and these
+    // few types are nearly every value in a payload.
     if let Ok(s) = obj.cast_exact::<PyString>() {
         w.string(s.to_str().map_err(|_| JsonError::InvalidUnicode)?);
         return Ok(());
@@ -356,8 +356,8 @@ fn write_dict_ordered(
     })
 }
 
-/// `v` as a `str`: an exact `str` by pointer first, before `cast` reads the
-/// type's flags.
+/// `v` as a `str`: an exact `str` by pointer first, where `cast` asks the
+/// interpreter for the type's flags (a call on the stable ABI).
 pub(crate) fn py_str<'a, 'py>(v: &'a Bound<'py, PyAny>) -> Option<&'a Bound<'py, PyString>> {
     v.cast_exact::<PyString>()
         .or_else(|_| v.cast::<PyString>())
