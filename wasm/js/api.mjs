@@ -16,7 +16,8 @@
 // Client, over the same module.
 //
 // webInit is the browsers' `init()` of each entry (web.mjs, client-web.mjs,
-// verify-web.mjs).
+// verify-web.mjs, segment-web.mjs); staticInit starts the Workers and edge
+// entries (*workerd.mjs), which import their .wasm statically.
 //
 // This file must stay free of imports: the build derives a CommonJS copy
 // from it by dropping `export` from its six functions.
@@ -1260,9 +1261,6 @@ export function makeSegment(wasm, platform) {
   return api;
 }
 
-// An entry's `init(input)` for browsers, bundlers and edge runtimes: loads
-// its wasm module once (`input`: a URL, a WebAssembly.Module or the bytes,
-// else the module beside the glue), then builds the API with `make`.
 // The start of the entries that import the .wasm statically (workerd and
 // edge-light). Next.js runs edge routes in a Node vm context (in `next build`
 // and `next start`), where the imported module belongs to the outer realm:
@@ -1277,6 +1275,9 @@ export function staticInit(wasm, module, make) {
   return make(wasm, {});
 }
 
+// An entry's `init(input)` for browsers and bundlers: loads
+// its wasm module once (`input`: a URL, a WebAssembly.Module or the bytes,
+// else the module beside the glue), then builds the API with `make`.
 export function webInit(initWasm, wasm, make) {
   let api;
   return async function init(input) {

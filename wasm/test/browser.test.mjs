@@ -2,8 +2,9 @@
 // page served from 127.0.0.1 loads the web build, the verify-only one and the
 // client-only one, signs and verifies with the first two, and a Client from
 // the first and the last each sends a batch to this server, which checks
-// what arrived. Then a user's app, bundled by Vite, webpack and esbuild, does
-// the same through the bundled package.
+// what arrived. Then a user's app, built by Vite, webpack and esbuild and
+// served by the Vite dev server, runs the receivers' scenario and sends a
+// batch through the bundled package.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -41,7 +42,7 @@ async function pageResult(url) {
 }
 
 // Collects the batches POSTed to /v1/batch (from any origin, as Segment's
-// API allows); serves `files(path)` otherwise.
+// API allows); answers everything else with `files(req, res)`.
 function batchServer(batches, files = (req, res) => res.writeHead(404).end()) {
   const cors = { 'access-control-allow-origin': '*', 'access-control-allow-headers': 'authorization, content-type' };
   return createServer((req, res) => {
