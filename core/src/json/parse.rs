@@ -787,6 +787,25 @@ fn repeats(keys: &[&[u8]]) -> bool {
     if keys.len() <= PAIRWISE {
         return keys.iter().enumerate().any(|(i, k)| keys[..i].contains(k));
     }
+    // First a sort of one word per key, built from its length and its
+    // first and last eight bytes: cheap to move and compare, and equal keys
+    // give equal words, so when no two words are equal (nearly always) no
+    // two keys are. Sorting the keys themselves was over half the
+    // instructions of parsing an identify with 200 traits (cachegrind).
+    // Equal words, by a repeat or by collision, fall back to the keys.
+    let print = |k: &[u8]| -> u64 {
+        let mut head = [0u8; 8];
+        let mut tail = [0u8; 8];
+        let n = k.len().min(8);
+        head[..n].copy_from_slice(&k[..n]);
+        tail[..n].copy_from_slice(&k[k.len() - n..]);
+        u64::from_le_bytes(head) ^ u64::from_le_bytes(tail).rotate_left(29) ^ k.len() as u64
+    };
+    let prints: Vec<u64> = keys.iter().map(|k| print(k)).collect();
+    let prints = std::collections::BinaryHeap::from(prints).into_sorted_vec();
+    if !prints.windows(2).any(|w| w[0] == w[1]) {
+        return false;
+    }
     let sorted = std::collections::BinaryHeap::from(keys.to_vec()).into_sorted_vec();
     sorted.windows(2).any(|w| w[0] == w[1])
 }
@@ -994,6 +1013,26 @@ mod tests {
         assert!(canonical(&ok));
         let dup = format!("{{{},\"k3\":0}}", keys.join(","));
         assert!(!canonical(&dup));
+    }
+
+    #[test]
+    fn keys_alike_at_both_ends_are_still_told_apart() {
+        // Same length and the same first and last eight bytes: one word per
+        // key cannot tell them apart, the keys themselves can.
+        let keys: Vec<String> = (0..40)
+            .map(|i| format!("\"abcdefgh_{:02}_12345678\":{i}", i))
+            .collect();
+        let distinct = format!("{{{}}}", keys.join(","));
+        assert!(canonical(&distinct));
+        assert!(!canonical(&format!(
+            "{{{},\"abcdefgh_07_12345678\":0}}",
+            keys.join(",")
+        )));
+        let spaced = distinct.replace(':', ": ");
+        let mut p = Parser::new(&spaced);
+        let mut out = Vec::new();
+        assert!(p.transcode_object(1, &mut out).unwrap());
+        assert_eq!(out, distinct.as_bytes());
     }
 
     #[test]
