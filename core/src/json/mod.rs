@@ -36,7 +36,7 @@ mod write;
 pub use number::write_number;
 pub(crate) use parse::Parser;
 pub use string::write_string;
-pub(crate) use string::{plain_until, Quoted};
+pub(crate) use string::{plain_until, write_char, Quoted};
 pub use write::{array_index, write_map, write_value, JsonObject, ObjectMark, Writer};
 
 use crate::error::Code;

@@ -144,7 +144,6 @@ fn short_needs_escape(bytes: &[u8]) -> bool {
 
 /// Writes a quoted string escaped exactly as `JSON.stringify` escapes it.
 pub fn write_string(s: &str, out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     out.reserve(bytes.len() + 2);
     // Most strings in a payload are short keys and values with nothing to
@@ -188,21 +187,52 @@ pub fn write_string(s: &str, out: &mut Vec<u8>) {
             break;
         };
         out.extend_from_slice(&bytes[start..i]);
-        match ESCAPE[b as usize] {
-            b'u' => out.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[(b >> 4) as usize],
-                HEX[(b & 15) as usize],
-            ]),
-            esc => out.extend_from_slice(&[b'\\', esc]),
-        }
+        write_escape(b, out);
         start = i + 1;
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
+}
+
+/// The escape `JSON.stringify` writes for `b`, a byte its [`ESCAPE`] entry
+/// marks.
+fn write_escape(b: u8, out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    match ESCAPE[b as usize] {
+        b'u' => out.extend_from_slice(&[
+            b'\\',
+            b'u',
+            b'0',
+            b'0',
+            HEX[(b >> 4) as usize],
+            HEX[(b & 15) as usize],
+        ]),
+        esc => out.extend_from_slice(&[b'\\', esc]),
+    }
+}
+
+/// One character of a string's content, as `JSON.stringify` writes it
+/// (escaped or as it is); the quotes are the caller's.
+#[inline]
+pub(crate) fn write_char(c: char, out: &mut Vec<u8>) {
+    if !c.is_ascii() {
+        // A fixed length per arm, so each copy is a few stores: copying the
+        // encoded slice was a call to memcpy per character, an eighth of
+        // the instructions of transcoding text of `\uXXXX` escapes.
+        let mut buf = [0; 4];
+        match c.encode_utf8(&mut buf).len() {
+            2 => out.extend_from_slice(&buf[..2]),
+            3 => out.extend_from_slice(&buf[..3]),
+            _ => out.extend_from_slice(&buf),
+        }
+        return;
+    }
+    let b = c as u8; // ASCII
+    if ESCAPE[b as usize] == 0 {
+        out.push(b);
+    } else {
+        write_escape(b, out);
+    }
 }
 
 #[cfg(test)]
