@@ -21,16 +21,23 @@ const ESCAPE: [u8; 256] = {
     t
 };
 
-/// Whether any of the eight bytes in `x` is below 0x20, `"` or `\\`
-/// (the classic SWAR zero-byte and less-than tests; exact about whether
-/// such a byte exists).
+/// The bytes of `x` (little-endian) that are below 0x20, `"` or `\\`, each
+/// flagged by its high bit (the classic SWAR zero-byte and less-than
+/// tests). A byte above a flagged one may be flagged wrongly, by a borrow;
+/// the lowest flag is always exact, so it locates the first such byte.
 #[inline]
-fn needs_escape(x: u64) -> bool {
+fn special_bytes(x: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
-    let below_space = x.wrapping_sub(ONES * 0x20) & !x & HIGH != 0;
-    below_space || has_zero(x ^ (ONES * b'"' as u64)) || has_zero(x ^ (ONES * b'\\' as u64))
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let below_space = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+    below_space | zero(x ^ (ONES * b'"' as u64)) | zero(x ^ (ONES * b'\\' as u64))
+}
+
+/// Whether any of the eight bytes in `x` is below 0x20, `"` or `\\`.
+#[inline]
+fn needs_escape(x: u64) -> bool {
+    special_bytes(x) != 0
 }
 
 /// Bytes per step of [`plain_until`]'s vector scan, and how far its
@@ -50,8 +57,12 @@ pub(crate) fn plain_until(bytes: &[u8], mut i: usize) -> usize {
     // loop, which then finishes it.
     let mut blocks_from = i.saturating_add(SCAN_BLOCK);
     while let Some(Ok(chunk)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
-        if needs_escape(u64::from_le_bytes(chunk)) {
-            break;
+        let special = special_bytes(u64::from_le_bytes(chunk));
+        if special != 0 {
+            // The word's first flagged byte, without a loop over its bytes:
+            // keys and short values end within a word or two, and the byte
+            // loop after the word was a tenth of scanning a product list.
+            return i + (special.trailing_zeros() / 8) as usize;
         }
         i += 8;
         if i >= blocks_from {
@@ -251,6 +262,32 @@ mod tests {
             s(&v),
             "\"q\\\"b\\\\\\b\\f\\n\\r\\t\\u0001\\u001f\u{7f}é😀\u{2028}\""
         );
+    }
+
+    #[test]
+    fn plain_until_stops_at_the_first_byte_needing_attention() {
+        use crate::json::plain_until;
+        // Every special byte at every position, over the word, tail and
+        // block paths, from several starts, with another special byte at
+        // the end (a borrow in the word tests must not move the answer)
+        // and plain bytes both ASCII and not.
+        for len in 1..=150 {
+            for pos in 0..len {
+                for special in [b'"', b'\\', 0x00, 0x1f, b'\n'] {
+                    for filler in [b'x', 0xC3] {
+                        let mut bytes = vec![filler; len];
+                        bytes[len - 1] = 0x01;
+                        bytes[pos] = special;
+                        for from in 0..=pos.min(9) {
+                            assert_eq!(plain_until(&bytes, from), pos, "{bytes:?} from {from}");
+                        }
+                    }
+                }
+            }
+        }
+        for len in 0..=150 {
+            assert_eq!(plain_until(&vec![b'x'; len], 0), len);
+        }
     }
 
     #[test]
