@@ -83,7 +83,9 @@ def request_benches() -> List[Tuple[str, float, float, float]]:
         ours = "callpost Webhooks.request(dict)"
         result = bench(
             {
-                ours: lambda: hooks.request(call),
+                # `.body`: the bytes to send, as the peers' `dumps` returns
+                # them (the Request makes them on access).
+                ours: lambda: hooks.request(call).body,
                 "orjson.dumps + hmac": lambda: hmac.new(SECRET, orjson.dumps(call), hashlib.sha1).hexdigest(),
                 "json.dumps + hmac": lambda: hmac.new(
                     SECRET, json.dumps(call, separators=(",", ":"), ensure_ascii=False).encode(), hashlib.sha1
@@ -100,7 +102,7 @@ def request_benches() -> List[Tuple[str, float, float, float]]:
             ours_b = f"callpost Webhooks.request(bytes, {form})"
             result = bench(
                 {
-                    ours_b: lambda: hooks.request(raw),
+                    ours_b: lambda: hooks.request(raw).body,
                     "orjson.loads + orjson.dumps + hmac": lambda: hmac.new(
                         SECRET, orjson.dumps(orjson.loads(raw)), hashlib.sha1
                     ).hexdigest(),
