@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every benchmark: criterion (Rust), OpenSSL's SHA-1/HMAC speed on this
 # machine (the hardware limit), and the Python and Node peer comparisons.
-#   bash benches/run.sh          full run (about 6 minutes on 2 cores)
+#   bash benches/run.sh          full run (about 14 minutes on 2 cores)
 #   bash benches/run.sh --smoke  compile the benches and run each script briefly (CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +15,7 @@ if [ "$smoke" = "--smoke" ]; then
   cargo bench --locked -p callpost-benches --bench hot_path -- --warm-up-time 0.05 --measurement-time 0.1 "sign/hmac_sha1_prekeyed/423" >/dev/null
   target/bench-venv/bin/python benches/compare_python.py --smoke
   node target/bench-node/compare_node.mjs --smoke
+  target/bench-node/node_modules/node24/bin/node target/bench-node/compare_node.mjs --smoke
   exit 0
 fi
 
@@ -28,3 +29,5 @@ echo "== python"
 target/bench-venv/bin/python benches/compare_python.py
 echo "== node"
 node target/bench-node/compare_node.mjs
+echo "== node 24"
+target/bench-node/node_modules/node24/bin/node target/bench-node/compare_node.mjs

@@ -424,6 +424,9 @@ export function makeSigning(wasm, platform) {
     error, notBytes, isBytes, decoder, encoder, NATIVE_HMAC_FROM,
     // Webhooks.request's way across, private to this file.
     toScratch, scratchOf,
+    // The `len` bytes at `at` in wasm memory, as a view (valid until the
+    // memory next grows).
+    bytesAt: (p, len) => new Uint8Array(memory.buffer, p, len),
   };
 }
 
@@ -659,7 +662,7 @@ export function makeApi(wasm, platform) {
       this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode }));
       // Large request bodies are signed by the platform (see sign()); the
       // core decides which, and which header carries the signature.
-      if (platform.hmacSha1 && secret) this.#core.setNativeHmac((bytes) => platform.hmacSha1(secret, bytes));
+      if (platform.hmacSha1 && secret) this.#core.setNativeHmac((at, len) => platform.hmacSha1(secret, signing.bytesAt(at, len)));
       this.#timing = { timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs };
     }
 
