@@ -79,6 +79,14 @@ impl Call {
                     return Ok(());
                 }
             }
+            // A string field (an id, the event, the timestamp) is handed
+            // over borrowed when it has no escape: through `value` it was
+            // copied twice, into a `Value` and again into the call.
+            if kind != FieldKind::Ignored && p.peek() == Some(b'"') {
+                let s = p.string()?;
+                b.scalar(&key, Scalar::Str(&s));
+                return Ok(());
+            }
             match (kind, p.value(2)?) {
                 (FieldKind::Ignored, _) => {}
                 (FieldKind::Object | FieldKind::Map, Value::Object(m)) => {
