@@ -530,7 +530,7 @@ impl<'a> Parser<'a> {
             return None;
         }
         let start = self.pos;
-        let mut keys = Vec::new();
+        let mut keys = Vec::with_capacity(KEYS_ROOM);
         if self.scan_object(depth, &mut keys).is_some() {
             Some(&self.text[start..self.pos])
         } else {
@@ -689,7 +689,7 @@ impl<'a> Parser<'a> {
         out: &mut Vec<u8>,
     ) -> Result<bool, JsonError> {
         let (start, written) = (self.pos, out.len());
-        let mut keys = Vec::new();
+        let mut keys = Vec::with_capacity(KEYS_ROOM);
         let done = self.transcode_value(depth, out, &mut keys)?;
         if !done {
             self.pos = start;
@@ -844,6 +844,11 @@ fn write_str(s: &Cow<'_, str>, out: &mut Vec<u8>) {
         Cow::Owned(decoded) => super::write_string(decoded, out),
     }
 }
+
+/// The room the object scans reserve for keys at first: the keys of the
+/// objects open at once (a call's `properties` and one product in its
+/// list) fit, where growing from nothing took three allocations.
+const KEYS_ROOM: usize = 32;
 
 /// Whether an object's keys hold one twice. Up to 16 keys, a key is
 /// compared with the earlier ones only when its tag (one of 64 bits, from
