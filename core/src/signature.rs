@@ -120,7 +120,7 @@ impl Secret {
     /// The `X-Signature` value for `body`: 40 lowercase hex characters.
     pub fn sign(&self, body: &[u8]) -> String {
         // Hex digits are ASCII: the lossy conversion never replaces one,
-        // and is one copy where collecting chars pushed them one by one.
+        // and is one copy where collecting chars pushes them one by one.
         String::from_utf8_lossy(&self.sign_hex(body)).into_owned()
     }
 

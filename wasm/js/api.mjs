@@ -424,8 +424,8 @@ export function makeSigning(wasm, platform) {
     error, notBytes, isBytes, decoder, encoder, NATIVE_HMAC_FROM,
     // Webhooks.request's way across, private to this file.
     toScratch, scratchOf,
-    // The `len` bytes at `at` in wasm memory, as a view (valid until the
-    // memory next grows).
+    // The `len` bytes from address `p` of wasm memory, as a view (valid
+    // until the memory next grows).
     bytesAt: (p, len) => new Uint8Array(memory.buffer, p, len),
   };
 }

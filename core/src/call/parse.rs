@@ -80,8 +80,8 @@ impl Call {
                 }
             }
             // A string field (an id, the event, the timestamp) is handed
-            // over borrowed when it has no escape: through `value` it was
-            // copied twice, into a `Value` and again into the call.
+            // over borrowed when it has no escape: through `value` it would
+            // be copied twice, into a `Value` and again into the call.
             if kind != FieldKind::Ignored && p.peek() == Some(b'"') {
                 let s = p.string()?;
                 b.scalar(&key, Scalar::Str(&s));

@@ -847,7 +847,7 @@ fn write_str(s: &Cow<'_, str>, out: &mut Vec<u8>) {
 
 /// The room the object scans reserve for keys at first: the keys of the
 /// objects open at once (a call's `properties` and one product in its
-/// list) fit, where growing from nothing took three allocations.
+/// list) fit, where growing from nothing takes three allocations.
 const KEYS_ROOM: usize = 32;
 
 /// Whether an object's keys hold one twice. Up to 16 keys, a key is
@@ -862,9 +862,9 @@ fn repeats(keys: &[&[u8]]) -> bool {
     // 64 tags stay sparse for this many keys.
     const FEW: usize = 16;
     if keys.len() <= FEW {
-        // Comparing every pair was an eighth of the wasm request for an
-        // order of 100 products of 12 keys (Node's profiler); the 12 keys
-        // of each product there have 12 different tags, so no comparison.
+        // Comparing every pair costs an eighth of the wasm request for an
+        // order of 100 products of 12 keys (Node's profiler); with tags,
+        // each product's 12 keys have 12 different tags and none is compared.
         let mut seen = 0u64;
         return keys.iter().enumerate().any(|(i, k)| {
             let first = k.first().map_or(0, |&b| u32::from(b));
