@@ -1,0 +1,825 @@
+//! The relay's configuration: a TOML file, `CALLPOST_RELAY_*` environment
+//! variables and command-line flags, in rising precedence.
+//!
+//! Every value is checked here, at start-up, so a bad setting stops the
+//! relay with a message that names it instead of failing later on live
+//! traffic. The destination settings themselves (URLs, headers, secret,
+//! mode) are checked by the core, as the Python and JS packages check them.
+//!
+//! Secrets (the admin token, shared secrets) come from the file or the
+//! environment, never from flags, which any user of the machine can read
+//! in `ps`.
+
+use crate::store::{Retention, Synchronous};
+use callpost_core::webhooks::{EndpointConfig, Mode, Webhooks};
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where the Tracking API listens unless told otherwise.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8088";
+/// An embedded SQLite database in the working directory.
+pub const DEFAULT_DATABASE: &str = "sqlite:///callpost-relay.db";
+/// Deliveries in flight per relay. Each holds at most 5 requests; it
+/// bounds what one relay asks of all receivers together.
+pub const DEFAULT_DELIVERY_CONCURRENCY: usize = 256;
+/// Requests in flight to one endpoint URL, from one relay: a receiver
+/// that slows down holds at most this many of the relay's deliveries,
+/// and never the whole of `concurrency`. 32 is Convoy's default worker
+/// share per endpoint, and far more than a healthy receiver needs at
+/// 5 s per request.
+pub const DEFAULT_ENDPOINT_CONCURRENCY: usize = 32;
+/// How long a claimed delivery is held before another worker may take it:
+/// a round lasts at most the 5 s webhook timeout (per endpoint in failover
+/// mode), so 20 s leaves room; leases are renewed every quarter.
+pub const DEFAULT_LEASE_SECONDS: u64 = 20;
+/// Calls waiting for the storage writer before ingest answers 503: a few
+/// seconds of the benchmark's sustained rate, so a slow disk shows as
+/// backpressure long before memory is at risk.
+pub const DEFAULT_MAX_BACKLOG: usize = 50_000;
+/// Delivered calls are kept a week: a batch resent after a lost answer is
+/// recognised as long as they are, and `replay --include-delivered` can
+/// send them again.
+pub const DEFAULT_RETENTION_HOURS: u64 = 7 * 24;
+/// The deduplication window: Segment deduplicates on messageId for 24 h.
+pub const MIN_RETENTION_HOURS: u64 = 24;
+/// Dead letters, undeliverable and refused calls are kept 30 days: long
+/// enough to notice, fix and replay (Svix keeps failed messages 30 days).
+pub const DEFAULT_PARKED_RETENTION_HOURS: u64 = 30 * 24;
+/// The limit on every database call. SDKs time out after 10-15 s
+/// (analytics-node 10 s, analytics-python 15 s), so a stuck database is
+/// answered 503 before the sender gives up on its own.
+pub const DEFAULT_DATABASE_TIMEOUT_MS: u64 = 5_000;
+/// A request's headers must arrive within this (slowloris). nginx's
+/// `client_header_timeout` is 60 s; 10 s is generous for one header block
+/// on any network an SDK sends from.
+pub const DEFAULT_HEADER_TIMEOUT_MS: u64 = 10_000;
+/// A request's body must arrive within this once its headers have: 500 KB
+/// at 64 kB/s, a slow mobile link, takes 8 s.
+pub const DEFAULT_BODY_TIMEOUT_MS: u64 = 15_000;
+/// An idle keep-alive connection is closed after this. SDKs send at most
+/// every flush interval (analytics-node 10 s, analytics-python 0.5 s);
+/// nginx's `keepalive_timeout` is 75 s.
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 60_000;
+/// The largest header block: hyper's default read buffer is 400 kB; an
+/// SDK's headers are under 1 kB and browsers' cookies under 8 kB each
+/// (nginx's `large_client_header_buffers` is 4 × 8 kB).
+pub const DEFAULT_MAX_HEADER_BYTES: usize = 32 * 1024;
+/// Open connections on the Tracking API listener. Each costs a task and
+/// its buffers (tens of kB); 10,000 fits in a few hundred MB and is below
+/// the usual 65,536 open-file limit with room for the database and
+/// receivers.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
+/// Open connections on the admin listener: operators and scrapers only.
+pub const DEFAULT_MAX_ADMIN_CONNECTIONS: usize = 64;
+/// An admin token shorter than this is refused at start: 32 characters
+/// of a random token is 128 bits or more.
+pub const MIN_ADMIN_TOKEN_LEN: usize = 32;
+/// The largest admin request body (a replay list of 10,000 ids fits).
+pub const MAX_ADMIN_BODY_BYTES: usize = 1_000_000;
+/// The longest source name: it is stored with every call, and with the
+/// messageId it makes the deduplication key.
+pub const MAX_SOURCE_NAME_LEN: usize = 100;
+
+/// A string that never shows itself in a `Debug` or a log line.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(s: impl Into<String>) -> Self {
+        Self(s.into())
+    }
+
+    /// The secret itself, for the one place that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// A setting that cannot work; the message names it. Printed at start
+/// with the core's code `invalid_config`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn bad(message: impl Into<String>) -> ConfigError {
+    ConfigError(message.into())
+}
+
+/// A source: the write keys its senders use, and its Webhooks destination.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// Unique name, stored with each call.
+    pub name: String,
+    /// Its senders' write keys.
+    pub write_keys: Vec<Secret>,
+    /// The core's validated destination settings (`None`: calls are
+    /// stored and go nowhere).
+    pub webhooks: Option<Webhooks>,
+    /// False: calls are stored as undeliverable, nothing is sent.
+    pub enabled: bool,
+}
+
+impl Source {
+    /// The destination calls go to now, if any.
+    pub fn destination(&self) -> Option<&Webhooks> {
+        self.webhooks.as_ref().filter(|_| self.enabled)
+    }
+}
+
+/// The listener protections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Headers must arrive within this.
+    pub header_timeout: Duration,
+    /// The body must arrive within this after the headers.
+    pub body_timeout: Duration,
+    /// An idle keep-alive connection is closed after this.
+    pub idle_timeout: Duration,
+    /// The largest header block.
+    pub max_header_bytes: usize,
+    /// Open connections on the Tracking API listener.
+    pub max_connections: usize,
+    /// Open connections on the admin listener.
+    pub max_admin_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            header_timeout: Duration::from_millis(DEFAULT_HEADER_TIMEOUT_MS),
+            body_timeout: Duration::from_millis(DEFAULT_BODY_TIMEOUT_MS),
+            idle_timeout: Duration::from_millis(DEFAULT_IDLE_TIMEOUT_MS),
+            max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_admin_connections: DEFAULT_MAX_ADMIN_CONNECTIONS,
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Plain,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Everything the relay runs with.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The Tracking API's `host:port` (port 0 picks a free one).
+    pub listen: String,
+    /// The admin API's and `/metrics`' own `host:port`; `None`: served on
+    /// `listen`.
+    pub admin_listen: Option<String>,
+    /// `sqlite:///path` or `postgresql://…`.
+    pub database: Secret,
+    /// Bearer token for `/admin` and `/metrics`; `None`: no admin API.
+    pub admin_token: Option<Secret>,
+    /// The sources.
+    pub sources: Vec<Arc<Source>>,
+    /// Webhook URLs may resolve to loopback and private addresses.
+    pub allow_private_networks: bool,
+    /// PEM certificates trusted for deliveries, beside the system's.
+    pub ca_file: Option<String>,
+    /// SQLite durability.
+    pub synchronous: Synchronous,
+    /// How long finished rows are kept.
+    pub retention: Retention,
+    /// The limit on every database call.
+    pub database_timeout: Duration,
+    /// Origins browsers may send from (`*`: any).
+    pub cors_origins: Vec<String>,
+    /// False: an ingest-only relay (another relay on the same Postgres
+    /// delivers).
+    pub deliver: bool,
+    /// Deliveries in flight per relay.
+    pub delivery_concurrency: usize,
+    /// Requests in flight per endpoint URL, per relay.
+    pub endpoint_concurrency: usize,
+    /// How long a claim is held, ms.
+    pub lease_ms: i64,
+    /// Calls waiting for the writer before ingest answers 503.
+    pub max_backlog: usize,
+    /// Listener protections.
+    pub limits: Limits,
+    /// `error`, `warn`, `info` (default), `debug`, `trace`.
+    pub log_level: String,
+    /// Plain or JSON lines.
+    pub log_format: LogFormat,
+    /// Test builds: the clock starts this far ahead, and
+    /// `POST /admin/test/clock` may move it.
+    pub test_clock: Option<i64>,
+}
+
+impl Config {
+    /// write key → source.
+    pub fn write_keys(&self) -> HashMap<String, Arc<Source>> {
+        let mut out = HashMap::new();
+        for s in &self.sources {
+            for k in &s.write_keys {
+                out.insert(k.expose().to_owned(), Arc::clone(s));
+            }
+        }
+        out
+    }
+
+    /// The source named `name`.
+    pub fn source(&self, name: &str) -> Option<&Arc<Source>> {
+        self.sources.iter().find(|s| s.name == name)
+    }
+
+    /// The `listen` address, checked.
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        parse_addr(&self.listen, "listen")
+    }
+
+    /// The `admin_listen` address, checked.
+    pub fn admin_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        self.admin_listen
+            .as_deref()
+            .map(|a| parse_addr(a, "admin_listen"))
+            .transpose()
+    }
+}
+
+fn parse_addr(s: &str, what: &str) -> Result<SocketAddr, ConfigError> {
+    let normal = s.replace("localhost:", "127.0.0.1:");
+    normal
+        .parse()
+        .map_err(|_| bad(format!("{what} must be host:port with an IP address, not {s:?}")))
+}
+
+// -- the file ------------------------------------------------------------
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    listen: Option<String>,
+    admin_listen: Option<String>,
+    database: Option<String>,
+    admin_token: Option<String>,
+    log_level: Option<String>,
+    log_format: Option<String>,
+    #[serde(default)]
+    sources: Vec<FileSource>,
+    #[serde(default)]
+    security: FileSecurity,
+    #[serde(default)]
+    storage: FileStorage,
+    #[serde(default)]
+    delivery: FileDelivery,
+    #[serde(default)]
+    ingest: FileIngest,
+    #[serde(default)]
+    limits: FileLimits,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSource {
+    name: String,
+    write_keys: Vec<String>,
+    webhooks: Option<FileWebhooks>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileWebhooks {
+    #[serde(default)]
+    urls: Vec<FileUrl>,
+    shared_secret: Option<String>,
+    mode: Option<String>,
+    enabled: Option<bool>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum FileUrl {
+    Url(String),
+    WithHeaders {
+        url: String,
+        #[serde(default)]
+        headers: BTreeMap<String, String>,
+    },
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSecurity {
+    allow_private_networks: Option<bool>,
+    ca_file: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileStorage {
+    synchronous: Option<String>,
+    retention_hours: Option<u64>,
+    dead_letter_retention_hours: Option<u64>,
+    undeliverable_retention_hours: Option<u64>,
+    rejected_retention_hours: Option<u64>,
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDelivery {
+    enabled: Option<bool>,
+    concurrency: Option<u64>,
+    endpoint_concurrency: Option<u64>,
+    lease_seconds: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileIngest {
+    max_backlog: Option<u64>,
+    cors_origins: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileLimits {
+    header_timeout_ms: Option<u64>,
+    body_timeout_ms: Option<u64>,
+    idle_timeout_ms: Option<u64>,
+    max_header_bytes: Option<u64>,
+    max_connections: Option<u64>,
+    max_admin_connections: Option<u64>,
+}
+
+/// What the command line gives (flags; `None`/empty: not given).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    /// `--config`.
+    pub config: Option<String>,
+    /// `--listen`.
+    pub listen: Option<String>,
+    /// `--admin-listen`.
+    pub admin_listen: Option<String>,
+    /// `--database`.
+    pub database: Option<String>,
+    /// `--write-key` (the `default` source).
+    pub write_keys: Vec<String>,
+    /// `--webhook-url` (the `default` source).
+    pub webhook_urls: Vec<String>,
+    /// `--allow-private-networks`.
+    pub allow_private_networks: Option<bool>,
+    /// `--synchronous`.
+    pub synchronous: Option<String>,
+    /// `--log-level`.
+    pub log_level: Option<String>,
+    /// `--log-format`.
+    pub log_format: Option<String>,
+    /// `--test-clock` with its start offset (test builds).
+    pub test_clock: Option<i64>,
+}
+
+/// The environment variables read, after `CALLPOST_RELAY_`.
+pub const ENV_PREFIX: &str = "CALLPOST_RELAY_";
+
+/// The configuration from `overrides.config` (TOML, optional), the
+/// environment `env` and the flags.
+pub fn load(
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let file = match &overrides.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| bad(format!("cannot read {path}: {e}")))?;
+            toml::from_str::<File>(&text)
+                .map_err(|e| bad(format!("{path} is not a valid configuration: {e}")))?
+        }
+        None => File::default(),
+    };
+    let var = |name: &str| env(&format!("{ENV_PREFIX}{name}")).filter(|v| !v.is_empty());
+    let first = |flag: &Option<String>, name: &str, file: &Option<String>| {
+        flag.clone().or_else(|| var(name)).or_else(|| file.clone())
+    };
+
+    let mut sources = Vec::new();
+    for (i, s) in file.sources.iter().enumerate() {
+        sources.push(source_from_file(s, i)?);
+    }
+    // The flag/variable form: one source called "default".
+    let keys = if overrides.write_keys.is_empty() {
+        var("WRITE_KEYS").map(|v| split_list(&v)).unwrap_or_default()
+    } else {
+        overrides.write_keys.clone()
+    };
+    let urls = if overrides.webhook_urls.is_empty() {
+        var("WEBHOOK_URLS").map(|v| split_list(&v)).unwrap_or_default()
+    } else {
+        overrides.webhook_urls.clone()
+    };
+    let secret = var("SHARED_SECRET");
+    if !keys.is_empty() {
+        let endpoints: Vec<EndpointConfig> = urls.iter().map(EndpointConfig::new).collect();
+        let webhooks = if endpoints.is_empty() {
+            if secret.is_some() {
+                return Err(bad("a shared secret needs a webhook URL"));
+            }
+            None
+        } else {
+            Some(webhooks_of("default", &endpoints, secret.as_deref(), None)?)
+        };
+        sources.push(source("default", keys, webhooks, true)?);
+    } else if !urls.is_empty() {
+        return Err(bad(
+            "a webhook URL needs a write key (--write-key or CALLPOST_RELAY_WRITE_KEYS)",
+        ));
+    } else if secret.is_some() && file.sources.is_empty() {
+        return Err(bad("a shared secret needs a webhook URL"));
+    }
+    let mut names = HashMap::new();
+    let mut owners: HashMap<String, String> = HashMap::new();
+    for s in &sources {
+        if names.insert(s.name.clone(), ()).is_some() {
+            return Err(bad(format!("source names must be unique: {:?} is used twice", s.name)));
+        }
+        for k in &s.write_keys {
+            if let Some(other) = owners.insert(k.expose().to_owned(), s.name.clone()) {
+                return Err(bad(format!(
+                    "a write key is used by both {other:?} and {:?}",
+                    s.name
+                )));
+            }
+        }
+    }
+
+    let listen = first(&overrides.listen, "LISTEN", &file.listen)
+        .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    let admin_listen = first(&overrides.admin_listen, "ADMIN_LISTEN", &file.admin_listen);
+    let database = first(&overrides.database, "DATABASE", &file.database)
+        .unwrap_or_else(|| DEFAULT_DATABASE.to_owned());
+    if !(database.starts_with("sqlite://")
+        || database.starts_with("postgresql://")
+        || database.starts_with("postgres://"))
+    {
+        return Err(bad("database must be sqlite:///path or postgresql://..."));
+    }
+    let admin_token = var("ADMIN_TOKEN").or(file.admin_token.clone());
+    if let Some(t) = &admin_token {
+        if t.chars().count() < MIN_ADMIN_TOKEN_LEN {
+            return Err(bad(format!(
+                "admin_token must be at least {MIN_ADMIN_TOKEN_LEN} characters (a random token: \
+                 openssl rand -hex 32)"
+            )));
+        }
+    }
+    let allow_private_networks = match overrides.allow_private_networks {
+        Some(b) => b,
+        None => match var("ALLOW_PRIVATE_NETWORKS") {
+            Some(v) => parse_bool(&v, "CALLPOST_RELAY_ALLOW_PRIVATE_NETWORKS")?,
+            None => file.security.allow_private_networks.unwrap_or(false),
+        },
+    };
+    let synchronous = match first(&overrides.synchronous, "SYNCHRONOUS", &file.storage.synchronous)
+        .map(|s| s.to_ascii_uppercase())
+        .as_deref()
+    {
+        None | Some("FULL") => Synchronous::Full,
+        Some("NORMAL") => Synchronous::Normal,
+        Some(other) => {
+            return Err(bad(format!(
+                "storage.synchronous must be FULL or NORMAL, not {other:?}"
+            )))
+        }
+    };
+    let retention_hours = file.storage.retention_hours.unwrap_or(DEFAULT_RETENTION_HOURS);
+    let hours = |v: Option<u64>, what: &str, default: u64| -> Result<i64, ConfigError> {
+        let h = v.unwrap_or(default);
+        range(h, what, MIN_RETENTION_HOURS, 24 * 3650).map(|h| (h as i64) * 3_600_000)
+    };
+    let retention = Retention {
+        delivered_ms: hours(Some(retention_hours), "storage.retention_hours", 0)?,
+        dead_ms: hours(
+            file.storage.dead_letter_retention_hours,
+            "storage.dead_letter_retention_hours",
+            DEFAULT_PARKED_RETENTION_HOURS,
+        )?,
+        undeliverable_ms: hours(
+            file.storage.undeliverable_retention_hours,
+            "storage.undeliverable_retention_hours",
+            DEFAULT_PARKED_RETENTION_HOURS,
+        )?,
+        rejected_ms: hours(
+            file.storage.rejected_retention_hours,
+            "storage.rejected_retention_hours",
+            DEFAULT_PARKED_RETENTION_HOURS,
+        )?,
+    };
+    let database_timeout = Duration::from_millis(range(
+        file.storage.timeout_ms.unwrap_or(DEFAULT_DATABASE_TIMEOUT_MS),
+        "storage.timeout_ms",
+        100,
+        600_000,
+    )?);
+    let deliver = match var("DELIVER") {
+        Some(v) => parse_bool(&v, "CALLPOST_RELAY_DELIVER")?,
+        None => file.delivery.enabled.unwrap_or(true),
+    };
+    let delivery_concurrency = range(
+        file.delivery
+            .concurrency
+            .unwrap_or(DEFAULT_DELIVERY_CONCURRENCY as u64),
+        "delivery.concurrency",
+        1,
+        10_000,
+    )? as usize;
+    let endpoint_concurrency = range(
+        file.delivery
+            .endpoint_concurrency
+            .unwrap_or(DEFAULT_ENDPOINT_CONCURRENCY as u64),
+        "delivery.endpoint_concurrency",
+        1,
+        10_000,
+    )? as usize;
+    let lease_ms = range(
+        file.delivery.lease_seconds.unwrap_or(DEFAULT_LEASE_SECONDS),
+        "delivery.lease_seconds",
+        10,
+        3600,
+    )? as i64
+        * 1000;
+    let max_backlog = range(
+        file.ingest.max_backlog.unwrap_or(DEFAULT_MAX_BACKLOG as u64),
+        "ingest.max_backlog",
+        1,
+        10_000_000,
+    )? as usize;
+    let cors_origins = file
+        .ingest
+        .cors_origins
+        .clone()
+        .unwrap_or_else(|| vec!["*".to_owned()]);
+    if cors_origins.iter().any(String::is_empty) {
+        return Err(bad("ingest.cors_origins must be a list of non-empty strings"));
+    }
+    let l = &file.limits;
+    let ms = |v: Option<u64>, what: &str, default: u64| -> Result<Duration, ConfigError> {
+        range(v.unwrap_or(default), what, 100, 3_600_000).map(Duration::from_millis)
+    };
+    let limits = Limits {
+        header_timeout: ms(l.header_timeout_ms, "limits.header_timeout_ms", DEFAULT_HEADER_TIMEOUT_MS)?,
+        body_timeout: ms(l.body_timeout_ms, "limits.body_timeout_ms", DEFAULT_BODY_TIMEOUT_MS)?,
+        idle_timeout: ms(l.idle_timeout_ms, "limits.idle_timeout_ms", DEFAULT_IDLE_TIMEOUT_MS)?,
+        max_header_bytes: range(
+            l.max_header_bytes.unwrap_or(DEFAULT_MAX_HEADER_BYTES as u64),
+            "limits.max_header_bytes",
+            8192,
+            1 << 20,
+        )? as usize,
+        max_connections: range(
+            l.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS as u64),
+            "limits.max_connections",
+            1,
+            1_000_000,
+        )? as usize,
+        max_admin_connections: range(
+            l.max_admin_connections
+                .unwrap_or(DEFAULT_MAX_ADMIN_CONNECTIONS as u64),
+            "limits.max_admin_connections",
+            1,
+            10_000,
+        )? as usize,
+    };
+    let log_level = first(&overrides.log_level, "LOG_LEVEL", &file.log_level)
+        .unwrap_or_else(|| "info".to_owned())
+        .to_ascii_lowercase();
+    if !["error", "warn", "warning", "info", "debug", "trace"].contains(&log_level.as_str()) {
+        return Err(bad(format!(
+            "log_level must be error, warn, info, debug or trace, not {log_level:?}"
+        )));
+    }
+    let log_format = match first(&overrides.log_format, "LOG_FORMAT", &file.log_format)
+        .map(|s| s.to_ascii_lowercase())
+        .as_deref()
+    {
+        None | Some("plain") => LogFormat::Plain,
+        Some("json") => LogFormat::Json,
+        Some(other) => return Err(bad(format!("log_format must be plain or json, not {other:?}"))),
+    };
+    let ca_file = var("CA_FILE").or(file.security.ca_file.clone());
+    let cfg = Config {
+        listen,
+        admin_listen,
+        database: Secret::new(database),
+        admin_token: admin_token.map(Secret::new),
+        sources: sources.into_iter().map(Arc::new).collect(),
+        allow_private_networks,
+        ca_file,
+        synchronous,
+        retention,
+        database_timeout,
+        cors_origins,
+        deliver,
+        delivery_concurrency,
+        endpoint_concurrency,
+        lease_ms,
+        max_backlog,
+        limits,
+        log_level: if log_level == "warning" { "warn".into() } else { log_level },
+        log_format,
+        test_clock: overrides.test_clock,
+    };
+    cfg.listen_addr()?;
+    cfg.admin_addr()?;
+    Ok(cfg)
+}
+
+fn split_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn parse_bool(v: &str, what: &str) -> Result<bool, ConfigError> {
+    match v.to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(bad(format!("{what} must be true or false, not {v:?}"))),
+    }
+}
+
+fn range(v: u64, what: &str, low: u64, high: u64) -> Result<u64, ConfigError> {
+    if (low..=high).contains(&v) {
+        Ok(v)
+    } else {
+        Err(bad(format!("{what} must be between {low} and {high}, not {v}")))
+    }
+}
+
+fn source(
+    name: &str,
+    keys: Vec<String>,
+    webhooks: Option<Webhooks>,
+    enabled: bool,
+) -> Result<Source, ConfigError> {
+    if name.is_empty() || name.chars().count() > MAX_SOURCE_NAME_LEN || name.contains('\0') {
+        return Err(bad(format!(
+            "a source name must be 1 to {MAX_SOURCE_NAME_LEN} characters, without NUL"
+        )));
+    }
+    if keys.is_empty() {
+        return Err(bad(format!("source {name:?} needs at least one write key")));
+    }
+    if keys.iter().any(String::is_empty) {
+        return Err(bad(format!("source {name:?}: a write key must not be empty")));
+    }
+    Ok(Source {
+        name: name.to_owned(),
+        write_keys: keys.into_iter().map(Secret::new).collect(),
+        webhooks,
+        enabled,
+    })
+}
+
+fn webhooks_of(
+    name: &str,
+    endpoints: &[EndpointConfig],
+    secret: Option<&str>,
+    mode: Option<&str>,
+) -> Result<Webhooks, ConfigError> {
+    let mode = match mode {
+        None => Mode::default(),
+        Some(m) => Mode::parse(m).ok_or_else(|| {
+            bad(format!(
+                "source {name:?}: webhooks.mode must be parallel or failover, not {m:?} (invalid_settings)"
+            ))
+        })?,
+    };
+    Webhooks::with_mode(endpoints, secret.map(str::as_bytes), mode).map_err(|e| {
+        bad(format!("source {name:?}: {e} ({})", e.code().as_str()))
+    })
+}
+
+fn source_from_file(s: &FileSource, index: usize) -> Result<Source, ConfigError> {
+    if s.name.is_empty() {
+        return Err(bad(format!("sources[{index}].name must be a non-empty string")));
+    }
+    let Some(hooks) = &s.webhooks else {
+        return source(&s.name, s.write_keys.clone(), None, true);
+    };
+    let endpoints: Vec<EndpointConfig> = hooks
+        .urls
+        .iter()
+        .map(|u| match u {
+            FileUrl::Url(url) => EndpointConfig::new(url.clone()),
+            FileUrl::WithHeaders { url, headers } => EndpointConfig {
+                url: url.clone(),
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            },
+        })
+        .collect();
+    let webhooks = webhooks_of(
+        &s.name,
+        &endpoints,
+        hooks.shared_secret.as_deref(),
+        hooks.mode.as_deref(),
+    )?;
+    source(
+        &s.name,
+        s.write_keys.clone(),
+        Some(webhooks),
+        hooks.enabled.unwrap_or(true),
+    )
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn load_text(text: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relay.toml");
+        std::fs::write(&path, text).unwrap();
+        let env: HashMap<String, String> =
+            env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        load(
+            &Overrides {
+                config: Some(path.to_string_lossy().into_owned()),
+                ..Overrides::default()
+            },
+            &|k| env.get(k).cloned(),
+        )
+    }
+
+    const ONE: &str = r#"
+[[sources]]
+name = "web"
+write_keys = ["wk"]
+[sources.webhooks]
+urls = ["https://a.example.com/hook", { url = "https://b.example.com/hook", headers = { "X-Team" = "growth" } }]
+shared_secret = "s3cret"
+"#;
+
+    #[test]
+    fn a_file_with_one_source_loads_with_the_documented_defaults() {
+        let cfg = load_text(ONE, &[]).unwrap();
+        assert_eq!(cfg.sources.len(), 1);
+        let hooks = cfg.sources[0].destination().unwrap();
+        assert_eq!(hooks.endpoints().len(), 2);
+        assert_eq!(cfg.listen, DEFAULT_LISTEN);
+        assert_eq!(cfg.delivery_concurrency, DEFAULT_DELIVERY_CONCURRENCY);
+        assert_eq!(cfg.retention.delivered_ms, 168 * 3_600_000);
+        assert_eq!(cfg.limits, Limits::default());
+    }
+
+    #[test]
+    fn unknown_settings_and_bad_values_name_the_setting() {
+        let e = load_text("nonsense = 1", &[]).unwrap_err();
+        assert!(e.0.contains("nonsense"), "{e}");
+        let e = load_text("[storage]\nretention_hours = 2", &[]).unwrap_err();
+        assert!(e.0.contains("storage.retention_hours"), "{e}");
+        let e = load_text(&ONE.replace("https://a.example.com/hook", "ftp://x"), &[]).unwrap_err();
+        assert!(e.0.contains("unsupported_scheme"), "{e}");
+        let e = load_text("admin_token = \"short\"", &[]).unwrap_err();
+        assert!(e.0.contains("admin_token"), "{e}");
+        assert!(!e.0.contains("short"), "the token itself is never echoed: {e}");
+    }
+
+    #[test]
+    fn the_environment_overrides_the_file_and_secrets_stay_hidden() {
+        let cfg = load_text(
+            ONE,
+            &[
+                ("CALLPOST_RELAY_LISTEN", "127.0.0.1:0"),
+                ("CALLPOST_RELAY_ADMIN_TOKEN", "0123456789abcdef0123456789abcdef"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(cfg.listen, "127.0.0.1:0");
+        let shown = format!("{cfg:?}");
+        assert!(!shown.contains("0123456789abcdef"), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(!shown.contains("\"wk\""), "{shown}");
+    }
+}

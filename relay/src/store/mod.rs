@@ -1,0 +1,502 @@
+//! Durable storage: every accepted call, its delivery state, dead letters,
+//! refused calls and audience state.
+//!
+//! One model, one interface ([`Store`]), two databases:
+//! * [`sqlite`]: the default, one file, WAL, `synchronous = FULL`, one
+//!   writer thread that commits whatever is waiting in one transaction
+//!   (group commit);
+//! * [`postgres`]: several relays on one database, `COPY` + group commit,
+//!   `FOR UPDATE SKIP LOCKED` claims.
+//!
+//! One table holds a call and its delivery, so the life of a call is three
+//! statements: the insert (shared by the whole batch), the claim (one for
+//! many) and the finish. A claim carries a token; a finish counts only
+//! where the row still holds that token, so a worker whose lease ran out
+//! cannot overwrite the result of the worker that took over.
+//!
+//! Every call to the database has a time limit ([`StoreOptions::timeout`]):
+//! past it the caller gets [`StoreError::Timeout`], ingest answers 503 and
+//! `/readyz` says not ready, instead of waiting on a stuck database.
+
+pub mod postgres;
+pub mod sqlite;
+
+use async_trait::async_trait;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A delivery's status, as stored (the numbers are the schema's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Waiting to be sent, being sent, or waiting for a retry.
+    Pending = 0,
+    /// A receiver took it (or it was not for the destination).
+    Delivered = 1,
+    /// It gave up: a dead letter, replayable.
+    Dead = 2,
+    /// Stored, and not sent: the call turned the Webhooks destination off
+    /// (`integrations`), or its source has no enabled destination.
+    /// Replayable once the destination is there.
+    Undeliverable = 3,
+}
+
+impl Status {
+    /// The stored number.
+    pub fn as_i64(self) -> i64 {
+        self as i64
+    }
+
+    /// The status a stored number stands for.
+    pub fn from_i64(n: i64) -> Option<Self> {
+        Some(match n {
+            0 => Self::Pending,
+            1 => Self::Delivered,
+            2 => Self::Dead,
+            3 => Self::Undeliverable,
+            _ => return None,
+        })
+    }
+
+    /// Its name in the admin API, the CLI and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Delivered => "delivered",
+            Self::Dead => "dead",
+            Self::Undeliverable => "undeliverable",
+        }
+    }
+}
+
+/// An accepted call, as stored.
+#[derive(Clone)]
+pub struct Row {
+    /// The source's name.
+    pub source: String,
+    /// `messageId`: with `source`, the deduplication key.
+    pub message_id: String,
+    /// The call's type (`track`, …).
+    pub kind: &'static str,
+    /// The enriched message, as `JSON.stringify` writes it.
+    pub message: String,
+    /// When it was received, ms since the epoch.
+    pub received_at: i64,
+    /// [`Status::Pending`] or [`Status::Undeliverable`].
+    pub status: Status,
+}
+
+/// Customer data: the id only.
+impl fmt::Debug for Row {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Row")
+            .field("source", &self.source)
+            .field("message_id", &self.message_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A call refused on its own inside an accepted batch, kept for review.
+#[derive(Clone)]
+pub struct RejectedRow {
+    /// The source's name.
+    pub source: String,
+    /// When it was received, ms since the epoch.
+    pub received_at: i64,
+    /// The core's code.
+    pub code: &'static str,
+    /// The core's message.
+    pub reason: String,
+    /// The call's JSON text as it came.
+    pub text: String,
+}
+
+impl fmt::Debug for RejectedRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RejectedRow")
+            .field("source", &self.source)
+            .field("code", &self.code)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A delivery a worker holds.
+#[derive(Clone)]
+pub struct Claimed {
+    /// The row's id.
+    pub id: i64,
+    /// The claim token: the finish counts only while the row holds it.
+    pub claim: i64,
+    /// The source's name.
+    pub source: String,
+    /// `messageId`.
+    pub message_id: String,
+    /// The stored message.
+    pub message: String,
+    /// The core's saved delivery state, once it has made an attempt.
+    pub state: Option<String>,
+    /// Attempts made so far.
+    pub attempts: i64,
+}
+
+impl fmt::Debug for Claimed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Claimed")
+            .field("id", &self.id)
+            .field("source", &self.source)
+            .field("message_id", &self.message_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a claimed delivery ends its turn. Each counts only where the row
+/// still holds `claim`.
+#[derive(Debug, Clone)]
+pub enum Finish {
+    /// A receiver took it (or the core found it not for the destination).
+    Delivered {
+        /// Row id.
+        id: i64,
+        /// Claim token.
+        claim: i64,
+        /// Attempts made in all.
+        attempts: i64,
+    },
+    /// Not yet: the core's state is saved and the row is due again at
+    /// `due_at`.
+    Retry {
+        /// Row id.
+        id: i64,
+        /// Claim token.
+        claim: i64,
+        /// Attempts made in all.
+        attempts: i64,
+        /// The core's saved delivery state.
+        state: String,
+        /// When to claim it again, ms since the epoch.
+        due_at: i64,
+    },
+    /// It gave up: a dead letter, with the core's outcome and attempt log
+    /// as JSON.
+    Dead {
+        /// Row id.
+        id: i64,
+        /// Claim token.
+        claim: i64,
+        /// Attempts made in all.
+        attempts: i64,
+        /// The core's saved delivery state, if any.
+        state: Option<String>,
+        /// The outcome record (JSON).
+        outcome: String,
+    },
+    /// Its source has no enabled destination now: kept, replayable.
+    Undeliverable {
+        /// Row id.
+        id: i64,
+        /// Claim token.
+        claim: i64,
+        /// Why (JSON: `{"kind":"undeliverable","reason":...}`).
+        outcome: String,
+    },
+    /// Given back unchanged (shutdown): claimable again at once.
+    Release {
+        /// Row id.
+        id: i64,
+        /// Claim token.
+        claim: i64,
+    },
+}
+
+/// Which stored calls a replay makes pending again. Filters combine; an
+/// empty filter is refused by the API before it gets here (a replay of
+/// everything is asked for with `all`).
+#[derive(Debug, Clone, Default)]
+pub struct ReplayFilter {
+    /// Only these `messageId`s (`None`: any).
+    pub message_ids: Option<Vec<String>>,
+    /// Only this source.
+    pub source: Option<String>,
+    /// Received at or after, ms.
+    pub since: Option<i64>,
+    /// Received before, ms.
+    pub until: Option<i64>,
+    /// Also calls already delivered and still kept.
+    pub include_delivered: bool,
+    /// Also undeliverable calls (their destination is back).
+    pub include_undeliverable: bool,
+}
+
+/// Row counts by state, for `/admin/status`, the CLI and the metrics'
+/// gauges (read on an interval, never per scrape).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Stats {
+    /// Pending deliveries (due or waiting for a retry).
+    pub pending: i64,
+    /// Pending deliveries held by a worker now.
+    pub in_flight: i64,
+    /// Delivered and still kept.
+    pub delivered: i64,
+    /// Dead letters.
+    pub dead: i64,
+    /// Stored and not sent (no destination, or Webhooks turned off).
+    pub undeliverable: i64,
+    /// Calls refused inside accepted batches, kept for review.
+    pub rejected: i64,
+    /// When the oldest pending call was received, ms.
+    pub oldest_pending_received_at: Option<i64>,
+    /// The earliest due time of a pending call, ms.
+    pub next_due_at: Option<i64>,
+}
+
+/// A dead letter, for the admin API and the CLI.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeadLetter {
+    /// The source's name.
+    pub source: String,
+    /// `messageId`.
+    pub message_id: String,
+    /// The call's type.
+    pub kind: String,
+    /// Received, ms.
+    pub received_at: i64,
+    /// Given up, ms.
+    pub finished_at: Option<i64>,
+    /// Attempts made.
+    pub attempts: i64,
+    /// The outcome record (JSON text).
+    pub outcome: Option<String>,
+}
+
+/// A refused call, for the admin API and the CLI.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RejectedRecord {
+    /// The source's name.
+    pub source: String,
+    /// Received, ms.
+    pub received_at: i64,
+    /// The core's code.
+    pub code: String,
+    /// The core's message.
+    pub reason: String,
+    /// The call's JSON text as it came.
+    pub text: String,
+}
+
+/// How long each kind of finished row is kept (retention), ms. `None`:
+/// kept until replayed or deleted by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Delivered calls (the deduplication window needs at least 24 h).
+    pub delivered_ms: i64,
+    /// Undeliverable calls.
+    pub undeliverable_ms: i64,
+    /// Dead letters.
+    pub dead_ms: i64,
+    /// Refused calls.
+    pub rejected_ms: i64,
+}
+
+/// Rows deleted by a purge, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// Delivered calls.
+    pub delivered: u64,
+    /// Undeliverable calls.
+    pub undeliverable: u64,
+    /// Dead letters.
+    pub dead: u64,
+    /// Refused calls.
+    pub rejected: u64,
+}
+
+/// Why a store call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    /// The database did not answer within [`StoreOptions::timeout`].
+    Timeout,
+    /// The database is unreachable or refused the work (the message is
+    /// the driver's, with no secrets: connection strings never appear).
+    Unavailable(String),
+    /// The store is shutting down.
+    Closed,
+    /// Another relay holds the SQLite file, or the schema is newer than
+    /// this relay's.
+    Refused(String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Timeout => f.write_str("the database did not answer in time"),
+            Self::Unavailable(m) => write!(f, "the database failed: {m}"),
+            Self::Closed => f.write_str("the store is closed"),
+            Self::Refused(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Store settings.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// SQLite's `synchronous`: `FULL` (default) or `NORMAL`.
+    pub synchronous: Synchronous,
+    /// The limit on every database call.
+    pub timeout: Duration,
+    /// SQLite: take the file's lock and take back leases at open (the only
+    /// relay on the file). False for the CLI's commands, which run beside
+    /// a live relay.
+    pub exclusive: bool,
+}
+
+/// SQLite's durability setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synchronous {
+    /// fsync at every commit: nothing acknowledged is lost on power loss.
+    Full,
+    /// WAL's NORMAL: a power loss may lose the last commits (a crash of
+    /// the process does not).
+    Normal,
+}
+
+impl Synchronous {
+    /// As SQLite spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "FULL",
+            Self::Normal => "NORMAL",
+        }
+    }
+}
+
+/// What the relay needs from storage.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The schema version before and after the migrations ran at open.
+    fn migrated(&self) -> (i64, i64);
+
+    /// Calls handed to [`Store::insert`] and not yet committed.
+    fn backlog(&self) -> usize;
+
+    /// False since the last database call failed or timed out, until one
+    /// succeeds: `/readyz` answers 503 meanwhile.
+    fn healthy(&self) -> bool;
+
+    /// Stores the calls (a call whose (source, messageId) is stored already
+    /// is skipped) and the refused ones, in one transaction; returns how
+    /// many calls were new, once durable.
+    async fn insert(&self, rows: Vec<Row>, rejected: Vec<RejectedRow>) -> Result<usize, StoreError>;
+
+    /// Claims up to `limit` due pending deliveries of `source`, oldest due
+    /// first, leased until `now + lease_ms` under one new token.
+    async fn claim(
+        &self,
+        now: i64,
+        source: &str,
+        limit: usize,
+        lease_ms: i64,
+    ) -> Result<Vec<Claimed>, StoreError>;
+
+    /// Stores how claimed deliveries ended; returns how many were refused
+    /// because their row no longer holds their token.
+    async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError>;
+
+    /// Extends the leases of the claims a worker still holds.
+    async fn renew(&self, tokens: Vec<i64>, until: i64) -> Result<(), StoreError>;
+
+    /// The earliest time a pending delivery is due or its lease ends.
+    async fn next_due(&self, now: i64) -> Result<Option<i64>, StoreError>;
+
+    /// Marks the pending deliveries of sources not in `routed` undeliverable
+    /// (kept, replayable); returns how many.
+    async fn park_unrouted(&self, now: i64, routed: Vec<String>) -> Result<u64, StoreError>;
+
+    /// Deletes finished rows older than their kind's retention.
+    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError>;
+
+    /// Makes the matching dead letters (and, as the filter says, delivered
+    /// and undeliverable calls) pending again, due now, with a fresh
+    /// 4-hour window and the same `messageId`. Returns how many.
+    async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError>;
+
+    /// Row counts by state.
+    async fn stats(&self, now: i64) -> Result<Stats, StoreError>;
+
+    /// The oldest dead letters first, at most `limit`.
+    async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError>;
+
+    /// The newest refused calls first, at most `limit`.
+    async fn rejected(&self, limit: usize) -> Result<Vec<RejectedRecord>, StoreError>;
+
+    /// An audience's saved sync state (the core's `AudienceSync` JSON).
+    async fn audience_state(
+        &self,
+        source: &str,
+        audience: &str,
+    ) -> Result<Option<String>, StoreError>;
+
+    /// Stores an audience's new state and its identify calls in one
+    /// transaction; returns how many calls were new.
+    async fn audience_sync(
+        &self,
+        source: &str,
+        audience: &str,
+        state: String,
+        rows: Vec<Row>,
+        now: i64,
+    ) -> Result<usize, StoreError>;
+
+    /// SQL statements run so far, BEGIN and COMMIT included (for
+    /// `callpost_relay_sql_statements_total`).
+    fn statements(&self) -> u64;
+
+    /// Transactions the database aborted for a deadlock or a serialization
+    /// failure, and that ran again (Postgres).
+    fn conflicts(&self) -> u64 {
+        0
+    }
+
+    /// Commits made and calls they carried, and the commit latency
+    /// histogram's observations are reported through this hook.
+    fn set_commit_observer(&self, observer: CommitObserver);
+
+    /// Finishes what is queued and closes the database.
+    async fn close(&self);
+}
+
+/// Called after each commit with its latency and the calls it stored.
+pub type CommitObserver = Arc<dyn Fn(Duration, usize) + Send + Sync>;
+
+/// Opens the store a `database` URL names (`sqlite:///path`,
+/// `postgresql://…`) and runs its migrations.
+pub async fn open(database: &str, options: StoreOptions) -> Result<Arc<dyn Store>, StoreError> {
+    if database.starts_with("sqlite://") {
+        let path = sqlite::path_of(database).map_err(StoreError::Refused)?;
+        let store: Arc<dyn Store> = Arc::new(sqlite::SqliteStore::open(path, options).await?);
+        Ok(store)
+    } else if database.starts_with("postgresql://") || database.starts_with("postgres://") {
+        let store: Arc<dyn Store> =
+            Arc::new(postgres::PostgresStore::open(database, options).await?);
+        Ok(store)
+    } else {
+        Err(StoreError::Refused(
+            "database must be sqlite:///path or postgresql://...".into(),
+        ))
+    }
+}
+
+/// The schema's migrations, numbered alike for both databases: a database
+/// records the last one it ran (`meta.schema_version`), and each open runs
+/// the ones after it, in order, in one transaction.
+pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../../migrations/sqlite/0001_init.sql")),
+    (2, include_str!("../../migrations/sqlite/0002_fair_claims.sql")),
+];
+
+/// As [`SQLITE_MIGRATIONS`], for Postgres.
+pub const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../../migrations/postgres/0001_init.sql")),
+    (2, include_str!("../../migrations/postgres/0002_fair_claims.sql")),
+];
