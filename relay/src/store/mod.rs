@@ -18,6 +18,7 @@
 //! past it the caller gets [`StoreError::Timeout`], ingest answers 503 and
 //! `/readyz` says not ready, instead of waiting on a stuck database.
 
+pub mod memory;
 pub mod postgres;
 pub mod sqlite;
 
