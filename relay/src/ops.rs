@@ -1,2 +1,213 @@
 //! The relay's operations beyond ingest, shared by the admin API and the
 //! CLI: delete notifications, audience syncs, replays, status.
+//!
+//! Calls the relay makes itself are enriched by the core (`originate`: a
+//! `messageId`, `receivedAt`) and stored like received ones, so they are
+//! delivered, retried and dead-lettered the same way.
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::store::{ReplayFilter, Row, Stats, Status, Store, StoreError};
+use callpost_core::ingest::{self, Accepted};
+use callpost_core::webhooks::{delete_notifications, DeleteSource};
+use callpost_core::{AudienceSync, Call, Code, Map, Value};
+use std::fmt;
+
+/// Why an operation failed: the HTTP status, the code and the message the
+/// admin API answers with (the CLI prints the message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpError {
+    /// 400 for bad input, 404 for an unknown source, 503 when the
+    /// database failed.
+    pub status: u16,
+    /// A stable code: the core's, or `unavailable` / `not_found`.
+    pub code: &'static str,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.message, self.code)
+    }
+}
+
+impl std::error::Error for OpError {}
+
+impl From<StoreError> for OpError {
+    fn from(e: StoreError) -> Self {
+        Self {
+            status: 503,
+            code: Code::Unavailable.as_str(),
+            message: e.to_string(),
+        }
+    }
+}
+
+fn core_error(code: Code, message: String) -> OpError {
+    OpError {
+        status: 400,
+        code: code.as_str(),
+        message,
+    }
+}
+
+/// Sixteen OS-random bytes for each `messageId` the core fills in. An OS
+/// without randomness fails the operation rather than repeat ids.
+fn with_ids<T>(f: impl FnOnce(&mut dyn FnMut() -> [u8; 16]) -> T) -> Result<T, OpError> {
+    let mut failed = false;
+    let mut ids = || {
+        let mut b = [0u8; 16];
+        if getrandom::fill(&mut b).is_err() {
+            failed = true;
+        }
+        b
+    };
+    let out = f(&mut ids);
+    if failed {
+        return Err(OpError {
+            status: 503,
+            code: Code::Unavailable.as_str(),
+            message: "the operating system gave no random bytes".into(),
+        });
+    }
+    Ok(out)
+}
+
+fn row(source: &str, a: Accepted, now: i64, status: Status) -> Row {
+    Row {
+        source: source.to_owned(),
+        message_id: a.message_id,
+        kind: a.call.kind.as_str(),
+        message: a.message,
+        received_at: now,
+        status,
+    }
+}
+
+/// Stores one delete notification per source whose Webhooks destination
+/// is enabled (webhooks-destination.md, Events); returns those sources. A
+/// source with its destination switched off (`enabled = false`) is passed
+/// to the core as `{"Webhooks": false}`, which leaves it out.
+pub async fn delete_user(
+    store: &dyn Store,
+    cfg: &Config,
+    clock: &Clock,
+    user_id: &str,
+) -> Result<Vec<String>, OpError> {
+    if user_id.is_empty() {
+        return Err(core_error(
+            Code::MissingUserId,
+            "userId must be a non-empty string".into(),
+        ));
+    }
+    let now = clock.now();
+    let sources: Vec<DeleteSource> = cfg
+        .sources
+        .iter()
+        .filter(|s| s.webhooks.is_some())
+        .map(|s| DeleteSource {
+            source_id: s.name.clone(),
+            integrations: (!s.enabled).then(|| {
+                let mut off = Map::new();
+                off.insert("Webhooks".into(), Value::Bool(false));
+                off
+            }),
+        })
+        .collect();
+    let calls = delete_notifications(user_id, &sources, now)
+        .map_err(|e| core_error(e.code(), e.to_string()))?;
+    let mut rows = Vec::with_capacity(calls.len());
+    for (source, call) in calls {
+        let accepted = with_ids(|ids| ingest::originate(call, now, ids))?
+            .map_err(|e| core_error(e.code(), e.to_string()))?;
+        rows.push(row(&source, accepted, now.as_millis(), Status::Pending));
+    }
+    let names = rows.iter().map(|r| r.source.clone()).collect();
+    store.insert(rows, Vec::new()).await?;
+    Ok(names)
+}
+
+/// Takes an audience's current member set, and stores an identify call for
+/// each user who joined (trait `true`) or left (`false`) since the last
+/// sync (the core's `AudienceSync`; the first sync sends everyone). The new
+/// state and the calls are stored in one transaction. Returns how many
+/// calls were stored. Syncs of one audience must not interleave: the
+/// caller holds a lock per (source, audience).
+pub async fn sync_audience(
+    store: &dyn Store,
+    cfg: &Config,
+    clock: &Clock,
+    source: &str,
+    audience: &str,
+    members: Vec<String>,
+) -> Result<usize, OpError> {
+    let Some(src) = cfg.source(source) else {
+        return Err(OpError {
+            status: 404,
+            code: "not_found",
+            message: format!("no source named {source:?}"),
+        });
+    };
+    let mut sync = match store.audience_state(source, audience).await? {
+        Some(state) => {
+            AudienceSync::from_json(&state).map_err(|e| core_error(e.code(), e.to_string()))?
+        }
+        None => AudienceSync::new(audience).map_err(|e| core_error(e.code(), e.to_string()))?,
+    };
+    let now = clock.now();
+    sync.handle_sync(now, members);
+    let status = if src.destination().is_some() {
+        Status::Pending
+    } else {
+        Status::Undeliverable
+    };
+    let mut rows = Vec::new();
+    while let Some(call) = sync.poll_call() {
+        let accepted = originate(call, now)?;
+        rows.push(row(source, accepted, now.as_millis(), status));
+    }
+    let n = rows.len();
+    store
+        .audience_sync(source, audience, sync.to_json(), rows, now.as_millis())
+        .await?;
+    Ok(n)
+}
+
+fn originate(call: Call, now: callpost_core::Timestamp) -> Result<Accepted, OpError> {
+    with_ids(|ids| ingest::originate(call, now, ids))?
+        .map_err(|e| core_error(e.code(), e.to_string()))
+}
+
+/// Makes the matching dead letters (and, as the filter says, delivered and
+/// undeliverable calls) pending again, due now, with a fresh 4-hour window
+/// and the same `messageId` (so the same `Idempotency-Key`). Returns how
+/// many.
+pub async fn replay(store: &dyn Store, clock: &Clock, filter: ReplayFilter) -> Result<u64, OpError> {
+    Ok(store.replay(clock.now_ms(), filter).await?)
+}
+
+/// Queue depth, deliveries by state, the oldest pending delivery.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StatusReport {
+    /// Row counts.
+    #[serde(flatten)]
+    pub stats: Stats,
+    /// `undeliverable` under its former name, for existing dashboards.
+    pub disabled: i64,
+    /// How old the oldest pending call is, seconds.
+    pub oldest_pending_age_seconds: Option<f64>,
+}
+
+/// The store's counts now, with the oldest pending call's age.
+pub async fn status(store: &dyn Store, clock: &Clock) -> Result<StatusReport, OpError> {
+    let now = clock.now_ms();
+    let stats = store.stats(now).await?;
+    Ok(StatusReport {
+        disabled: stats.undeliverable,
+        oldest_pending_age_seconds: stats
+            .oldest_pending_received_at
+            .map(|t| (now - t).max(0) as f64 / 1000.0),
+        stats,
+    })
+}
