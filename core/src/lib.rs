@@ -60,7 +60,10 @@ pub use batcher::{
     BatchRequest, Batcher, BatcherConfig, BatcherEvent, ConfigError, EnqueueError, FailReason,
     Message,
 };
-pub use call::{Call, CallBuilder, CallError, CallKind, FieldKind, Object, Scalar, CALL_FIELDS};
+pub use call::{
+    id_string, Call, CallBuilder, CallError, CallKind, FieldKind, Object, Scalar, CALL_FIELDS,
+    ID_FIELDS,
+};
 pub use delivery::{
     Attempt, AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason, StateError,
 };

@@ -1,6 +1,6 @@
 //! [`CallBuilder`]: one top-level field at a time, with the field rules.
 
-use super::{Call, CallError, CallKind, Object};
+use super::{id_string, Call, CallError, CallKind, Object};
 use crate::json::{JsonError, Value};
 use crate::timestamp::Timestamp;
 
@@ -26,8 +26,15 @@ pub enum Scalar<'a> {
     Null,
     /// A string.
     Str(&'a str),
-    /// A number (already checked by the binding to be one JS would keep).
+    /// A JSON number read from JSON text (already checked to be one JS
+    /// would keep).
     Number(f64),
+    /// An integer the host holds exactly (a Python `int`, a JS `bigint`),
+    /// as its decimal text (`-?[0-9]+`, no leading zeros): an id field
+    /// keeps every digit, any other field applies the JSON integer rule.
+    Integer(&'a str),
+    /// A double the host holds (a JS `number`, a Python `float`).
+    Float(f64),
     /// Anything else, by its JSON type name (`"boolean"`, `"array"`, …).
     Other(&'static str),
 }
@@ -43,12 +50,26 @@ impl<'a> Scalar<'a> {
         }
     }
 
-    fn type_name(self) -> &'static str {
+    pub(super) fn type_name(self) -> &'static str {
         match self {
             Scalar::Null => "null",
             Scalar::Str(_) => "string",
-            Scalar::Number(_) => "number",
+            Scalar::Number(_) | Scalar::Integer(_) | Scalar::Float(_) => "number",
             Scalar::Other(t) => t,
+        }
+    }
+
+    /// The JSON rule for a host number outside an id field: an integer
+    /// JavaScript would print with other digits is `integer_out_of_range`,
+    /// NaN and ±Infinity are `non_finite_number`, as anywhere in a call.
+    fn check_number(self) -> Result<(), JsonError> {
+        match self {
+            Scalar::Integer(digits) => match digits.parse::<i128>() {
+                Ok(n) => Value::from_i128(n).map(drop),
+                Err(_) => Err(JsonError::IntegerOutOfRange(digits.to_owned())),
+            },
+            Scalar::Float(f) if !f.is_finite() => Err(JsonError::NonFiniteNumber),
+            _ => Ok(()),
         }
     }
 }
@@ -129,12 +150,13 @@ impl CallBuilder {
     pub fn scalar(&mut self, key: &str, v: Scalar<'_>) {
         let Some(field) = CALL_FIELDS.iter().copied().find(|f| *f == key) else {
             if key == "type" {
-                self.kind = match v {
-                    Scalar::Null => Ok(None),
-                    Scalar::Str(s) => CallKind::parse(s)
+                self.kind = match (v.check_number(), v) {
+                    (Err(e), _) => Err(e.into()),
+                    (_, Scalar::Null) => Ok(None),
+                    (_, Scalar::Str(s)) => CallKind::parse(s)
                         .map(Some)
                         .ok_or_else(|| CallError::UnknownType(s.to_owned())),
-                    other => Err(CallError::InvalidField {
+                    (_, other) => Err(CallError::InvalidField {
                         field: "type",
                         expected: "a string",
                         got: other.type_name(),
@@ -149,25 +171,21 @@ impl CallBuilder {
             got: v.type_name(),
         };
         let c = &mut self.call;
-        let result = match field {
-            // Identifiers may also be numbers, which become their JavaScript
-            // string form (`42` → `"42"`), as Segment's Python and Node
-            // libraries do.
-            "userId" | "anonymousId" | "groupId" | "previousId" => {
-                let value = match v {
-                    Scalar::Null => Ok(None),
-                    Scalar::Str(s) => Ok(Some(s.to_owned())),
-                    Scalar::Number(n) => number_string(n).map(Some),
-                    Scalar::Other(_) => Err(invalid("a string or number")),
-                };
-                value.map(|value| match field {
+        let result = match (field, v.check_number()) {
+            // Identifiers may also be numbers (the id rule: `id_string`).
+            ("userId" | "anonymousId" | "groupId" | "previousId" | "messageId", _) => {
+                id_string(field, v).map(|value| match field {
                     "userId" => c.user_id = value,
                     "anonymousId" => c.anonymous_id = value,
                     "groupId" => c.group_id = value,
-                    _ => c.previous_id = value,
+                    "previousId" => c.previous_id = value,
+                    _ => c.message_id = value,
                 })
             }
-            "event" | "name" | "category" | "messageId" => {
+            // Any other field: a host number gets the JSON rule first, as
+            // it would inside `properties`.
+            (_, Err(e)) => Err(e.into()),
+            ("event" | "name" | "category", _) => {
                 let value = match v {
                     Scalar::Null => Ok(None),
                     Scalar::Str(s) => Ok(Some(s.to_owned())),
@@ -176,11 +194,10 @@ impl CallBuilder {
                 value.map(|value| match field {
                     "event" => c.event = value,
                     "name" => c.name = value,
-                    "category" => c.category = value,
-                    _ => c.message_id = value,
+                    _ => c.category = value,
                 })
             }
-            "timestamp" => match v {
+            ("timestamp", _) => match v {
                 Scalar::Null => {
                     c.timestamp = None;
                     Ok(())
@@ -244,10 +261,4 @@ impl CallBuilder {
         call.validate()?;
         Ok(call)
     }
-}
-
-fn number_string(n: f64) -> Result<String, CallError> {
-    let mut out = Vec::new();
-    crate::json::write_number(n, &mut out)?;
-    Ok(String::from_utf8(out).map_err(|_| JsonError::InvalidUnicode)?)
 }

@@ -2,14 +2,17 @@
 //! and the destination's delete notification.
 //!
 //! The model and its rules are here; [`CallBuilder`] applies the field
-//! rules for every source, `parse` reads calls from JSON text, and
-//! `message` writes the Segment message form.
+//! rules for every source, [`id_string`] is the rule for ids, `parse`
+//! reads calls from JSON text, and `message` writes the Segment message
+//! form.
 
 mod builder;
+mod id;
 mod message;
 mod parse;
 
 pub use builder::{CallBuilder, FieldKind, Scalar, CALL_FIELDS};
+pub use id::{id_string, ID_FIELDS};
 
 use crate::error::Code;
 use crate::json::{JsonError, JsonObject, Map, Quoted};
@@ -362,6 +365,77 @@ mod tests {
             Call::from_json_str(r#"{"type":"identify","userId":42,"anonymousId":1.5}"#).unwrap();
         assert_eq!(c.user_id.as_deref(), Some("42"));
         assert_eq!(c.anonymous_id.as_deref(), Some("1.5"));
+        // JSON text keeps the JSON number rule (see `id_string`): a literal
+        // JavaScript would read as another number is refused, not kept.
+        assert_eq!(
+            code(r#"{"type":"identify","userId":157963456373623802}"#),
+            "integer_out_of_range"
+        );
+        assert_eq!(
+            code(r#"{"type":"identify","userId":"u","messageId":5}"#),
+            "invalid_field"
+        );
+    }
+
+    #[test]
+    fn host_integer_ids_keep_every_digit_and_other_fields_the_json_rule() {
+        let build = |fields: &[(&str, Scalar<'_>)]| {
+            let mut b = CallBuilder::new();
+            for (k, v) in fields {
+                b.scalar(k, *v);
+            }
+            b.finish()
+        };
+        let big = "1000000000000000000000000000000";
+        let c = build(&[
+            ("type", Scalar::Str("alias")),
+            ("userId", Scalar::Integer("157963456373623802")),
+            ("previousId", Scalar::Integer(big)),
+            ("messageId", Scalar::Integer("-5")),
+        ])
+        .unwrap();
+        assert_eq!(c.user_id.as_deref(), Some("157963456373623802"));
+        assert_eq!(c.previous_id.as_deref(), Some(big));
+        assert_eq!(c.message_id.as_deref(), Some("-5"));
+        let code_of = |fields: &[(&str, Scalar<'_>)]| build(fields).unwrap_err().code().as_str();
+        let track = ("type", Scalar::Str("track"));
+        let user = ("userId", Scalar::Str("u"));
+        assert_eq!(
+            code_of(&[track, user, ("event", Scalar::Integer("9007199254740993"))]),
+            "integer_out_of_range"
+        );
+        assert_eq!(
+            code_of(&[track, user, ("event", Scalar::Integer(big))]),
+            "integer_out_of_range"
+        );
+        assert_eq!(
+            code_of(&[track, user, ("event", Scalar::Integer("5"))]),
+            "invalid_field"
+        );
+        assert_eq!(
+            code_of(&[track, user, ("event", Scalar::Float(f64::NAN))]),
+            "non_finite_number"
+        );
+        assert_eq!(
+            code_of(&[("type", Scalar::Integer(big)), user]),
+            "integer_out_of_range"
+        );
+        assert_eq!(
+            code_of(&[
+                track,
+                ("userId", Scalar::Float(1.5)),
+                ("event", Scalar::Str("e"))
+            ]),
+            "invalid_field"
+        );
+        assert_eq!(
+            code_of(&[
+                track,
+                ("userId", Scalar::Other("boolean")),
+                ("event", Scalar::Str("e"))
+            ]),
+            "invalid_field"
+        );
     }
 
     #[test]
