@@ -651,3 +651,70 @@ fn receive_vectors() {
         assert_eq!(ids.as_slice(), arr(expect, "message_ids"), "{name}");
     }
 }
+
+/// `testdata/ids.json`: each case's id in each id field of a call, given
+/// as the host value its `form` names (through [`CallBuilder`], as the
+/// bindings give it) or, for `json`, as a literal in the call's JSON text.
+#[test]
+fn id_vectors() {
+    use callpost_core::{CallBuilder, Scalar, ID_FIELDS};
+    let all = load(include_str!("../../testdata/ids.json"));
+    let Value::Object(calls) = get(&all, "calls") else {
+        panic!("calls is not an object");
+    };
+    let fields: Vec<&str> = calls.keys().map(String::as_str).collect();
+    assert_eq!(fields, ID_FIELDS, "one call per id field");
+    let field_of = |c: &Call, f: &str| -> Option<String> {
+        match f {
+            "userId" => c.user_id.clone(),
+            "anonymousId" => c.anonymous_id.clone(),
+            "groupId" => c.group_id.clone(),
+            "previousId" => c.previous_id.clone(),
+            _ => c.message_id.clone(),
+        }
+    };
+    for case in arr(&all, "cases") {
+        let (name, id) = (s(case, "name"), s(case, "id"));
+        let only: Vec<&str> = match get(case, "fields") {
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => ID_FIELDS.to_vec(),
+        };
+        for field in only {
+            let got = if s(case, "form") == "json" {
+                let text = Value::Object(calls[field].as_object().unwrap().clone())
+                    .to_json_string()
+                    .unwrap();
+                let text = format!("{},\"{field}\":{id}}}", &text[..text.len() - 1]);
+                Call::from_json_str(&text)
+            } else {
+                let mut b = CallBuilder::new();
+                for (k, v) in calls[field].as_object().unwrap() {
+                    b.scalar(k, Scalar::of(v));
+                }
+                let float: f64;
+                let v = match s(case, "form") {
+                    "integer" => Scalar::Integer(id),
+                    "string" => Scalar::Str(id),
+                    "float" => {
+                        float = id.parse().unwrap();
+                        Scalar::Float(float)
+                    }
+                    "bool" => Scalar::Other("boolean"),
+                    other => panic!("{name}: unknown form {other}"),
+                };
+                b.scalar(field, v);
+                b.finish()
+            };
+            match get(case, "code") {
+                Value::String(code) => {
+                    assert_eq!(got.unwrap_err().code(), code, "{name} in {field}");
+                }
+                _ => assert_eq!(
+                    field_of(&got.unwrap(), field).as_deref(),
+                    Some(s(case, "expect")),
+                    "{name} in {field}"
+                ),
+            }
+        }
+    }
+}
