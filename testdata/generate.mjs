@@ -247,6 +247,14 @@ const ingestCases = [
     { type: 'track', userId: 'u', event: 'e', timestamp: 'yesterday' },
     { type: 'page', userId: 'u', messageId: 'm10' },
   ] }, rejected: { 1: 'missing_event', 2: 'not_an_object', 3: 'unknown_type', 4: 'missing_identity', 5: 'invalid_timestamp' } },
+  // Every store keys on (source, messageId): an id over 1,000 bytes, or with
+  // U+0000 (which Postgres's text cannot hold), is refused alone.
+  { name: 'message_ids_every_store_can_key_on', path: '/v1/batch', body: { writeKey: 'wk_body', batch: [
+    { type: 'track', userId: 'u', event: 'e', messageId: 'x'.repeat(1000) },
+    { type: 'track', userId: 'u', event: 'e', messageId: 'x'.repeat(1001) },
+    { type: 'track', userId: 'u', event: 'e', messageId: 'm\u0000n' },
+    { type: 'track', userId: 'u', event: 'e', messageId: 'm12' },
+  ] }, rejected: { 1: 'invalid_field', 2: 'invalid_field' } },
   { name: 'unparseable_sent_at_is_ignored', path: '/v1/batch', body: { writeKey: 'wk_body', sentAt: 'soon', batch: [
     { type: 'track', userId: 'u', event: 'e', messageId: 'm11', timestamp: '2026-11-22T11:00:00.000Z' } ] } },
 ];

@@ -44,6 +44,13 @@ pub const MAX_CALL_BYTES: usize = crate::batcher::MAX_MESSAGE_BYTES;
 /// 200 bytes a call, already below any real call.
 pub const MAX_BATCH_CALLS: usize = 2_500;
 
+/// The longest `messageId` stored, in bytes. An id, not a payload: UUIDs
+/// are 36 bytes and analytics.js's 41. 1,000 keeps the deduplication key
+/// (source, messageId) far below Postgres's 2,704-byte limit on an index
+/// entry, so SQLite and Postgres store the same calls; a longer one is
+/// refused alone ([`Rejected`]), and the rest of its batch is kept.
+pub const MAX_MESSAGE_ID_BYTES: usize = 1_000;
+
 /// `Retry-After` on a 503: one second, long enough for a group commit to
 /// catch up, short enough that a sender's backlog stays small.
 pub const RETRY_AFTER_SECONDS: u32 = 1;
@@ -279,6 +286,42 @@ pub fn authenticate<T>(
     known(&key).ok_or(IngestError::UnknownWriteKey)
 }
 
+/// The body's own `writeKey` (a top-level string member), found by a
+/// syntax-only scan of the top level that stops at the key: a host checks
+/// the key before it parses the whole body (credentials before expensive
+/// work). `None` when the body has none, is not a JSON object, or breaks
+/// JSON's syntax before the key.
+pub fn body_write_key(body: &[u8]) -> Option<String> {
+    enum Stop {
+        Found(String),
+        Json,
+    }
+    impl From<JsonError> for Stop {
+        fn from(_: JsonError) -> Self {
+            Self::Json
+        }
+    }
+    let text = std::str::from_utf8(body).ok()?;
+    let mut p = Parser::new(text);
+    p.ws();
+    if !p.eat(b'{') {
+        return None;
+    }
+    let scan = p.entries(|p, key| -> Result<(), Stop> {
+        p.ws();
+        if key == "writeKey" && p.peek() == Some(b'"') {
+            let key = p.string()?;
+            return Err(Stop::Found(key.into_owned()));
+        }
+        p.skip_value()?;
+        Ok(())
+    });
+    match scan {
+        Err(Stop::Found(key)) if !key.is_empty() => Some(key),
+        _ => None,
+    }
+}
+
 /// A call accepted and enriched.
 #[derive(Clone)]
 pub struct Accepted {
@@ -291,6 +334,14 @@ pub struct Accepted {
     /// The enriched Segment message, in `JSON.stringify` form: what a
     /// host stores.
     pub message: String,
+}
+
+impl Accepted {
+    /// Whether the call lets the Webhooks destination have it (its
+    /// `integrations`; see [`routing`](crate::routing)).
+    pub fn webhooks_enabled(&self) -> bool {
+        crate::routing::is_enabled(self.call.integrations.as_ref(), crate::routing::WEBHOOKS)
+    }
 }
 
 /// Customer data: `Debug` shows the id only.
@@ -420,6 +471,7 @@ pub fn parse_request(
             }
             Ok(true)
         });
+        let parsed = parsed.and_then(check_message_id);
         match parsed {
             Ok(call) => {
                 let accepted = enrich(index, call, sent_at, &batch, received_at, random)
@@ -440,6 +492,22 @@ pub fn parse_request(
         body_write_key: batch.write_key,
         calls,
     })
+}
+
+/// A `messageId` every store can key on (see [`MAX_MESSAGE_ID_BYTES`]):
+/// not over the limit, and without U+0000, which Postgres's `text` cannot
+/// hold.
+fn check_message_id(call: Call) -> Result<Call, CallError> {
+    let invalid = |got| CallError::InvalidField {
+        field: "messageId",
+        expected: "a string of at most 1000 bytes without U+0000",
+        got,
+    };
+    match call.message_id.as_deref() {
+        Some(id) if id.len() > MAX_MESSAGE_ID_BYTES => Err(invalid("a longer string")),
+        Some(id) if id.contains('\0') => Err(invalid("a string with U+0000")),
+        _ => Ok(call),
+    }
 }
 
 /// The batch body's calls, as text spans, and its batch-level fields.
@@ -613,6 +681,57 @@ mod tests {
             n += 1;
             [n; 16]
         }
+    }
+
+    #[test]
+    fn the_body_write_key_is_found_without_reading_past_it() {
+        let key = |b: &str| body_write_key(b.as_bytes());
+        assert_eq!(
+            key(r#"{"writeKey":"wk","batch":[]}"#).as_deref(),
+            Some("wk")
+        );
+        assert_eq!(
+            key(r#" { "batch" : [ {"writeKey":"inner"} ], "writeKey" : "w\u006b" } "#).as_deref(),
+            Some("wk"),
+            "only the top level counts, escapes decoded"
+        );
+        // The scan stops at the key: what follows it is not read.
+        assert_eq!(
+            key(r#"{"writeKey":"wk", this is not json"#).as_deref(),
+            Some("wk")
+        );
+        for none in [
+            r#"{"batch":[]}"#,
+            r#"{"writeKey":""}"#,
+            r#"{"writeKey":17}"#,
+            r#"[{"writeKey":"wk"}]"#,
+            r#"{"batch": [ "#,
+            "",
+        ] {
+            assert_eq!(key(none), None, "{none}");
+        }
+        assert_eq!(body_write_key(b"{\"writeKey\":\"\xff\"}"), None);
+    }
+
+    #[test]
+    fn webhooks_enabled_follows_the_calls_integrations() {
+        let body = br#"{"batch":[
+            {"type":"track","userId":"u","event":"e"},
+            {"type":"track","userId":"u","event":"e","integrations":{"Webhooks":false}},
+            {"type":"track","userId":"u","event":"e","integrations":{"All":false}}]}"#;
+        let parsed = parse_request(
+            Route::Batch,
+            body,
+            Timestamp::saturating_from_millis(0),
+            &mut ids(),
+        )
+        .unwrap();
+        let enabled: Vec<bool> = parsed
+            .calls
+            .iter()
+            .map(|c| c.as_ref().unwrap().webhooks_enabled())
+            .collect();
+        assert_eq!(enabled, [true, false, false]);
     }
 
     #[test]

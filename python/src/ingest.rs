@@ -58,10 +58,7 @@ impl From<ingest::Accepted> for Accepted {
         Self {
             index: a.index,
             kind: a.call.kind.as_str(),
-            webhooks_enabled: core::routing::is_enabled(
-                a.call.integrations.as_ref(),
-                core::routing::WEBHOOKS,
-            ),
+            webhooks_enabled: a.webhooks_enabled(),
             message_id: a.message_id,
             message: a.message,
         }
