@@ -1,0 +1,1227 @@
+//! The contract every [`Store`] keeps, as async test functions over any
+//! backend: `store_sqlite.rs` and `store_postgres.rs` run them all, each
+//! on a store of its own.
+//!
+//! Each function takes a fresh, empty store (no rows, no rejected calls,
+//! no audiences) and may leave it dirty; the caller closes it. The
+//! [`contract_tests!`] macro makes one `#[tokio::test]` per function from a
+//! factory, so a backend cannot forget one:
+//!
+//! ```ignore
+//! #[path = "store_contract/mod.rs"]
+//! #[macro_use]
+//! mod contract;
+//!
+//! async fn fresh() -> (Arc<dyn Store>, Guard) { … }
+//! contract_tests!(fresh);
+//! ```
+//!
+//! The factory returns the store and a guard held until the test ends (a
+//! temporary directory, a throwaway database; `()` if none).
+//!
+//! Times are explicit milliseconds around [`T0`], never the host's clock.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    dead_code,
+    unused_macros
+)]
+
+use callpost_relay::store::{
+    Claimed, Finish, Purged, RejectedRow, ReplayFilter, Retention, Row, Status, Store,
+};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// Makes one `#[tokio::test]` per contract function. `$factory` is an
+/// `async fn() -> (Arc<dyn Store>, G)`; the guard `G` lives until the
+/// store is closed.
+macro_rules! contract_tests {
+    ($factory:path) => {
+        contract_tests!(@each $factory;
+            insert_counts_new_rows,
+            insert_repeated_id_in_one_call_stored_once,
+            insert_keeps_rejected_calls,
+            insert_undeliverable_rows_are_not_claimable,
+            claim_per_source_oldest_due_first,
+            claim_skips_leased_rows_until_the_lease_ends,
+            finish_delivered,
+            finish_counts_only_with_the_matching_token,
+            finish_after_lease_end_counts_while_no_one_took_over,
+            finish_retry_saves_state_and_due_time,
+            finish_dead_makes_a_dead_letter,
+            finish_undeliverable,
+            finish_release_gives_back_unchanged,
+            finish_mixed_kinds_counts_refused,
+            renew_extends_leases,
+            next_due_earliest_due_or_lease_end,
+            park_unrouted_parks_only_unrouted_unleased_rows,
+            purge_each_kind_by_its_retention,
+            replay_dead_letters_by_message_ids,
+            replay_filters_source_since_until,
+            replay_includes_delivered_and_undeliverable_only_when_asked,
+            replay_resets_state_and_makes_rows_due_now,
+            replay_long_id_list,
+            stats_counts,
+            dead_letters_oldest_first,
+            rejected_newest_first,
+            audience_state_and_sync,
+            healthy_backlog_and_statements,
+            closed_store_refuses,
+        );
+    };
+    (@each $factory:path; $($name:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                let (store, guard) = $factory().await;
+                $crate::contract::$name(store.clone()).await;
+                store.close().await;
+                drop(guard);
+            }
+        )*
+    };
+}
+
+/// A fixed "now" for the tests, ms since the epoch.
+pub(crate) const T0: i64 = 1_700_000_000_000;
+
+/// A lease long enough never to end by accident inside a test.
+const LEASE: i64 = 20_000;
+
+/// A pending track call of `source`, received at `at`.
+pub(crate) fn row(source: &str, message_id: &str, at: i64) -> Row {
+    Row {
+        source: source.into(),
+        message_id: message_id.into(),
+        kind: "track",
+        message: format!(r#"{{"type":"track","messageId":"{message_id}","event":"E"}}"#),
+        received_at: at,
+        status: Status::Pending,
+    }
+}
+
+/// As [`row`], stored not sent (its destination is off).
+pub(crate) fn parked(source: &str, message_id: &str, at: i64) -> Row {
+    Row {
+        status: Status::Undeliverable,
+        ..row(source, message_id, at)
+    }
+}
+
+/// A call refused inside a batch.
+pub(crate) fn refused(source: &str, at: i64, text: &str) -> RejectedRow {
+    RejectedRow {
+        source: source.into(),
+        received_at: at,
+        code: "message_too_large",
+        reason: "too large".into(),
+        text: text.into(),
+    }
+}
+
+fn ids(claimed: &[Claimed]) -> Vec<String> {
+    claimed.iter().map(|c| c.message_id.clone()).collect()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| (*s).to_string()).collect()
+}
+
+fn delivered(c: &Claimed, attempts: i64) -> Finish {
+    Finish::Delivered {
+        id: c.id,
+        claim: c.claim,
+        attempts,
+    }
+}
+
+fn dead(c: &Claimed) -> Finish {
+    Finish::Dead {
+        id: c.id,
+        claim: c.claim,
+        attempts: 3,
+        state: Some(r#"{"s":"dead"}"#.into()),
+        outcome: r#"{"kind":"gave_up","reason":"window_exhausted"}"#.into(),
+    }
+}
+
+fn undeliverable(c: &Claimed) -> Finish {
+    Finish::Undeliverable {
+        id: c.id,
+        claim: c.claim,
+        outcome: r#"{"kind":"undeliverable","reason":"no_destination"}"#.into(),
+    }
+}
+
+/// Stores `rows`, claims every one of them at `now` and ends each with
+/// `end`.
+async fn stored_and_finished(
+    store: &Arc<dyn Store>,
+    rows: Vec<Row>,
+    now: i64,
+    end: fn(&Claimed) -> Finish,
+) {
+    let mut sources: Vec<String> = rows.iter().map(|r| r.source.clone()).collect();
+    sources.sort();
+    sources.dedup();
+    let n = rows.len();
+    store.insert(rows, vec![]).await.unwrap();
+    let mut finishes = vec![];
+    for s in &sources {
+        for c in store.claim(now, s, 1000, LEASE).await.unwrap() {
+            finishes.push(end(&c));
+        }
+    }
+    assert_eq!(finishes.len(), n, "every row claimed");
+    assert_eq!(store.finish(finishes, now).await.unwrap(), 0);
+}
+
+// -- insert ---------------------------------------------------------------
+
+/// New rows are counted; a (source, messageId) already stored is skipped,
+/// in a later call as in the same one; the same messageId from another
+/// source is another call.
+pub(crate) async fn insert_counts_new_rows(store: Arc<dyn Store>) {
+    let n = store
+        .insert(
+            vec![row("a", "m1", T0), row("a", "m2", T0), row("a", "m3", T0)],
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    let n = store
+        .insert(
+            vec![
+                row("a", "m1", T0 + 1),
+                row("a", "m4", T0 + 1),
+                row("a", "m2", T0 + 1),
+            ],
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "only m4 is new");
+    let n = store
+        .insert(vec![row("b", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "another source's m1 is another call");
+    assert_eq!(store.insert(vec![], vec![]).await.unwrap(), 0);
+    let stats = store.stats(T0).await.unwrap();
+    assert_eq!(stats.pending, 5);
+    // The first copy is the one kept: it was received at T0.
+    let claimed = store.claim(T0, "a", 10, LEASE).await.unwrap();
+    assert_eq!(sorted(ids(&claimed)), strings(&["m1", "m2", "m3"]));
+}
+
+/// A batch that repeats a messageId stores it once.
+pub(crate) async fn insert_repeated_id_in_one_call_stored_once(store: Arc<dyn Store>) {
+    let n = store
+        .insert(
+            vec![row("a", "m1", T0), row("a", "m1", T0), row("a", "m2", T0)],
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(store.stats(T0).await.unwrap().pending, 2);
+}
+
+/// Refused calls are kept with the batch and are not counted as new.
+pub(crate) async fn insert_keeps_rejected_calls(store: Arc<dyn Store>) {
+    let n = store
+        .insert(vec![row("a", "m1", T0)], vec![refused("a", T0, "{bad 1}")])
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    let n = store
+        .insert(
+            vec![],
+            vec![
+                refused("b", T0 + 5, "{bad 2}"),
+                refused("b", T0 + 5, "{bad 3}"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "refused calls are not new calls");
+    let stats = store.stats(T0).await.unwrap();
+    assert_eq!(stats.rejected, 3);
+    assert_eq!(stats.pending, 1);
+    let r = store.rejected(10).await.unwrap();
+    assert_eq!(r.len(), 3);
+    assert_eq!(r[2].source, "a");
+    assert_eq!(r[2].received_at, T0);
+    assert_eq!(r[2].code, "message_too_large");
+    assert_eq!(r[2].reason, "too large");
+    assert_eq!(r[2].text, "{bad 1}");
+}
+
+/// A call stored undeliverable (its destination is off) is kept, counted,
+/// and never claimed.
+pub(crate) async fn insert_undeliverable_rows_are_not_claimable(store: Arc<dyn Store>) {
+    let n = store
+        .insert(vec![parked("a", "m1", T0), row("a", "m2", T0)], vec![])
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    let claimed = store.claim(T0 + 1, "a", 10, LEASE).await.unwrap();
+    assert_eq!(ids(&claimed), strings(&["m2"]));
+    let stats = store.stats(T0 + 1).await.unwrap();
+    assert_eq!(stats.undeliverable, 1);
+    assert_eq!(stats.pending, 1);
+}
+
+// -- claim ----------------------------------------------------------------
+
+/// A claim takes only its source's rows that are due, oldest due first, up
+/// to `limit`, under one token, with what was stored.
+pub(crate) async fn claim_per_source_oldest_due_first(store: Arc<dyn Store>) {
+    store
+        .insert(
+            vec![
+                row("a", "a3", T0 + 3),
+                row("a", "a1", T0 + 1),
+                row("b", "b0", T0),
+                row("a", "a2", T0 + 2),
+                row("a", "later", T0 + 100),
+            ],
+            vec![],
+        )
+        .await
+        .unwrap();
+    let claimed = store.claim(T0 + 10, "a", 2, LEASE).await.unwrap();
+    assert_eq!(ids(&claimed), strings(&["a1", "a2"]), "oldest due first");
+    assert_eq!(claimed[0].claim, claimed[1].claim, "one token per claim");
+    let c = &claimed[0];
+    assert_eq!(c.source, "a");
+    assert_eq!(
+        c.message,
+        r#"{"type":"track","messageId":"a1","event":"E"}"#
+    );
+    assert_eq!(c.state, None);
+    assert_eq!(c.attempts, 0);
+
+    let more = store.claim(T0 + 10, "a", 10, LEASE).await.unwrap();
+    assert_eq!(ids(&more), strings(&["a3"]), "not due yet: later");
+    assert_ne!(more[0].claim, claimed[0].claim, "a new token per claim");
+
+    let b = store.claim(T0 + 10, "b", 10, LEASE).await.unwrap();
+    assert_eq!(ids(&b), strings(&["b0"]));
+    assert!(store
+        .claim(T0 + 10, "c", 10, LEASE)
+        .await
+        .unwrap()
+        .is_empty());
+    let later = store.claim(T0 + 100, "a", 10, LEASE).await.unwrap();
+    assert_eq!(ids(&later), strings(&["later"]));
+}
+
+/// A leased row is not claimed again until its lease ends; then it is,
+/// under a new token.
+pub(crate) async fn claim_skips_leased_rows_until_the_lease_ends(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0), row("a", "m2", T0 + 1)], vec![])
+        .await
+        .unwrap();
+    let first = store.claim(T0 + 10, "a", 10, 1_000).await.unwrap();
+    assert_eq!(first.len(), 2);
+    assert!(store
+        .claim(T0 + 10, "a", 10, 1_000)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .claim(T0 + 1_009, "a", 10, 1_000)
+        .await
+        .unwrap()
+        .is_empty());
+    let stats = store.stats(T0 + 1_009).await.unwrap();
+    assert_eq!(stats.in_flight, 2);
+    let again = store.claim(T0 + 1_010, "a", 10, 1_000).await.unwrap();
+    assert_eq!(
+        ids(&again),
+        strings(&["m1", "m2"]),
+        "the lease ended at T0 + 1010"
+    );
+    assert_ne!(again[0].claim, first[0].claim);
+}
+
+// -- finish ---------------------------------------------------------------
+
+/// A delivered row is done: counted, never claimed again.
+pub(crate) async fn finish_delivered(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    let c = store.claim(T0, "a", 10, LEASE).await.unwrap();
+    assert_eq!(
+        store
+            .finish(vec![delivered(&c[0], 1)], T0 + 5)
+            .await
+            .unwrap(),
+        0
+    );
+    let stats = store.stats(T0 + 5).await.unwrap();
+    assert_eq!((stats.pending, stats.delivered, stats.in_flight), (0, 1, 0));
+    assert!(store
+        .claim(T0 + LEASE + 5, "a", 10, LEASE)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(store.next_due(T0 + 5).await.unwrap(), None);
+    // Finished once: the same finish again is refused.
+    assert_eq!(
+        store
+            .finish(vec![delivered(&c[0], 1)], T0 + 6)
+            .await
+            .unwrap(),
+        1
+    );
+}
+
+/// A worker whose lease ran out and whose row was claimed again cannot
+/// overwrite the new holder's result: its finish is refused and counted.
+pub(crate) async fn finish_counts_only_with_the_matching_token(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    let old = store.claim(T0, "a", 10, 1_000).await.unwrap();
+    let new = store.claim(T0 + 1_000, "a", 10, 1_000).await.unwrap();
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].id, old[0].id);
+
+    let refusals = store.finish(vec![dead(&old[0])], T0 + 1_001).await.unwrap();
+    assert_eq!(refusals, 1, "the stale token is refused");
+    let stats = store.stats(T0 + 1_001).await.unwrap();
+    assert_eq!((stats.pending, stats.dead, stats.in_flight), (1, 0, 1));
+
+    let wrong = Finish::Delivered {
+        id: new[0].id,
+        claim: new[0].claim ^ 1,
+        attempts: 1,
+    };
+    assert_eq!(store.finish(vec![wrong], T0 + 1_001).await.unwrap(), 1);
+    assert_eq!(
+        store
+            .finish(vec![delivered(&new[0], 2)], T0 + 1_002)
+            .await
+            .unwrap(),
+        0
+    );
+    let stats = store.stats(T0 + 1_002).await.unwrap();
+    assert_eq!((stats.pending, stats.delivered, stats.dead), (0, 1, 0));
+}
+
+/// The token fences, not the clock: a finish after the lease ended counts
+/// while no other worker has claimed the row.
+pub(crate) async fn finish_after_lease_end_counts_while_no_one_took_over(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    let c = store.claim(T0, "a", 10, 1_000).await.unwrap();
+    assert_eq!(
+        store
+            .finish(vec![delivered(&c[0], 1)], T0 + 5_000)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(store.stats(T0 + 5_000).await.unwrap().delivered, 1);
+}
+
+/// A retry keeps the core's state and attempts, frees the lease and makes
+/// the row due again at `due_at`, not before.
+pub(crate) async fn finish_retry_saves_state_and_due_time(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    let c = store.claim(T0, "a", 10, LEASE).await.unwrap();
+    let retry = Finish::Retry {
+        id: c[0].id,
+        claim: c[0].claim,
+        attempts: 2,
+        state: r#"{"round":1}"#.into(),
+        due_at: T0 + 60_000,
+    };
+    assert_eq!(store.finish(vec![retry], T0 + 10).await.unwrap(), 0);
+    let stats = store.stats(T0 + 10).await.unwrap();
+    assert_eq!((stats.pending, stats.in_flight), (1, 0));
+    assert_eq!(stats.next_due_at, Some(T0 + 60_000));
+    assert_eq!(store.next_due(T0 + 10).await.unwrap(), Some(T0 + 60_000));
+    assert!(store
+        .claim(T0 + 59_999, "a", 10, LEASE)
+        .await
+        .unwrap()
+        .is_empty());
+    let again = store.claim(T0 + 60_000, "a", 10, LEASE).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].state.as_deref(), Some(r#"{"round":1}"#));
+    assert_eq!(again[0].attempts, 2);
+    // The old token was cleared by the retry: it cannot finish the new turn.
+    assert_eq!(
+        store
+            .finish(vec![delivered(&c[0], 3)], T0 + 60_001)
+            .await
+            .unwrap(),
+        1
+    );
+}
+
+/// A dead letter keeps its outcome, attempts and when it gave up.
+pub(crate) async fn finish_dead_makes_a_dead_letter(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    let c = store.claim(T0, "a", 10, LEASE).await.unwrap();
+    assert_eq!(store.finish(vec![dead(&c[0])], T0 + 7).await.unwrap(), 0);
+    let stats = store.stats(T0 + 7).await.unwrap();
+    assert_eq!((stats.pending, stats.dead), (0, 1));
+    let d = store.dead_letters(10).await.unwrap();
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].source, "a");
+    assert_eq!(d[0].message_id, "m1");
+    assert_eq!(d[0].kind, "track");
+    assert_eq!(d[0].received_at, T0);
+    assert_eq!(d[0].finished_at, Some(T0 + 7));
+    assert_eq!(d[0].attempts, 3);
+    assert_eq!(
+        d[0].outcome.as_deref(),
+        Some(r#"{"kind":"gave_up","reason":"window_exhausted"}"#)
+    );
+    assert!(store
+        .claim(T0 + LEASE + 7, "a", 10, LEASE)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// An undeliverable finish parks the row: counted, not claimed, not a dead
+/// letter.
+pub(crate) async fn finish_undeliverable(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    let c = store.claim(T0, "a", 10, LEASE).await.unwrap();
+    assert_eq!(
+        store
+            .finish(vec![undeliverable(&c[0])], T0 + 7)
+            .await
+            .unwrap(),
+        0
+    );
+    let stats = store.stats(T0 + 7).await.unwrap();
+    assert_eq!((stats.pending, stats.undeliverable, stats.dead), (0, 1, 0));
+    assert!(store.dead_letters(10).await.unwrap().is_empty());
+    assert!(store
+        .claim(T0 + LEASE + 7, "a", 10, LEASE)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(store.next_due(T0 + 7).await.unwrap(), None);
+}
+
+/// A release gives the row back as it was: claimable at once.
+pub(crate) async fn finish_release_gives_back_unchanged(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    let c = store.claim(T0, "a", 10, LEASE).await.unwrap();
+    let release = Finish::Release {
+        id: c[0].id,
+        claim: c[0].claim,
+    };
+    assert_eq!(store.finish(vec![release], T0 + 1).await.unwrap(), 0);
+    assert_eq!(store.stats(T0 + 1).await.unwrap().in_flight, 0);
+    let again = store.claim(T0 + 1, "a", 10, LEASE).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].attempts, 0);
+    assert_eq!(again[0].state, None);
+}
+
+/// One finish call may end rows in every way at once; only the refused
+/// ones are counted.
+pub(crate) async fn finish_mixed_kinds_counts_refused(store: Arc<dyn Store>) {
+    let rows: Vec<Row> = (0..6).map(|i| row("a", &format!("m{i}"), T0 + i)).collect();
+    store.insert(rows, vec![]).await.unwrap();
+    let c = store.claim(T0 + 10, "a", 10, LEASE).await.unwrap();
+    assert_eq!(c.len(), 6);
+    let stale = Finish::Delivered {
+        id: c[5].id,
+        claim: c[5].claim.wrapping_add(1),
+        attempts: 1,
+    };
+    let items = vec![
+        delivered(&c[0], 1),
+        Finish::Retry {
+            id: c[1].id,
+            claim: c[1].claim,
+            attempts: 1,
+            state: "{}".into(),
+            due_at: T0 + 1_000,
+        },
+        dead(&c[2]),
+        undeliverable(&c[3]),
+        Finish::Release {
+            id: c[4].id,
+            claim: c[4].claim,
+        },
+        stale,
+        Finish::Release {
+            id: -1,
+            claim: c[0].claim,
+        },
+    ];
+    assert_eq!(store.finish(items, T0 + 20).await.unwrap(), 2);
+    let stats = store.stats(T0 + 20).await.unwrap();
+    assert_eq!(stats.delivered, 1);
+    assert_eq!(stats.dead, 1);
+    assert_eq!(stats.undeliverable, 1);
+    assert_eq!(stats.pending, 3);
+    assert_eq!(stats.in_flight, 1, "m5 is still held");
+    assert_eq!(store.finish(vec![], T0 + 20).await.unwrap(), 0);
+}
+
+// -- renew, next_due, park_unrouted ----------------------------------------
+
+/// A renewal extends the leases of the given tokens only.
+pub(crate) async fn renew_extends_leases(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0), row("b", "m2", T0)], vec![])
+        .await
+        .unwrap();
+    let a = store.claim(T0, "a", 10, 1_000).await.unwrap();
+    let b = store.claim(T0, "b", 10, 1_000).await.unwrap();
+    store.renew(vec![a[0].claim], T0 + 5_000).await.unwrap();
+    store.renew(vec![], T0 + 9_000).await.unwrap();
+    assert!(store
+        .claim(T0 + 1_000, "a", 10, 1_000)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store.claim(T0 + 1_000, "b", 10, 1_000).await.unwrap().len(),
+        1,
+        "b was not renewed"
+    );
+    assert_eq!(store.stats(T0 + 4_999).await.unwrap().in_flight, 2);
+    assert!(store
+        .claim(T0 + 4_999, "a", 10, 1_000)
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        store.claim(T0 + 5_000, "a", 10, 1_000).await.unwrap().len(),
+        1
+    );
+    // A finished row is not leased again by a renewal of its old token.
+    store
+        .finish(vec![delivered(&b[0], 1)], T0 + 5_000)
+        .await
+        .unwrap();
+    store.renew(vec![b[0].claim], T0 + 90_000).await.unwrap();
+    assert_eq!(store.stats(T0 + 5_001).await.unwrap().in_flight, 1);
+}
+
+/// The earliest time something pending is due or its lease ends.
+pub(crate) async fn next_due_earliest_due_or_lease_end(store: Arc<dyn Store>) {
+    assert_eq!(store.next_due(T0).await.unwrap(), None);
+    store
+        .insert(
+            vec![row("a", "m1", T0 + 100), row("b", "m2", T0 + 300)],
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.next_due(T0).await.unwrap(), Some(T0 + 100));
+    let c = store.claim(T0 + 100, "a", 10, 1_000).await.unwrap();
+    assert_eq!(c.len(), 1);
+    // m1 is leased until T0 + 1100; m2 is due at T0 + 300.
+    assert_eq!(store.next_due(T0 + 100).await.unwrap(), Some(T0 + 300));
+    let b = store.claim(T0 + 300, "b", 10, 1_000).await.unwrap();
+    assert_eq!(store.next_due(T0 + 300).await.unwrap(), Some(T0 + 1_100));
+    // Once the lease has ended, the row counts as due at its due time.
+    assert_eq!(store.next_due(T0 + 1_200).await.unwrap(), Some(T0 + 100));
+    store
+        .finish(vec![delivered(&c[0], 1), delivered(&b[0], 1)], T0 + 400)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.next_due(T0 + 400).await.unwrap(),
+        None,
+        "finished rows are not due"
+    );
+}
+
+/// Pending rows whose source has no destination are parked (kept,
+/// replayable); leased rows are left to their worker.
+pub(crate) async fn park_unrouted_parks_only_unrouted_unleased_rows(store: Arc<dyn Store>) {
+    store
+        .insert(
+            vec![
+                row("a", "a1", T0),
+                row("b", "b1", T0),
+                row("b", "b2", T0 + 1),
+                row("c", "c1", T0),
+                row("c", "c2", T0 + 50_000),
+            ],
+            vec![],
+        )
+        .await
+        .unwrap();
+    let held = store.claim(T0 + 1, "b", 1, LEASE).await.unwrap();
+    assert_eq!(ids(&held), strings(&["b1"]));
+    let n = store
+        .park_unrouted(T0 + 10, vec!["a".into()])
+        .await
+        .unwrap();
+    assert_eq!(n, 3, "b2, c1 and c2 (not yet due: parked too)");
+    let stats = store.stats(T0 + 10).await.unwrap();
+    assert_eq!((stats.pending, stats.undeliverable), (2, 3));
+    assert_eq!(store.claim(T0 + 10, "a", 10, LEASE).await.unwrap().len(), 1);
+    assert!(store
+        .claim(T0 + 60_000, "c", 10, LEASE)
+        .await
+        .unwrap()
+        .is_empty());
+    // The held row's worker can still finish it.
+    assert_eq!(
+        store
+            .finish(vec![delivered(&held[0], 1)], T0 + 11)
+            .await
+            .unwrap(),
+        0
+    );
+    // Every source routed: nothing to park.
+    assert_eq!(
+        store
+            .park_unrouted(T0 + 12, strings(&["a", "b", "c"]))
+            .await
+            .unwrap(),
+        0
+    );
+    // Parked rows come back with a replay that includes them.
+    let back = store
+        .replay(
+            T0 + 20,
+            ReplayFilter {
+                source: Some("c".into()),
+                include_undeliverable: true,
+                ..ReplayFilter::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(back, 2);
+}
+
+// -- purge ----------------------------------------------------------------
+
+/// Each finished kind is deleted once older than its own retention
+/// (delivered, undeliverable and dead by when they finished; a call stored
+/// undeliverable at ingest finished when it was received; refused calls by
+/// when they were received). Pending rows are never purged.
+pub(crate) async fn purge_each_kind_by_its_retention(store: Arc<dyn Store>) {
+    let t = T0 + 10;
+    stored_and_finished(&store, vec![row("a", "d", T0)], t, |c| delivered(c, 1)).await;
+    stored_and_finished(&store, vec![row("a", "x", T0)], t, dead).await;
+    stored_and_finished(&store, vec![row("a", "u", T0)], t, undeliverable).await;
+    store
+        .insert(
+            vec![parked("a", "p", t), row("a", "q", T0)],
+            vec![refused("a", t, "{}")],
+        )
+        .await
+        .unwrap();
+    let retention = Retention {
+        delivered_ms: 1_000,
+        undeliverable_ms: 2_000,
+        dead_ms: 3_000,
+        rejected_ms: 4_000,
+    };
+    assert_eq!(
+        store.purge(t + 1_000, retention).await.unwrap(),
+        Purged::default(),
+        "not older yet"
+    );
+    let p = store.purge(t + 1_001, retention).await.unwrap();
+    assert_eq!(
+        p,
+        Purged {
+            delivered: 1,
+            ..Purged::default()
+        }
+    );
+    let p = store.purge(t + 2_001, retention).await.unwrap();
+    assert_eq!(
+        p,
+        Purged {
+            undeliverable: 2,
+            ..Purged::default()
+        }
+    );
+    let p = store.purge(t + 3_001, retention).await.unwrap();
+    assert_eq!(
+        p,
+        Purged {
+            dead: 1,
+            ..Purged::default()
+        }
+    );
+    let p = store.purge(t + 4_001, retention).await.unwrap();
+    assert_eq!(
+        p,
+        Purged {
+            rejected: 1,
+            ..Purged::default()
+        }
+    );
+    let stats = store.stats(t + 4_001).await.unwrap();
+    assert_eq!(
+        (
+            stats.pending,
+            stats.delivered,
+            stats.dead,
+            stats.undeliverable,
+            stats.rejected
+        ),
+        (1, 0, 0, 0, 0)
+    );
+    // A purged messageId is new again.
+    assert_eq!(
+        store
+            .insert(vec![row("a", "d", t + 5_000)], vec![])
+            .await
+            .unwrap(),
+        1
+    );
+    let p = store.purge(T0 + 10_000_000, retention).await.unwrap();
+    assert_eq!(p, Purged::default(), "pending rows are never purged");
+}
+
+// -- replay ---------------------------------------------------------------
+
+async fn dead_letters_of(store: &Arc<dyn Store>) -> Vec<String> {
+    sorted(
+        store
+            .dead_letters(100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|d| d.message_id)
+            .collect(),
+    )
+}
+
+/// Only the named dead letters come back.
+pub(crate) async fn replay_dead_letters_by_message_ids(store: Arc<dyn Store>) {
+    let rows = vec![
+        row("a", "m1", T0),
+        row("a", "m2", T0 + 1),
+        row("b", "m1", T0 + 2),
+    ];
+    stored_and_finished(&store, rows, T0 + 10, dead).await;
+    let n = store
+        .replay(
+            T0 + 20,
+            ReplayFilter {
+                message_ids: Some(strings(&["m1", "nope"])),
+                ..ReplayFilter::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 2, "m1 of a and of b");
+    assert_eq!(dead_letters_of(&store).await, strings(&["m2"]));
+    let n = store
+        .replay(
+            T0 + 20,
+            ReplayFilter {
+                message_ids: Some(strings(&["m1"])),
+                ..ReplayFilter::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 0, "pending rows are not replayed");
+}
+
+/// Source, since (inclusive) and until (exclusive) narrow a replay, and
+/// combine.
+pub(crate) async fn replay_filters_source_since_until(store: Arc<dyn Store>) {
+    let rows = vec![
+        row("a", "a0", T0),
+        row("a", "a1", T0 + 100),
+        row("a", "a2", T0 + 200),
+        row("b", "b1", T0 + 100),
+    ];
+    stored_and_finished(&store, rows, T0 + 1_000, dead).await;
+    let filter = |source: Option<&str>, since: Option<i64>, until: Option<i64>| ReplayFilter {
+        source: source.map(Into::into),
+        since,
+        until,
+        ..ReplayFilter::default()
+    };
+    let n = store
+        .replay(
+            T0 + 2_000,
+            filter(Some("a"), Some(T0 + 100), Some(T0 + 200)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(dead_letters_of(&store).await, strings(&["a0", "a2", "b1"]));
+    let n = store
+        .replay(T0 + 2_000, filter(None, Some(T0 + 100), None))
+        .await
+        .unwrap();
+    assert_eq!(n, 2, "a2 and b1");
+    let n = store
+        .replay(T0 + 2_000, filter(Some("b"), None, None))
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+    let n = store
+        .replay(T0 + 2_000, filter(None, None, Some(T0 + 1)))
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "a0");
+    assert!(dead_letters_of(&store).await.is_empty());
+}
+
+/// Delivered and undeliverable calls come back only when the filter asks
+/// for them; dead letters always.
+pub(crate) async fn replay_includes_delivered_and_undeliverable_only_when_asked(
+    store: Arc<dyn Store>,
+) {
+    stored_and_finished(&store, vec![row("a", "d", T0)], T0 + 10, |c| {
+        delivered(c, 1)
+    })
+    .await;
+    stored_and_finished(&store, vec![row("a", "x", T0)], T0 + 10, dead).await;
+    stored_and_finished(&store, vec![row("a", "u", T0)], T0 + 10, undeliverable).await;
+    store
+        .insert(vec![parked("a", "p", T0)], vec![])
+        .await
+        .unwrap();
+
+    let all_sources = || ReplayFilter {
+        source: Some("a".into()),
+        ..ReplayFilter::default()
+    };
+    assert_eq!(
+        store.replay(T0 + 20, all_sources()).await.unwrap(),
+        1,
+        "the dead letter"
+    );
+    assert_eq!(store.replay(T0 + 20, all_sources()).await.unwrap(), 0);
+    let with_delivered = ReplayFilter {
+        include_delivered: true,
+        ..all_sources()
+    };
+    assert_eq!(
+        store.replay(T0 + 20, with_delivered).await.unwrap(),
+        1,
+        "the delivered call"
+    );
+    let with_undeliverable = ReplayFilter {
+        include_undeliverable: true,
+        ..all_sources()
+    };
+    assert_eq!(
+        store.replay(T0 + 20, with_undeliverable).await.unwrap(),
+        2,
+        "u and p"
+    );
+    let stats = store.stats(T0 + 20).await.unwrap();
+    assert_eq!(
+        (
+            stats.pending,
+            stats.delivered,
+            stats.dead,
+            stats.undeliverable
+        ),
+        (4, 0, 0, 0)
+    );
+}
+
+/// A replayed call is pending again, due now, with no state, attempts,
+/// outcome or lease: a fresh start with the same messageId.
+pub(crate) async fn replay_resets_state_and_makes_rows_due_now(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    let c = store.claim(T0, "a", 10, LEASE).await.unwrap();
+    store
+        .finish(
+            vec![Finish::Retry {
+                id: c[0].id,
+                claim: c[0].claim,
+                attempts: 1,
+                state: "{}".into(),
+                due_at: T0 + 100,
+            }],
+            T0 + 1,
+        )
+        .await
+        .unwrap();
+    let c = store.claim(T0 + 100, "a", 10, LEASE).await.unwrap();
+    store.finish(vec![dead(&c[0])], T0 + 200).await.unwrap();
+
+    let now = T0 + 50_000_000;
+    let n = store.replay(now, ReplayFilter::default()).await.unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(store.next_due(now).await.unwrap(), Some(now), "due now");
+    let stats = store.stats(now).await.unwrap();
+    assert_eq!((stats.pending, stats.dead, stats.in_flight), (1, 0, 0));
+    assert_eq!(stats.next_due_at, Some(now));
+    assert!(
+        store
+            .claim(now - 1, "a", 10, LEASE)
+            .await
+            .unwrap()
+            .is_empty(),
+        "not before now"
+    );
+    let again = store.claim(now, "a", 10, LEASE).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].message_id, "m1");
+    assert_eq!(again[0].state, None);
+    assert_eq!(again[0].attempts, 0);
+    assert_ne!(again[0].claim, c[0].claim);
+    // The old holder's token is gone.
+    assert_eq!(
+        store.finish(vec![delivered(&c[0], 9)], now).await.unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .finish(vec![delivered(&again[0], 1)], now)
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+/// An id list longer than a statement's parameter limit still works.
+pub(crate) async fn replay_long_id_list(store: Arc<dyn Store>) {
+    let rows: Vec<Row> = (0..1_200)
+        .map(|i| row("a", &format!("m{i}"), T0 + i))
+        .collect();
+    store.insert(rows, vec![]).await.unwrap();
+    let mut left = 1_200;
+    while left > 0 {
+        let c = store.claim(T0 + 2_000, "a", 500, LEASE).await.unwrap();
+        assert!(!c.is_empty());
+        left -= c.len();
+        store
+            .finish(c.iter().map(dead).collect(), T0 + 2_000)
+            .await
+            .unwrap();
+    }
+    let mut wanted: Vec<String> = (0..40_000).map(|i| format!("x{i}")).collect();
+    wanted.extend((0..1_200).step_by(2).map(|i| format!("m{i}")));
+    let n = store
+        .replay(
+            T0 + 3_000,
+            ReplayFilter {
+                message_ids: Some(wanted),
+                ..ReplayFilter::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 600);
+    assert_eq!(store.stats(T0 + 3_000).await.unwrap().dead, 600);
+}
+
+// -- reads ----------------------------------------------------------------
+
+/// Counts by state, held rows, refused calls, the oldest pending call and
+/// the earliest due time.
+pub(crate) async fn stats_counts(store: Arc<dyn Store>) {
+    let s = store.stats(T0).await.unwrap();
+    assert_eq!(s, Default::default());
+    stored_and_finished(
+        &store,
+        vec![row("a", "d1", T0), row("b", "d2", T0)],
+        T0,
+        |c| delivered(c, 1),
+    )
+    .await;
+    stored_and_finished(&store, vec![row("a", "x1", T0)], T0, dead).await;
+    store
+        .insert(
+            vec![
+                row("a", "p1", T0 + 50),
+                row("a", "p2", T0 + 20),
+                row("b", "p3", T0 + 30),
+                parked("b", "u1", T0),
+            ],
+            vec![refused("a", T0, "{}"), refused("b", T0, "{}")],
+        )
+        .await
+        .unwrap();
+    store.claim(T0 + 30, "a", 1, 100).await.unwrap();
+    let s = store.stats(T0 + 40).await.unwrap();
+    assert_eq!(s.pending, 3);
+    assert_eq!(s.in_flight, 1);
+    assert_eq!(s.delivered, 2);
+    assert_eq!(s.dead, 1);
+    assert_eq!(s.undeliverable, 1);
+    assert_eq!(s.rejected, 2);
+    assert_eq!(s.oldest_pending_received_at, Some(T0 + 20));
+    assert_eq!(s.next_due_at, Some(T0 + 20));
+    assert_eq!(
+        store.stats(T0 + 130).await.unwrap().in_flight,
+        0,
+        "the lease ended"
+    );
+}
+
+/// Dead letters come oldest received first, at most `limit`.
+pub(crate) async fn dead_letters_oldest_first(store: Arc<dyn Store>) {
+    let rows = vec![
+        row("a", "m3", T0 + 3),
+        row("a", "m1", T0 + 1),
+        row("b", "m2", T0 + 2),
+    ];
+    stored_and_finished(&store, rows, T0 + 10, dead).await;
+    let d = store.dead_letters(2).await.unwrap();
+    let got: Vec<_> = d
+        .iter()
+        .map(|d| (d.source.as_str(), d.message_id.as_str()))
+        .collect();
+    assert_eq!(got, vec![("a", "m1"), ("b", "m2")]);
+    assert_eq!(store.dead_letters(10).await.unwrap().len(), 3);
+}
+
+/// Refused calls come newest first, at most `limit`.
+pub(crate) async fn rejected_newest_first(store: Arc<dyn Store>) {
+    for i in 0..3 {
+        store
+            .insert(vec![], vec![refused("a", T0, &format!("{{\"n\":{i}}}"))])
+            .await
+            .unwrap();
+    }
+    let r = store.rejected(2).await.unwrap();
+    let texts: Vec<_> = r.iter().map(|r| r.text.as_str()).collect();
+    assert_eq!(texts, vec![r#"{"n":2}"#, r#"{"n":1}"#]);
+}
+
+/// An audience's state and its identify calls are stored together; the
+/// calls are deduplicated like any others.
+pub(crate) async fn audience_state_and_sync(store: Arc<dyn Store>) {
+    assert_eq!(store.audience_state("a", "vip").await.unwrap(), None);
+    let n = store
+        .audience_sync(
+            "a",
+            "vip",
+            r#"{"v":1}"#.into(),
+            vec![row("a", "i1", T0), row("a", "i2", T0)],
+            T0,
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    assert_eq!(
+        store.audience_state("a", "vip").await.unwrap().as_deref(),
+        Some(r#"{"v":1}"#)
+    );
+    let n = store
+        .audience_sync(
+            "a",
+            "vip",
+            r#"{"v":2}"#.into(),
+            vec![row("a", "i2", T0 + 1), row("a", "i3", T0 + 1)],
+            T0 + 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, 1, "i2 was stored already");
+    assert_eq!(
+        store.audience_state("a", "vip").await.unwrap().as_deref(),
+        Some(r#"{"v":2}"#)
+    );
+    let n = store
+        .audience_sync("a", "other", "{}".into(), vec![], T0)
+        .await
+        .unwrap();
+    assert_eq!(n, 0);
+    assert_eq!(
+        store.audience_state("a", "other").await.unwrap().as_deref(),
+        Some("{}")
+    );
+    assert_eq!(store.audience_state("b", "vip").await.unwrap(), None);
+    assert_eq!(
+        store.audience_state("a", "vip").await.unwrap().as_deref(),
+        Some(r#"{"v":2}"#)
+    );
+    let claimed = store.claim(T0 + 1, "a", 10, LEASE).await.unwrap();
+    assert_eq!(sorted(ids(&claimed)), strings(&["i1", "i2", "i3"]));
+}
+
+/// An open store is healthy, has nothing waiting once its calls are
+/// answered, and counts its statements.
+pub(crate) async fn healthy_backlog_and_statements(store: Arc<dyn Store>) {
+    assert!(store.healthy());
+    let before = store.statements();
+    let mut calls = vec![];
+    for i in 0..20 {
+        let s = store.clone();
+        calls.push(tokio::spawn(async move {
+            s.insert(vec![row("a", &format!("m{i}"), T0)], vec![])
+                .await
+                .unwrap()
+        }));
+    }
+    let mut new = 0;
+    for c in calls {
+        new += c.await.unwrap();
+    }
+    assert_eq!(new, 20);
+    assert_eq!(store.backlog(), 0);
+    assert!(store.healthy());
+    assert!(store.statements() > before, "inserts run statements");
+    let seen: HashSet<String> = store
+        .claim(T0, "a", 100, LEASE)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.message_id)
+        .collect();
+    assert_eq!(seen.len(), 20);
+}
+
+/// After close, calls fail instead of hanging.
+pub(crate) async fn closed_store_refuses(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    store.close().await;
+    let r = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        store.insert(vec![row("a", "m2", T0)], vec![]),
+    )
+    .await
+    .expect("answers, does not hang");
+    assert!(r.is_err(), "{r:?}");
+}
