@@ -264,9 +264,11 @@ impl Config {
 
 fn parse_addr(s: &str, what: &str) -> Result<SocketAddr, ConfigError> {
     let normal = s.replace("localhost:", "127.0.0.1:");
-    normal
-        .parse()
-        .map_err(|_| bad(format!("{what} must be host:port with an IP address, not {s:?}")))
+    normal.parse().map_err(|_| {
+        bad(format!(
+            "{what} must be host:port with an IP address, not {s:?}"
+        ))
+    })
 }
 
 // -- the file ------------------------------------------------------------
@@ -424,12 +426,16 @@ pub fn load(
     }
     // The flag/variable form: one source called "default".
     let keys = if overrides.write_keys.is_empty() {
-        var("WRITE_KEYS").map(|v| split_list(&v)).unwrap_or_default()
+        var("WRITE_KEYS")
+            .map(|v| split_list(&v))
+            .unwrap_or_default()
     } else {
         overrides.write_keys.clone()
     };
     let urls = if overrides.webhook_urls.is_empty() {
-        var("WEBHOOK_URLS").map(|v| split_list(&v)).unwrap_or_default()
+        var("WEBHOOK_URLS")
+            .map(|v| split_list(&v))
+            .unwrap_or_default()
     } else {
         overrides.webhook_urls.clone()
     };
@@ -456,7 +462,10 @@ pub fn load(
     let mut owners: HashMap<String, String> = HashMap::new();
     for s in &sources {
         if names.insert(s.name.clone(), ()).is_some() {
-            return Err(bad(format!("source names must be unique: {:?} is used twice", s.name)));
+            return Err(bad(format!(
+                "source names must be unique: {:?} is used twice",
+                s.name
+            )));
         }
         for k in &s.write_keys {
             if let Some(other) = owners.insert(k.expose().to_owned(), s.name.clone()) {
@@ -495,9 +504,13 @@ pub fn load(
             None => file.security.allow_private_networks.unwrap_or(false),
         },
     };
-    let synchronous = match first(&overrides.synchronous, "SYNCHRONOUS", &file.storage.synchronous)
-        .map(|s| s.to_ascii_uppercase())
-        .as_deref()
+    let synchronous = match first(
+        &overrides.synchronous,
+        "SYNCHRONOUS",
+        &file.storage.synchronous,
+    )
+    .map(|s| s.to_ascii_uppercase())
+    .as_deref()
     {
         None | Some("FULL") => Synchronous::Full,
         Some("NORMAL") => Synchronous::Normal,
@@ -507,7 +520,10 @@ pub fn load(
             )))
         }
     };
-    let retention_hours = file.storage.retention_hours.unwrap_or(DEFAULT_RETENTION_HOURS);
+    let retention_hours = file
+        .storage
+        .retention_hours
+        .unwrap_or(DEFAULT_RETENTION_HOURS);
     let hours = |v: Option<u64>, what: &str, default: u64| -> Result<i64, ConfigError> {
         let h = v.unwrap_or(default);
         range(h, what, MIN_RETENTION_HOURS, 24 * 3650).map(|h| (h as i64) * 3_600_000)
@@ -531,7 +547,9 @@ pub fn load(
         )?,
     };
     let database_timeout = Duration::from_millis(range(
-        file.storage.timeout_ms.unwrap_or(DEFAULT_DATABASE_TIMEOUT_MS),
+        file.storage
+            .timeout_ms
+            .unwrap_or(DEFAULT_DATABASE_TIMEOUT_MS),
         "storage.timeout_ms",
         100,
         600_000,
@@ -564,7 +582,9 @@ pub fn load(
     )? as i64
         * 1000;
     let max_backlog = range(
-        file.ingest.max_backlog.unwrap_or(DEFAULT_MAX_BACKLOG as u64),
+        file.ingest
+            .max_backlog
+            .unwrap_or(DEFAULT_MAX_BACKLOG as u64),
         "ingest.max_backlog",
         1,
         10_000_000,
@@ -575,18 +595,33 @@ pub fn load(
         .clone()
         .unwrap_or_else(|| vec!["*".to_owned()]);
     if cors_origins.iter().any(String::is_empty) {
-        return Err(bad("ingest.cors_origins must be a list of non-empty strings"));
+        return Err(bad(
+            "ingest.cors_origins must be a list of non-empty strings",
+        ));
     }
     let l = &file.limits;
     let ms = |v: Option<u64>, what: &str, default: u64| -> Result<Duration, ConfigError> {
         range(v.unwrap_or(default), what, 100, 3_600_000).map(Duration::from_millis)
     };
     let limits = Limits {
-        header_timeout: ms(l.header_timeout_ms, "limits.header_timeout_ms", DEFAULT_HEADER_TIMEOUT_MS)?,
-        body_timeout: ms(l.body_timeout_ms, "limits.body_timeout_ms", DEFAULT_BODY_TIMEOUT_MS)?,
-        idle_timeout: ms(l.idle_timeout_ms, "limits.idle_timeout_ms", DEFAULT_IDLE_TIMEOUT_MS)?,
+        header_timeout: ms(
+            l.header_timeout_ms,
+            "limits.header_timeout_ms",
+            DEFAULT_HEADER_TIMEOUT_MS,
+        )?,
+        body_timeout: ms(
+            l.body_timeout_ms,
+            "limits.body_timeout_ms",
+            DEFAULT_BODY_TIMEOUT_MS,
+        )?,
+        idle_timeout: ms(
+            l.idle_timeout_ms,
+            "limits.idle_timeout_ms",
+            DEFAULT_IDLE_TIMEOUT_MS,
+        )?,
         max_header_bytes: range(
-            l.max_header_bytes.unwrap_or(DEFAULT_MAX_HEADER_BYTES as u64),
+            l.max_header_bytes
+                .unwrap_or(DEFAULT_MAX_HEADER_BYTES as u64),
             "limits.max_header_bytes",
             8192,
             1 << 20,
@@ -619,7 +654,11 @@ pub fn load(
     {
         None | Some("plain") => LogFormat::Plain,
         Some("json") => LogFormat::Json,
-        Some(other) => return Err(bad(format!("log_format must be plain or json, not {other:?}"))),
+        Some(other) => {
+            return Err(bad(format!(
+                "log_format must be plain or json, not {other:?}"
+            )))
+        }
     };
     let ca_file = var("CA_FILE").or(file.security.ca_file.clone());
     let cfg = Config {
@@ -640,7 +679,11 @@ pub fn load(
         lease_ms,
         max_backlog,
         limits,
-        log_level: if log_level == "warning" { "warn".into() } else { log_level },
+        log_level: if log_level == "warning" {
+            "warn".into()
+        } else {
+            log_level
+        },
         log_format,
         test_clock: overrides.test_clock,
     };
@@ -669,7 +712,9 @@ fn range(v: u64, what: &str, low: u64, high: u64) -> Result<u64, ConfigError> {
     if (low..=high).contains(&v) {
         Ok(v)
     } else {
-        Err(bad(format!("{what} must be between {low} and {high}, not {v}")))
+        Err(bad(format!(
+            "{what} must be between {low} and {high}, not {v}"
+        )))
     }
 }
 
@@ -688,7 +733,9 @@ fn source(
         return Err(bad(format!("source {name:?} needs at least one write key")));
     }
     if keys.iter().any(String::is_empty) {
-        return Err(bad(format!("source {name:?}: a write key must not be empty")));
+        return Err(bad(format!(
+            "source {name:?}: a write key must not be empty"
+        )));
     }
     Ok(Source {
         name: name.to_owned(),
@@ -712,14 +759,15 @@ fn webhooks_of(
             ))
         })?,
     };
-    Webhooks::with_mode(endpoints, secret.map(str::as_bytes), mode).map_err(|e| {
-        bad(format!("source {name:?}: {e} ({})", e.code().as_str()))
-    })
+    Webhooks::with_mode(endpoints, secret.map(str::as_bytes), mode)
+        .map_err(|e| bad(format!("source {name:?}: {e} ({})", e.code().as_str())))
 }
 
 fn source_from_file(s: &FileSource, index: usize) -> Result<Source, ConfigError> {
     if s.name.is_empty() {
-        return Err(bad(format!("sources[{index}].name must be a non-empty string")));
+        return Err(bad(format!(
+            "sources[{index}].name must be a non-empty string"
+        )));
     }
     let Some(hooks) = &s.webhooks else {
         return source(&s.name, s.write_keys.clone(), None, true);
@@ -761,8 +809,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("relay.toml");
         std::fs::write(&path, text).unwrap();
-        let env: HashMap<String, String> =
-            env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         load(
             &Overrides {
                 config: Some(path.to_string_lossy().into_owned()),
@@ -803,7 +853,10 @@ shared_secret = "s3cret"
         assert!(e.0.contains("unsupported_scheme"), "{e}");
         let e = load_text("admin_token = \"short\"", &[]).unwrap_err();
         assert!(e.0.contains("admin_token"), "{e}");
-        assert!(!e.0.contains("short"), "the token itself is never echoed: {e}");
+        assert!(
+            !e.0.contains("short"),
+            "the token itself is never echoed: {e}"
+        );
     }
 
     #[test]
@@ -812,7 +865,10 @@ shared_secret = "s3cret"
             ONE,
             &[
                 ("CALLPOST_RELAY_LISTEN", "127.0.0.1:0"),
-                ("CALLPOST_RELAY_ADMIN_TOKEN", "0123456789abcdef0123456789abcdef"),
+                (
+                    "CALLPOST_RELAY_ADMIN_TOKEN",
+                    "0123456789abcdef0123456789abcdef",
+                ),
             ],
         )
         .unwrap();

@@ -21,7 +21,9 @@ type Labels = Vec<(&'static str, String)>;
 
 /// Commit latency buckets, seconds: fsync on an SSD is 0.1-2 ms; the
 /// benchmark's p99 for the whole acknowledgement is 25 ms.
-const COMMIT_BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+const COMMIT_BUCKETS: [f64; 10] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0,
+];
 
 /// Every metric the relay keeps.
 pub struct Metrics {
@@ -84,7 +86,11 @@ impl Metrics {
             registry: Registry::default(),
         };
         let r = &mut registry;
-        r.register("requests", "Tracking API requests, by HTTP status answered", m.requests.clone());
+        r.register(
+            "requests",
+            "Tracking API requests, by HTTP status answered",
+            m.requests.clone(),
+        );
         r.register(
             "calls",
             "Calls received: accepted, duplicate (already stored) or rejected (by code)",
@@ -95,7 +101,11 @@ impl Metrics {
             "Deliveries ended: delivered, dead (dead letter), disabled, undeliverable",
             m.deliveries.clone(),
         );
-        r.register("webhook_attempts", "Webhook attempts, by result", m.attempts.clone());
+        r.register(
+            "webhook_attempts",
+            "Webhook attempts, by result",
+            m.attempts.clone(),
+        );
         r.register(
             "sql_statements",
             "SQL statements run, BEGIN and COMMIT included",
@@ -121,7 +131,11 @@ impl Metrics {
             "Connections closed at accept because the listener's connection cap was reached",
             m.connections_refused.clone(),
         );
-        r.register("connections_open", "Open connections, by listener", m.connections_open.clone());
+        r.register(
+            "connections_open",
+            "Open connections, by listener",
+            m.connections_open.clone(),
+        );
         r.register(
             "admin_auth_failures",
             "Admin requests refused for a missing or wrong token",
@@ -132,13 +146,21 @@ impl Metrics {
             "Connections closed for a slow header or body, or idle too long",
             m.timeouts.clone(),
         );
-        r.register("ingest_backlog_calls", "Calls waiting for the storage writer", m.backlog.clone());
+        r.register(
+            "ingest_backlog_calls",
+            "Calls waiting for the storage writer",
+            m.backlog.clone(),
+        );
         r.register(
             "queue_depth",
             "Deliveries pending (due or waiting for a retry)",
             m.queue_depth.clone(),
         );
-        r.register("in_flight", "Deliveries held by a worker now", m.in_flight.clone());
+        r.register(
+            "in_flight",
+            "Deliveries held by a worker now",
+            m.in_flight.clone(),
+        );
         r.register(
             "dead_letters",
             "Deliveries that gave up, waiting for a replay",
@@ -169,13 +191,18 @@ impl Metrics {
 
     /// A Tracking API answer.
     pub fn request(&self, status: u16) {
-        self.requests.get_or_create(&vec![("status", status.to_string())]).inc();
+        self.requests
+            .get_or_create(&vec![("status", status.to_string())])
+            .inc();
     }
 
     /// Calls of `source`: `accepted`, `duplicate` or `rejected` (with the
     /// core's `code`).
     pub fn calls(&self, source: &str, outcome: &'static str, n: u64, code: Option<&str>) {
-        let mut labels = vec![("source", source.to_owned()), ("outcome", outcome.to_owned())];
+        let mut labels = vec![
+            ("source", source.to_owned()),
+            ("outcome", outcome.to_owned()),
+        ];
         if let Some(code) = code {
             labels.push(("code", code.to_owned()));
         }
@@ -184,13 +211,17 @@ impl Metrics {
 
     /// A delivery ended: `delivered`, `dead`, `disabled`, `undeliverable`.
     pub fn delivery(&self, outcome: &'static str, n: u64) {
-        self.deliveries.get_or_create(&vec![("outcome", outcome.to_owned())]).inc_by(n);
+        self.deliveries
+            .get_or_create(&vec![("outcome", outcome.to_owned())])
+            .inc_by(n);
     }
 
     /// A webhook attempt: an HTTP status class (`2xx` …) or `timeout`,
     /// `connection`, `tls`.
     pub fn attempt(&self, result: &str) {
-        self.attempts.get_or_create(&vec![("result", result.to_owned())]).inc();
+        self.attempts
+            .get_or_create(&vec![("result", result.to_owned())])
+            .inc();
     }
 
     /// Results refused because their lease had passed on.
@@ -201,7 +232,8 @@ impl Metrics {
     /// A transaction's commit.
     pub fn commit(&self, took: Duration, calls: usize) {
         self.commit_seconds.observe(took.as_secs_f64());
-        self.committed_calls.fetch_add(calls as i64, Ordering::Relaxed);
+        self.committed_calls
+            .fetch_add(calls as i64, Ordering::Relaxed);
     }
 
     /// Calls committed since start (tests and the benchmark).
@@ -230,7 +262,9 @@ impl Metrics {
 
     /// A connection cut off: `header`, `body` or `idle`.
     pub fn timeout(&self, what: &'static str) {
-        self.timeouts.get_or_create(&vec![("phase", what.to_owned())]).inc();
+        self.timeouts
+            .get_or_create(&vec![("phase", what.to_owned())])
+            .inc();
     }
 
     /// The store's latest counts, read on an interval.

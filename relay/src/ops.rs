@@ -183,7 +183,11 @@ fn originate(call: Call, now: callpost_core::Timestamp) -> Result<Accepted, OpEr
 /// undeliverable calls) pending again, due now, with a fresh 4-hour window
 /// and the same `messageId` (so the same `Idempotency-Key`). Returns how
 /// many.
-pub async fn replay(store: &dyn Store, clock: &Clock, filter: ReplayFilter) -> Result<u64, OpError> {
+pub async fn replay(
+    store: &dyn Store,
+    clock: &Clock,
+    filter: ReplayFilter,
+) -> Result<u64, OpError> {
     Ok(store.replay(clock.now_ms(), filter).await?)
 }
 
