@@ -109,7 +109,11 @@ fn call_entry(
         return Ok(());
     }
     // Everything else: check it has a JSON form, then hand its scalar view.
+    // Numbers go as the host holds them (an int's exact digits, a float's
+    // double): the core's rule decides what an id or another field makes
+    // of each.
     let iso;
+    let digits;
     // None first: by pointer, as `py_str` tries an exact `str`.
     let scalar = if v.is_none() {
         Scalar::Null
@@ -117,11 +121,11 @@ fn call_entry(
         Scalar::Str(s.to_str().map_err(|_| err(JsonError::InvalidUnicode))?)
     } else if v.cast::<PyBool>().is_ok() {
         Scalar::Other("boolean")
-    } else if v.cast::<PyInt>().is_ok() || v.cast::<PyFloat>().is_ok() {
-        match walk(v, None).map_err(at)? {
-            Value::Number(n) => Scalar::Number(n),
-            _ => Scalar::Other("number"),
-        }
+    } else if let Ok(i) = v.cast::<PyInt>() {
+        digits = int_digits(i)?;
+        Scalar::Integer(&digits)
+    } else if let Ok(f) = v.cast::<PyFloat>() {
+        Scalar::Float(f.value())
     } else if v.cast::<PyDateTime>().is_ok() || v.cast::<PyDate>().is_ok() {
         iso = match walk(v, default).map_err(at)? {
             Value::String(s) => s,
@@ -146,4 +150,21 @@ fn call_entry(
         b.scalar(key, scalar);
     }
     Ok(())
+}
+
+/// A Python `int`'s exact decimal digits, whatever its size.
+fn int_digits(i: &Bound<'_, PyInt>) -> PyResult<String> {
+    // i64 first: on the stable ABI, i128 takes the slow path.
+    if let Ok(n) = i.extract::<i64>() {
+        return Ok(n.to_string());
+    }
+    if let Ok(n) = i.extract::<i128>() {
+        return Ok(n.to_string());
+    }
+    // `int.__repr__` rather than `str(i)`: a subclass (an `IntEnum`) may
+    // print itself otherwise.
+    i.py()
+        .get_type::<PyInt>()
+        .call_method1("__repr__", (i,))?
+        .extract()
 }

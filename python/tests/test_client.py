@@ -176,6 +176,27 @@ def test_a_message_over_32kb_raises_and_nothing_else_changes(serve: Any) -> None
     assert ids(srv) == [keep]
 
 
+def test_integer_ids_of_any_size_are_sent_as_their_exact_digits(serve: Any) -> None:
+    srv = serve(ok)
+    with callpost.Client("wk", endpoint=srv.url) as c:
+        c.track(157963456373623802, "Big", anonymous_id=-(2**64), message_id=10**30)
+        c.group("u", int("9" * 50))
+        c.alias(2**53 + 1, 0)
+        for bad, code in ((lambda: c.track(1.5, "e"), "invalid_field"), (lambda: c.track(True, "e"), "invalid_field"),
+                          (lambda: c.track(float(2**53), "e"), "integer_out_of_range"),
+                          # Other fields keep the JSON rule for integers.
+                          (lambda: c.track("u", "e", {"n": 2**53 + 1}), "integer_out_of_range"),
+                          (lambda: c.track("u", 2**64), "integer_out_of_range")):
+            with pytest.raises(callpost.CallpostError) as e:
+                bad()
+            assert e.value.code == code
+    track, group, alias = (m for b in batches(srv) for m in b["batch"])
+    assert (track["userId"], track["anonymousId"], track["messageId"]) == (
+        "157963456373623802", "-18446744073709551616", "1" + "0" * 30)
+    assert group["groupId"] == "9" * 50
+    assert (alias["previousId"], alias["userId"]) == ("9007199254740993", "0")
+
+
 def test_invalid_calls_raise_typed_errors(serve: Any) -> None:
     with callpost.Client("wk", endpoint="http://127.0.0.1:9") as c:
         with pytest.raises(callpost.InvalidCallError) as e:

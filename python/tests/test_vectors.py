@@ -400,3 +400,60 @@ def test_receive(case: Dict[str, Any]) -> None:
     value, header, coverage, ids = callpost.receive_webhook(*args, allow_first_event_signature=allow)
     assert (header, coverage, ids) == (expect["header"], expect["coverage"], expect["message_ids"])
     assert isinstance(value, list) == expect["batch"]
+
+
+IDS = vectors("ids.json")
+ID_CASES = [(case, field) for case in IDS["cases"] for field in case.get("fields", list(IDS["calls"]))]
+
+
+def host_id(case: Dict[str, Any]) -> Any:
+    """The case's id as the Python value its `form` names (testdata/README.md)."""
+    text = case["id"]
+    return {"integer": int, "float": float, "string": str, "bool": lambda t: t == "true"}[case["form"]](text)
+
+
+def id_sent(how: str, case: Dict[str, Any], field: str) -> Any:
+    """The id `field` holds in the message the batcher makes of the case's call."""
+    template: Dict[str, Any] = IDS["calls"][field]
+    b = callpost.Batcher("wk", now=0)
+    if how == "fields":
+        # What callpost.Client and callpost.segment call: the fields as arguments.
+        given = {**template, field: host_id(case)}
+        return json.loads(b.prepare_fields(given["type"], *(given.get(k) for k in callpost.CALL_FIELDS)).json)[field]
+    if how == "dict":
+        call: Any = {**template, field: host_id(case)}
+    else:  # the id as a number literal in the call's JSON text
+        call = json.dumps(template, separators=(",", ":"))[:-1] + f',"{field}":{case["id"]}}}'
+    b.handle_call(0, call, bytes(16))
+    b.flush(0)
+    req = b.poll_request(0)
+    assert req is not None
+    return json.loads(req.request.body)["batch"][0][field]
+
+
+@pytest.mark.parametrize("how", ["dict", "fields"])
+@pytest.mark.parametrize("case,field", [(c, f) for c, f in ID_CASES if c["form"] != "json"],
+                         ids=lambda v: v["name"] if isinstance(v, dict) else v)
+def test_id_vectors(case: Dict[str, Any], field: str, how: str) -> None:
+    if "code" not in case:
+        assert id_sent(how, case, field) == case["expect"]
+        return
+    with pytest.raises(callpost.CallpostError) as e:
+        id_sent(how, case, field)
+    assert_code(e.value, case["code"])
+
+
+@pytest.mark.parametrize("case,field", [(c, f) for c, f in ID_CASES if c["form"] == "json"],
+                         ids=lambda v: v["name"] if isinstance(v, dict) else v)
+def test_id_vectors_in_json_text(case: Dict[str, Any], field: str) -> None:
+    if "code" not in case:
+        assert id_sent("text", case, field) == case["expect"]
+        return
+    with pytest.raises(callpost.CallpostError) as e:
+        id_sent("text", case, field)
+    assert_code(e.value, case["code"])
+
+
+def test_id_vectors_cover_every_id_field() -> None:
+    assert list(IDS["calls"]) == ["userId", "anonymousId", "groupId", "previousId", "messageId"]
+    assert all(f in callpost.CALL_FIELDS for f in IDS["calls"])

@@ -318,6 +318,7 @@ class Webhooks:
 
 
 OnError = Callable[[DeliveryError, List[Dict[str, Any]]], None]
+Id = Union[str, int]
 
 
 def _waker(client: Union["Client", "AsyncClient"]) -> Callable[[], None]:
@@ -335,7 +336,11 @@ def _waker(client: Union["Client", "AsyncClient"]) -> Callable[[], None]:
 
 
 class _CallMethods:
-    """identify/track/page/screen/group/alias, shared by both clients."""
+    """identify/track/page/screen/group/alias, shared by both clients.
+
+    An id (``user_id``, ``anonymous_id``, ``group_id``, ``previous_id``,
+    ``message_id``) is a ``str`` or an ``int``; an ``int`` is sent as its
+    exact decimal string, whatever its size."""
 
     # Each method hands its fields to the batcher as they are, in the order
     # of the core's CALL_FIELDS, without building a dict for it to walk:
@@ -344,43 +349,43 @@ class _CallMethods:
     # between: they were a fifth of `track()`'s CPU.
     _enqueue: Callable[..., str]
 
-    def identify(self, user_id: Optional[str] = None, traits: Optional[Mapping[str, Any]] = None, *, anonymous_id: Optional[str] = None,
+    def identify(self, user_id: Optional[Id] = None, traits: Optional[Mapping[str, Any]] = None, *, anonymous_id: Optional[Id] = None,
                  context: Optional[Mapping[str, Any]] = None, integrations: Optional[Mapping[str, Any]] = None,
-                 timestamp: Any = None, message_id: Optional[str] = None) -> Any:
+                 timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
         """Records who the user is. Returns the messageId."""
         return self._enqueue("identify", user_id, anonymous_id, None, None, None, None, traits, context, integrations, None, None,
                              timestamp, message_id)
 
-    def track(self, user_id: Optional[str] = None, event: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
-              anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
-              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
+    def track(self, user_id: Optional[Id] = None, event: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
+              anonymous_id: Optional[Id] = None, context: Optional[Mapping[str, Any]] = None,
+              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
         """Records an event. Returns the messageId."""
         return self._enqueue("track", user_id, anonymous_id, event, None, None, properties, None, context, integrations, None, None,
                              timestamp, message_id)
 
-    def page(self, user_id: Optional[str] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
-             category: Optional[str] = None, anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
-             integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
+    def page(self, user_id: Optional[Id] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
+             category: Optional[str] = None, anonymous_id: Optional[Id] = None, context: Optional[Mapping[str, Any]] = None,
+             integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
         """Records a page view. Returns the messageId."""
         return self._enqueue("page", user_id, anonymous_id, None, name, category, properties, None, context, integrations, None, None,
                              timestamp, message_id)
 
-    def screen(self, user_id: Optional[str] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
-               anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
-               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
+    def screen(self, user_id: Optional[Id] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
+               anonymous_id: Optional[Id] = None, context: Optional[Mapping[str, Any]] = None,
+               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
         """Records a screen view. Returns the messageId."""
         return self._enqueue("screen", user_id, anonymous_id, None, name, None, properties, None, context, integrations, None, None,
                              timestamp, message_id)
 
-    def group(self, user_id: Optional[str] = None, group_id: Optional[str] = None, traits: Optional[Mapping[str, Any]] = None, *,
-              anonymous_id: Optional[str] = None, context: Optional[Mapping[str, Any]] = None,
-              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
+    def group(self, user_id: Optional[Id] = None, group_id: Optional[Id] = None, traits: Optional[Mapping[str, Any]] = None, *,
+              anonymous_id: Optional[Id] = None, context: Optional[Mapping[str, Any]] = None,
+              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
         """Associates the user with a group. Returns the messageId."""
         return self._enqueue("group", user_id, anonymous_id, None, None, None, None, traits, context, integrations, group_id, None,
                              timestamp, message_id)
 
-    def alias(self, previous_id: Optional[str] = None, user_id: Optional[str] = None, *, context: Optional[Mapping[str, Any]] = None,
-              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[str] = None) -> Any:
+    def alias(self, previous_id: Optional[Id] = None, user_id: Optional[Id] = None, *, context: Optional[Mapping[str, Any]] = None,
+              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
         """Merges ``previous_id`` into ``user_id``. Returns the messageId."""
         return self._enqueue("alias", user_id, None, None, None, None, None, None, context, integrations, None, previous_id,
                              timestamp, message_id)
