@@ -10,6 +10,7 @@ import datetime
 import decimal
 import enum
 import gzip
+import importlib.util
 import json
 import logging
 import os
@@ -18,6 +19,9 @@ import subprocess
 import sys
 import threading
 import time
+import types
+import unittest
+import unittest.mock
 import uuid
 from typing import Any, Dict, Iterator, List, Tuple
 
@@ -120,6 +124,31 @@ def test_ids_are_strings_and_defaults_are_filled_as_segment_fills_them(serve: An
     _, msg = c.identify(anonymous_id="a1")
     uuid.UUID(msg["messageId"])  # generated: a UUID
     assert datetime.datetime.fromisoformat(msg["timestamp"].replace("Z", "+00:00")).tzinfo is not None
+
+
+def test_integer_ids_of_any_size_are_their_exact_digits(serve: Any) -> None:
+    srv = serve(ok)
+    c = analytics.Client("wk", host=srv.url)
+    _, track = c.track(157963456373623802, "Big", message_id=2**64)
+    _, group = c.group(-157963456373623803, 10**30, anonymous_id=0)
+    _, alias = c.alias(2**53 + 1, int("9" * 50))
+    c.shutdown()
+    assert (track["userId"], track["messageId"]) == ("157963456373623802", "18446744073709551616")
+    assert (group["userId"], group["groupId"], group["anonymousId"]) == ("-157963456373623803", "1" + "0" * 30, "0")
+    assert (alias["previousId"], alias["userId"]) == ("9007199254740993", "9" * 50)
+    assert messages(srv) == [track, group, alias]
+    # An id given as a float or a bool is no identifier (Segment's SDK sends str() of it).
+    for bad in (lambda: c.track(1.5, "E"), lambda: c.track(True, "E"), lambda: c.group("u", 2.5),
+                lambda: c.track("u", "E", message_id=False)):
+        with pytest.raises(callpost.InvalidCallError) as e:
+            bad()
+        assert e.value.code == "invalid_field"
+    # What was sent leaves out an id not given; the returned msg reads None
+    # for it, as Segment's does.
+    _, msg = c.track(anonymous_id="a1", event="Anonymous")
+    assert msg["userId"] is None and "userId" not in msg and msg.get("userId") is None
+    with pytest.raises(KeyError):
+        msg["groupId"]
 
 
 def test_naive_timestamps_are_guessed_as_segment_guesses(serve: Any) -> None:
@@ -417,3 +446,54 @@ def test_defaults_are_segments(segment_python: str) -> None:
     our_params = list(inspect.signature(analytics.Client.__init__).parameters)
     assert our_params[:len(their_params)] == their_params
     assert our_params[len(their_params):] == ["http_client", "default"]
+
+
+# -- Segment's own tests, unmodified, against callpost.segment ---------------
+
+SEGMENTS_OWN_TESTS = ["test_stringifies_user_id", "test_stringifies_anonymous_id"]
+
+
+@pytest.fixture(scope="session")
+def segments_test_client(segment_python: str) -> pathlib.Path:
+    """segment/analytics/test/test_client.py of Segment's SDK as PyPI ships it."""
+    r = subprocess.run([segment_python, "-c", "import os, segment.analytics as a; print(os.path.dirname(a.__file__))"],
+                       capture_output=True, text=True, timeout=60, check=True)
+    return pathlib.Path(r.stdout.strip()) / "test" / "test_client.py"
+
+
+@pytest.mark.parametrize("name", SEGMENTS_OWN_TESTS)
+def test_segments_own_test_passes_against_callpost_segment(
+        serve: Any, segments_test_client: pathlib.Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Segment's test module, unmodified, with its imports pointed at
+    callpost.segment: `segment.analytics.client.Client` is callpost's, sending
+    to a local server rather than api.segment.io."""
+    srv = serve(ok)
+    made: List[analytics.Client] = []
+
+    class Client(analytics.Client):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("host", srv.url)
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    shims = {"segment": types.ModuleType("segment"), "segment.analytics": types.ModuleType("segment.analytics"),
+             "segment.analytics.client": types.ModuleType("segment.analytics.client"),
+             "segment.analytics.version": types.ModuleType("segment.analytics.version"), "mock": unittest.mock}
+    setattr(shims["segment.analytics.client"], "Client", Client)
+    setattr(shims["segment.analytics.version"], "VERSION", analytics.VERSION)
+    for module_name, module in shims.items():
+        monkeypatch.setitem(sys.modules, module_name, module)
+    spec = importlib.util.spec_from_file_location("segments_test_client", segments_test_client)
+    assert spec is not None and spec.loader is not None
+    tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tests)
+
+    result = unittest.TestResult()
+    tests.TestClient(name).run(result)
+    for c in made:
+        c.shutdown()
+    assert result.testsRun == 1
+    assert result.wasSuccessful(), "\n".join(text for _, text in result.errors + result.failures)
+    sent = messages(srv)
+    assert len(sent) == 1 and sent[0]["type"] == "track"
+    assert sent[0].get("userId", sent[0].get("anonymousId")) in ("157963456373623802", "157963456373623803")

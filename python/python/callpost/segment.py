@@ -100,11 +100,22 @@ def _require(name: str, value: Any, types: Any) -> None:
         raise SegmentArgumentError("invalid_argument", f"{name} must have {types}, got: {value!r}")
 
 
-def _message_id(value: Any) -> Optional[str]:
+def _message_id(value: Any) -> Any:
     # Segment's `stringify_id` for the one id that may be any object (a
-    # `uuid4()`); numeric user, group and previous ids the core writes as
-    # strings itself.
-    return None if value is None else str(value)
+    # `uuid4()`). Numbers go to the core as they are, as the other ids do:
+    # its id rule writes an int as its exact digits.
+    return value if value is None or isinstance(value, (str, int, float)) else str(value)
+
+
+class _Msg(Dict[str, Any]):
+    """The message as it is sent, read as Segment's SDK returns it: its
+    ``msg["userId"]`` and ``msg["anonymousId"]`` are ``None`` when not given
+    (Segment's SDK sends them as ``null``; callpost leaves them out)."""
+
+    def __missing__(self, key: str) -> None:
+        if key in ("userId", "anonymousId"):
+            return None
+        raise KeyError(key)
 
 
 def _aware(value: Any) -> Optional[_dt.datetime]:
@@ -318,7 +329,7 @@ class Client:
                 group_id, previous_id, _aware(timestamp), _message_id(message_id))
         except MessageTooLargeError as e:
             raise SegmentMessageTooLargeError(e.code, str(e)) from None
-        msg: Msg = json.loads(message.json)
+        msg: Msg = _Msg(json.loads(message.json))
         self.log.debug("queueing: %s", msg)
         if not self.send:
             return True, msg
