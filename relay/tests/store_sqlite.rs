@@ -33,3 +33,514 @@ async fn fresh() -> (Arc<dyn Store>, TempDir) {
 }
 
 contract_tests!(fresh);
+
+// -- SQLite only -------------------------------------------------------------
+
+use callpost_relay::store::{Finish, ReplayFilter, Retention, StoreError};
+use contract::{refused, row, T0};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+const V1_SCHEMA: &str = include_str!("../migrations/sqlite/0001_init.sql");
+
+async fn open_at(path: &Path, exclusive: bool) -> Result<SqliteStore, StoreError> {
+    SqliteStore::open(
+        path.to_path_buf(),
+        StoreOptions {
+            exclusive,
+            ..options()
+        },
+    )
+    .await
+}
+
+fn db_path(dir: &TempDir) -> PathBuf {
+    dir.path().join("relay.db")
+}
+
+/// A second connection to the file, as another process would hold one.
+fn side_connection(path: &Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    conn
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// Polls `check` until it holds; a hang guard, not a timing assertion.
+async fn eventually(what: &str, check: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < Duration::from_secs(20), "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The database, its WAL and the lock file are the owner's only, whatever
+/// the umask.
+#[tokio::test]
+async fn files_are_created_private() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = open_at(&path, true).await.unwrap();
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&dir.path().join("relay.db-wal")), 0o600);
+    assert_eq!(mode(&dir.path().join("relay.db.lock")), 0o600);
+    store.close().await;
+}
+
+/// An existing file keeps the mode its owner gave it.
+#[tokio::test]
+async fn an_existing_file_keeps_its_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    std::fs::write(&path, b"").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let store = open_at(&path, true).await.unwrap();
+    assert_eq!(mode(&path), 0o640);
+    store.close().await;
+}
+
+/// One relay per file: a second exclusive open is refused, a
+/// non-exclusive one (the CLI beside a live relay) is not, and the lock
+/// goes with the store's close.
+#[tokio::test]
+async fn a_second_relay_on_the_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let first = open_at(&path, true).await.unwrap();
+    let Err(e) = open_at(&path, true).await else {
+        panic!("a second exclusive open succeeded");
+    };
+    assert_eq!(
+        e,
+        StoreError::Refused(format!(
+            "another relay is using {}; run one relay per SQLite file, or share Postgres",
+            path.display()
+        ))
+    );
+    let cli = open_at(&path, false).await.unwrap();
+    cli.close().await;
+    first.close().await;
+    let again = open_at(&path, true).await.unwrap();
+    again.close().await;
+}
+
+/// The only relay on the file takes back the leases a relay that is gone
+/// held; a non-exclusive open leaves them.
+#[tokio::test]
+async fn an_exclusive_open_takes_back_leases() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = open_at(&path, true).await.unwrap();
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    let held = store.claim(T0, "a", 10, 3_600_000).await.unwrap();
+    assert_eq!(held.len(), 1);
+    store.close().await;
+
+    let cli = open_at(&path, false).await.unwrap();
+    assert!(cli.claim(T0, "a", 10, 1_000).await.unwrap().is_empty());
+    cli.close().await;
+
+    let store = open_at(&path, true).await.unwrap();
+    let again = store.claim(T0, "a", 10, 1_000).await.unwrap();
+    assert_eq!(again.len(), 1);
+    // The gone relay's token no longer counts.
+    let stale = Finish::Delivered {
+        id: held[0].id,
+        claim: held[0].claim,
+        attempts: 1,
+    };
+    assert_eq!(store.finish(vec![stale], T0).await.unwrap(), 1);
+    store.close().await;
+}
+
+/// A new file runs every migration; opening it again runs none.
+#[tokio::test]
+async fn a_new_file_is_migrated_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = open_at(&path, true).await.unwrap();
+    assert_eq!(store.migrated(), (0, 2));
+    store.close().await;
+    let store = open_at(&path, true).await.unwrap();
+    assert_eq!(store.migrated(), (2, 2));
+    store.close().await;
+    let version: String = side_connection(&path)
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(version, "2");
+}
+
+/// A database made by the Python relay (schema version 1) opens, keeps
+/// its calls and gains the per-source claim index.
+#[tokio::test]
+async fn a_version_1_database_migrates() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    {
+        let conn = side_connection(&path);
+        conn.execute_batch("PRAGMA journal_mode=WAL").unwrap();
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        )
+        .unwrap();
+        conn.execute_batch(V1_SCHEMA).unwrap();
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', '1')",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO deliveries (source, message_id, kind, message, received_at, status, due_at) \
+             VALUES ('a', 'p1', 'track', '{}', ?1, 0, ?1), ('a', 'd1', 'track', '{}', ?1, 2, ?1)",
+            [T0],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO rejected (source, received_at, code, reason, text) VALUES ('a', ?1, 'c', 'r', 't')",
+            [T0],
+        )
+        .unwrap();
+    }
+    let store = open_at(&path, true).await.unwrap();
+    assert_eq!(store.migrated(), (1, 2));
+    let stats = store.stats(T0).await.unwrap();
+    assert_eq!((stats.pending, stats.dead, stats.rejected), (1, 1, 1));
+    assert_eq!(store.claim(T0, "a", 10, 1_000).await.unwrap().len(), 1);
+    assert_eq!(
+        store
+            .insert(vec![row("a", "p1", T0)], vec![])
+            .await
+            .unwrap(),
+        0,
+        "deduplicated"
+    );
+    store.close().await;
+    let conn = side_connection(&path);
+    let indexes: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'deliveries' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert!(
+        indexes.contains(&"deliveries_source_due".to_string()),
+        "{indexes:?}"
+    );
+    let finished_sql: String = conn
+        .query_row(
+            "SELECT sql FROM sqlite_master WHERE name = 'deliveries_finished'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(finished_sql.contains("status <> 0"), "{finished_sql}");
+}
+
+/// A database from a newer relay is refused, untouched.
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    open_at(&path, true).await.unwrap().close().await;
+    side_connection(&path)
+        .execute(
+            "UPDATE meta SET value = '99' WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
+    let Err(e) = open_at(&path, true).await else {
+        panic!("a newer schema opened");
+    };
+    assert!(
+        matches!(&e, StoreError::Refused(m) if m.contains("schema version 99")),
+        "{e:?}"
+    );
+    // The lock went with the failed open.
+    side_connection(&path)
+        .execute(
+            "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
+            [],
+        )
+        .unwrap();
+    open_at(&path, true).await.unwrap().close().await;
+}
+
+/// A database that stops answering (another process holds the write
+/// lock): ingest gets `Timeout` within the limit, the store says it is
+/// unhealthy, and it recovers once the lock goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stuck_database_times_out_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = SqliteStore::open(
+        path.clone(),
+        StoreOptions {
+            timeout: Duration::from_millis(300),
+            ..options()
+        },
+    )
+    .await
+    .unwrap();
+    store
+        .insert(vec![row("a", "m0", T0)], vec![])
+        .await
+        .unwrap();
+    assert!(store.healthy());
+
+    let blocker = side_connection(&path);
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = Instant::now();
+    let r = store.insert(vec![row("a", "m1", T0)], vec![]).await;
+    assert_eq!(r, Err(StoreError::Timeout));
+    // A hang guard: the limit is 300 ms.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!store.healthy());
+    // Reads still answer in WAL mode; they do not make it healthy.
+    assert_eq!(store.stats(T0).await.unwrap().pending, 1);
+    assert!(!store.healthy());
+
+    blocker.execute_batch("COMMIT").unwrap();
+    assert_eq!(store.insert(vec![row("a", "m2", T0)], vec![]).await, Ok(1));
+    assert!(store.healthy());
+    assert_eq!(store.backlog(), 0);
+    store.close().await;
+}
+
+/// After a failure the store becomes healthy again by itself once the
+/// database answers, with no traffic (a not-ready relay gets none).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_comes_back_without_traffic() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = SqliteStore::open(
+        path.clone(),
+        StoreOptions {
+            timeout: Duration::from_millis(300),
+            ..options()
+        },
+    )
+    .await
+    .unwrap();
+    let blocker = side_connection(&path);
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    assert_eq!(
+        store.insert(vec![row("a", "m1", T0)], vec![]).await,
+        Err(StoreError::Timeout)
+    );
+    assert!(!store.healthy());
+    blocker.execute_batch("COMMIT").unwrap();
+    eventually("healthy again", || store.healthy()).await;
+    store.close().await;
+}
+
+/// Every statement is counted, BEGIN and COMMIT included: an insert alone
+/// is BEGIN, one INSERT for the calls, one per refused call, COMMIT.
+#[tokio::test]
+async fn statements_are_counted() {
+    let (store, _dir) = fresh().await;
+    let s0 = store.statements();
+    let rows: Vec<_> = (0..3).map(|i| row("a", &format!("m{i}"), T0)).collect();
+    store
+        .insert(rows, vec![refused("a", T0, "{}")])
+        .await
+        .unwrap();
+    assert_eq!(store.statements() - s0, 4);
+    let s1 = store.statements();
+    let claimed = store.claim(T0, "a", 10, 1_000).await.unwrap();
+    assert_eq!(
+        store.statements() - s1,
+        3,
+        "BEGIN, UPDATE … RETURNING, COMMIT"
+    );
+    let s2 = store.statements();
+    let finishes = claimed
+        .iter()
+        .map(|c| Finish::Delivered {
+            id: c.id,
+            claim: c.claim,
+            attempts: 1,
+        })
+        .collect();
+    store.finish(finishes, T0).await.unwrap();
+    assert_eq!(
+        store.statements() - s2,
+        5,
+        "BEGIN, one UPDATE per delivery, COMMIT"
+    );
+    let s3 = store.statements();
+    store.stats(T0).await.unwrap();
+    assert_eq!(store.statements() - s3, 3);
+    // 1,200 calls: three multi-row INSERTs.
+    let s4 = store.statements();
+    let rows: Vec<_> = (0..1_200).map(|i| row("b", &format!("m{i}"), T0)).collect();
+    store.insert(rows, vec![]).await.unwrap();
+    assert_eq!(store.statements() - s4, 5);
+    store.close().await;
+}
+
+/// Calls that wait together are committed together: many concurrent
+/// inserts, fewer commits, every call reported once by the observer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_inserts_share_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Arc::new(open_at(&path, true).await.unwrap());
+    let commits: Arc<Mutex<Vec<usize>>> = Arc::default();
+    {
+        let commits = commits.clone();
+        store.set_commit_observer(Arc::new(move |_took, calls| {
+            commits.lock().unwrap().push(calls)
+        }));
+    }
+    // Hold the writer so that the calls queue up behind it, as they do
+    // behind an fsync under load.
+    let blocker = side_connection(&path);
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut tasks = vec![];
+    for i in 0..200 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .insert(
+                    vec![row("a", &format!("m{i}"), T0)],
+                    vec![refused("a", T0, "{}")],
+                )
+                .await
+        }));
+    }
+    eventually("all 200 queued", || store.backlog() == 400).await;
+    blocker.execute_batch("COMMIT").unwrap();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), Ok(1));
+    }
+    assert_eq!(store.backlog(), 0);
+    let commits = commits.lock().unwrap().clone();
+    assert_eq!(commits.iter().sum::<usize>(), 400, "{commits:?}");
+    assert!(
+        commits.len() < 10,
+        "{} commits for 200 inserts",
+        commits.len()
+    );
+    assert_eq!(store.stats(T0).await.unwrap().pending, 200);
+    store.close().await;
+}
+
+/// One operation that fails does not fail the others committed with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_operation_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Arc::new(open_at(&path, true).await.unwrap());
+    let blocker = side_connection(&path);
+    blocker
+        .execute_batch(
+            "CREATE TRIGGER poison BEFORE INSERT ON deliveries WHEN NEW.message_id = 'poison' \
+             BEGIN SELECT RAISE(ABORT, 'poisoned'); END",
+        )
+        .unwrap();
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut tasks = vec![];
+    for id in ["m1", "poison", "m2", "m3"] {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store.insert(vec![row("a", id, T0)], vec![]).await
+        }));
+    }
+    eventually("all queued", || store.backlog() == 4).await;
+    blocker.execute_batch("COMMIT").unwrap();
+    let mut results = vec![];
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    assert_eq!(results[0], Ok(1));
+    assert!(
+        matches!(&results[1], Err(StoreError::Unavailable(m)) if m.contains("poisoned")),
+        "{results:?}"
+    );
+    assert_eq!(results[2], Ok(1));
+    assert_eq!(results[3], Ok(1));
+    assert_eq!(store.stats(T0).await.unwrap().pending, 3);
+    store.close().await;
+}
+
+/// A purge deletes in bounded chunks (each its own transaction) until
+/// nothing older is left.
+#[tokio::test]
+async fn purge_runs_in_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = open_at(&path, true).await.unwrap();
+    let rows: Vec<_> = (0..20_001)
+        .map(|i| row("a", &format!("m{i}"), T0))
+        .collect();
+    store.insert(rows, vec![]).await.unwrap();
+    side_connection(&path)
+        .execute("UPDATE deliveries SET status = 1, finished_at = ?1", [T0])
+        .unwrap();
+    let retention = Retention {
+        delivered_ms: 1,
+        undeliverable_ms: 1,
+        dead_ms: 1,
+        rejected_ms: 1,
+    };
+    let s0 = store.statements();
+    let purged = store.purge(T0 + 2, retention).await.unwrap();
+    assert_eq!(purged.delivered, 20_001);
+    // Delivered: 10,000 + 10,000 + 1; then one (empty) chunk for each other
+    // kind; each chunk is BEGIN, DELETE, COMMIT.
+    assert_eq!(store.statements() - s0, 3 * (3 + 3));
+    assert_eq!(store.stats(T0).await.unwrap().delivered, 0);
+    store.close().await;
+}
+
+/// After close, the queued work is committed and the file can be opened
+/// by the next relay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_commits_what_is_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Arc::new(open_at(&path, true).await.unwrap());
+    let blocker = side_connection(&path);
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let insert = {
+        let store = store.clone();
+        tokio::spawn(async move { store.insert(vec![row("a", "m1", T0)], vec![]).await })
+    };
+    eventually("queued", || store.backlog() == 1).await;
+    let closing = {
+        let store = store.clone();
+        tokio::spawn(async move { store.close().await })
+    };
+    blocker.execute_batch("COMMIT").unwrap();
+    closing.await.unwrap();
+    assert_eq!(insert.await.unwrap(), Ok(1));
+    assert_eq!(
+        store.replay(T0, ReplayFilter::default()).await,
+        Err(StoreError::Closed)
+    );
+    let store = open_at(&path, true).await.unwrap();
+    assert_eq!(store.stats(T0).await.unwrap().pending, 1);
+    store.close().await;
+}
