@@ -411,7 +411,7 @@ async fn concurrent_inserts_share_commits() {
     {
         let commits = commits.clone();
         store.set_commit_observer(Arc::new(move |_took, calls| {
-            commits.lock().unwrap().push(calls)
+            commits.lock().unwrap().push(calls);
         }));
     }
     // Hold the writer so that the calls queue up behind it, as they do

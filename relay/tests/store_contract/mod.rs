@@ -86,10 +86,10 @@ macro_rules! contract_tests {
                 if !$run {
                     return;
                 }
-                let (store, guard) = $factory().await;
+                // The guard lives to the end, after the close.
+                let (store, _guard) = $factory().await;
                 $crate::contract::$name(store.clone()).await;
                 store.close().await;
-                drop(guard);
             }
         )*
     };
