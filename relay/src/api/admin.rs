@@ -1,0 +1,450 @@
+//! The admin API: status, dead letters, refused calls, delete
+//! notifications, audience syncs and replays, behind the admin token.
+//!
+//! * No `admin_token` configured: every admin route (and `/metrics`) is
+//!   403 `admin_disabled`.
+//! * `Authorization: Bearer <token>`, compared in constant time, before
+//!   the body is read. A request without the right token is counted
+//!   (`callpost_relay_admin_auth_failures_total`), logged with its remote
+//!   address (never the token it gave; at most one line a second, with the
+//!   number held back), and answered 401 only after
+//!   [`AUTH_FAILURE_DELAY`], on a connection then closed: each guess costs
+//!   a second and a new connection, and the connection cap bounds how many
+//!   run at once. (A guess is hopeless anyway: the token is at least
+//!   [`MIN_ADMIN_TOKEN_LEN`](crate::config::MIN_ADMIN_TOKEN_LEN)
+//!   characters; the delay keeps failures from being a cheap flood.)
+//! * Bodies: at most [`MAX_ADMIN_BODY_BYTES`] (413 past it, never read as
+//!   empty), a JSON object (400 otherwise), every field type-checked (a
+//!   string is not a boolean), unknown fields and query parameters 400.
+//! * `limit` (dead letters, refused calls): 1 to [`MAX_LIMIT`], default
+//!   [`DEFAULT_LIMIT`].
+//! * A replay names what it replays (`messageIds`, a non-empty list;
+//!   `source`; `since`; `until`) or says `"all": true`.
+
+use super::{
+    body_failed, body_timeout, closing, error, header, json_value, read_body, with, Answer, Api,
+    BodyError, Throttle,
+};
+use crate::config::MAX_ADMIN_BODY_BYTES;
+use crate::ops::{self, OpError};
+use crate::store::ReplayFilter;
+use callpost_core::Timestamp;
+use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, WWW_AUTHENTICATE};
+use http::{HeaderMap, Method, Request};
+use hyper::body::Incoming;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use subtle::ConstantTimeEq as _;
+
+/// How long a request without the right admin token waits for its 401.
+pub const AUTH_FAILURE_DELAY: Duration = Duration::from_secs(1);
+
+/// The most rows `GET /admin/dead-letters` and `GET /admin/rejected`
+/// return at once: the answer is built in memory.
+pub const MAX_LIMIT: usize = 1000;
+
+/// Rows returned when `limit` is not given.
+pub const DEFAULT_LIMIT: usize = 100;
+
+type AudienceLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
+
+/// What the admin API keeps between requests.
+#[derive(Debug, Default)]
+pub(crate) struct AdminState {
+    /// One lock per (source, audience): syncs of one audience must not
+    /// interleave (each reads the state the previous one stored).
+    audiences: Mutex<AudienceLocks>,
+    failures: Throttle,
+}
+
+/// The admin routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    Status,
+    DeadLetters,
+    Rejected,
+    Delete,
+    Audiences,
+    Replay,
+    #[cfg(feature = "test-clock")]
+    TestClock,
+}
+
+impl Route {
+    pub(crate) fn of(method: &Method, path: &str) -> Option<Self> {
+        Some(match (method, path) {
+            (&Method::GET, "/admin/status") => Self::Status,
+            (&Method::GET, "/admin/dead-letters") => Self::DeadLetters,
+            (&Method::GET, "/admin/rejected") => Self::Rejected,
+            (&Method::POST, "/admin/delete") => Self::Delete,
+            (&Method::POST, "/admin/audiences") => Self::Audiences,
+            (&Method::POST, "/admin/replay") => Self::Replay,
+            #[cfg(feature = "test-clock")]
+            (&Method::POST, "/admin/test/clock") => Self::TestClock,
+            _ => return None,
+        })
+    }
+}
+
+/// Checks the admin token; on failure, the answer to give (after the
+/// delay, for a wrong or missing token).
+pub(crate) async fn authorize(
+    api: &Api,
+    headers: &HeaderMap,
+    remote: SocketAddr,
+) -> Result<(), Answer> {
+    let Some(token) = &api.relay.cfg.admin_token else {
+        return Err(error(
+            403,
+            "admin_disabled",
+            "set admin_token to use the admin API",
+        ));
+    };
+    let given = headers
+        .get(AUTHORIZATION)
+        .map(HeaderValue::as_bytes)
+        .and_then(|v| (v.len() >= 7 && v[..7].eq_ignore_ascii_case(b"bearer ")).then(|| &v[7..]))
+        .unwrap_or_default();
+    if bool::from(given.ct_eq(token.expose().as_bytes())) {
+        return Ok(());
+    }
+    api.relay.metrics.admin_auth_failure();
+    if let Some(held) = api.admin.failures.allow() {
+        tracing::warn!(
+            "refused an admin request from {remote}: missing or wrong admin token ({held} more refused since the last warning)"
+        );
+    }
+    tokio::time::sleep(AUTH_FAILURE_DELAY).await;
+    Err(closing(with(
+        error(401, "unauthorized", "admin token required"),
+        WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer"),
+    )))
+}
+
+/// Answers an admin request.
+pub(crate) async fn handle(
+    api: &Api,
+    route: Route,
+    req: Request<Incoming>,
+    remote: SocketAddr,
+    headers_in: Instant,
+) -> Answer {
+    if let Err(a) = authorize(api, req.headers(), remote).await {
+        return a;
+    }
+    let query = req.uri().query().map(str::to_owned);
+    let fields = match body(api, req, headers_in).await {
+        Ok(f) => f,
+        Err(a) => return a,
+    };
+    match run(api, route, query.as_deref(), fields).await {
+        Ok(a) => a,
+        Err(Refused::Bad(message)) => error(400, "invalid_argument", &message),
+        Err(Refused::Op(e)) => error(e.status, e.code, &e.message),
+    }
+}
+
+/// Why an admin request was refused.
+enum Refused {
+    /// 400 `invalid_argument`.
+    Bad(String),
+    /// The operation's own status and code.
+    Op(OpError),
+}
+
+impl From<OpError> for Refused {
+    fn from(e: OpError) -> Self {
+        Self::Op(e)
+    }
+}
+
+type Result<T, E = Refused> = std::result::Result<T, E>;
+
+fn bad<T>(message: impl Into<String>) -> Result<T> {
+    Err(Refused::Bad(message.into()))
+}
+
+/// Reads the body as a JSON object (empty: no fields).
+async fn body(api: &Api, req: Request<Incoming>, headers_in: Instant) -> Result<Fields, Answer> {
+    let relay = &api.relay;
+    let declared =
+        header(req.headers(), &CONTENT_LENGTH).and_then(|v| v.trim().parse::<usize>().ok());
+    let deadline = headers_in + relay.cfg.limits.body_timeout;
+    let raw = match read_body(req.into_body(), MAX_ADMIN_BODY_BYTES, declared, deadline).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
+            return Err(closing(error(
+                413,
+                "payload_too_large",
+                &format!("the request body is over {MAX_ADMIN_BODY_BYTES} bytes"),
+            )))
+        }
+        Err(BodyError::TimedOut) => return Err(body_timeout(relay)),
+        Err(BodyError::Failed) => return Err(body_failed()),
+    };
+    if raw.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Fields(Map::new()));
+    }
+    match serde_json::from_slice::<Value>(&raw) {
+        Ok(Value::Object(m)) => Ok(Fields(m)),
+        Ok(_) => Err(error(
+            400,
+            "invalid_argument",
+            "the body must be a JSON object",
+        )),
+        Err(e) => Err(error(
+            400,
+            "invalid_argument",
+            &format!("the body is not valid JSON: {e}"),
+        )),
+    }
+}
+
+async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Result<Answer> {
+    let relay = &api.relay;
+    let store = &*relay.store;
+    match route {
+        Route::Status => {
+            no_query(query)?;
+            f.done()?;
+            let report = ops::status(store, &relay.clock).await?;
+            Ok(json_value(200, &report))
+        }
+        Route::DeadLetters => {
+            let limit = limit(query)?;
+            f.done()?;
+            let rows = store.dead_letters(limit).await.map_err(OpError::from)?;
+            Ok(json_value(200, &rows))
+        }
+        Route::Rejected => {
+            let limit = limit(query)?;
+            f.done()?;
+            let rows = store.rejected(limit).await.map_err(OpError::from)?;
+            Ok(json_value(200, &rows))
+        }
+        Route::Delete => {
+            no_query(query)?;
+            let user_id = f.string("userId")?.filter(|s| !s.is_empty());
+            f.done()?;
+            let Some(user_id) = user_id else {
+                return bad("userId must be a non-empty string");
+            };
+            let sources = ops::delete_user(store, &relay.cfg, &relay.clock, &user_id).await?;
+            relay.wake.notify_one();
+            Ok(json_value(200, &json!({ "sources": sources })))
+        }
+        Route::Audiences => {
+            no_query(query)?;
+            let source = f.string("source")?;
+            let audience = f.string("audience")?;
+            let members = f.strings("members")?;
+            f.done()?;
+            let Some(source) = source.filter(|s| relay.source(s).is_some()) else {
+                return bad("source must name a configured source");
+            };
+            let Some(audience) = audience else {
+                return bad("audience must be a string");
+            };
+            let Some(members) = members else {
+                return bad("members must be a list of user ids");
+            };
+            let key = (source, audience);
+            let lock = Arc::clone(
+                api.admin
+                    .audiences
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .entry(key.clone())
+                    .or_default(),
+            );
+            let n = {
+                let _held = lock.lock().await;
+                ops::sync_audience(store, &relay.cfg, &relay.clock, &key.0, &key.1, members).await
+            };
+            // The map keeps a lock only while someone holds or waits for it.
+            {
+                let mut locks = api
+                    .admin
+                    .audiences
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if Arc::strong_count(&lock) == 2 {
+                    locks.remove(&key);
+                }
+            }
+            let n = n?;
+            relay.wake.notify_one();
+            Ok(json_value(200, &json!({ "calls": n })))
+        }
+        Route::Replay => {
+            no_query(query)?;
+            let filter = replay_filter(&mut f)?;
+            let n = ops::replay(store, &relay.clock, filter).await?;
+            relay.wake.notify_one();
+            Ok(json_value(200, &json!({ "replayed": n })))
+        }
+        #[cfg(feature = "test-clock")]
+        Route::TestClock => {
+            no_query(query)?;
+            let offset = f.int("offsetMs")?;
+            f.done()?;
+            if relay.cfg.test_clock.is_none() {
+                return Ok(error(
+                    404,
+                    "not_found",
+                    "start the relay with --test-clock to move its clock",
+                ));
+            }
+            let Some(offset) = offset.filter(|o| *o >= 0) else {
+                return bad("offsetMs must be a non-negative integer");
+            };
+            relay.clock.set_offset(offset);
+            relay.wake.notify_one();
+            Ok(json_value(
+                200,
+                &json!({ "offsetMs": offset, "nowMs": relay.clock.now_ms() }),
+            ))
+        }
+    }
+}
+
+/// The replay's filter. With no filter at all a replay would take every
+/// dead letter, so that must be asked for in so many words.
+fn replay_filter(f: &mut Fields) -> Result<ReplayFilter> {
+    let message_ids = f.strings("messageIds")?;
+    let source = f.string("source")?;
+    let since = f.time("since")?;
+    let until = f.time("until")?;
+    let include_delivered = f.bool("includeDelivered")?;
+    let include_undeliverable = f.bool("includeUndeliverable")?;
+    let all = f.bool("all")?;
+    f.done()?;
+    if message_ids.as_ref().is_some_and(Vec::is_empty) {
+        return bad("messageIds must not be empty: list the calls to replay, or leave it out");
+    }
+    let filtered = message_ids.is_some() || source.is_some() || since.is_some() || until.is_some();
+    if !filtered && !all {
+        return bad("name what to replay (messageIds, source, since or until), \
+             or send \"all\": true to replay every dead letter");
+    }
+    Ok(ReplayFilter {
+        message_ids,
+        source,
+        since,
+        until,
+        include_delivered,
+        include_undeliverable,
+    })
+}
+
+fn no_query(query: Option<&str>) -> Result<()> {
+    match query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find(|p| !p.is_empty())
+    {
+        None => Ok(()),
+        Some(p) => bad(format!(
+            "unknown query parameter {:?}",
+            p.split_once('=').map_or(p, |(k, _)| k)
+        )),
+    }
+}
+
+/// `?limit=` (1 to [`MAX_LIMIT`], default [`DEFAULT_LIMIT`]).
+fn limit(query: Option<&str>) -> Result<usize> {
+    let mut limit = DEFAULT_LIMIT;
+    for pair in query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .filter(|p| !p.is_empty())
+    {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k != "limit" {
+            return bad(format!("unknown query parameter {k:?}"));
+        }
+        limit = match v.parse::<usize>() {
+            Ok(n) if (1..=MAX_LIMIT).contains(&n) => n,
+            _ => return bad(format!("limit must be an integer from 1 to {MAX_LIMIT}")),
+        };
+    }
+    Ok(limit)
+}
+
+/// A request body's fields, taken one by one; what is left at the end is
+/// unknown. `null` is the same as leaving a field out.
+struct Fields(Map<String, Value>);
+
+impl Fields {
+    fn take(&mut self, name: &str) -> Option<Value> {
+        self.0.remove(name).filter(|v| !v.is_null())
+    }
+
+    fn string(&mut self, name: &str) -> Result<Option<String>> {
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => bad(format!("{name} must be a string")),
+        }
+    }
+
+    fn strings(&mut self, name: &str) -> Result<Option<Vec<String>>> {
+        let Some(v) = self.take(name) else {
+            return Ok(None);
+        };
+        let Value::Array(items) = v else {
+            return bad(format!("{name} must be a list of strings"));
+        };
+        items
+            .into_iter()
+            .map(|i| match i {
+                Value::String(s) => Ok(s),
+                _ => bad(format!("{name} must be a list of strings")),
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    /// A JSON boolean; absent is false. `"false"` is not a boolean.
+    fn bool(&mut self, name: &str) -> Result<bool> {
+        match self.take(name) {
+            None => Ok(false),
+            Some(Value::Bool(b)) => Ok(b),
+            Some(_) => bad(format!("{name} must be true or false")),
+        }
+    }
+
+    #[cfg(feature = "test-clock")]
+    fn int(&mut self, name: &str) -> Result<Option<i64>> {
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::Number(n)) if n.is_i64() => Ok(n.as_i64()),
+            Some(_) => bad(format!("{name} must be an integer")),
+        }
+    }
+
+    /// An ISO 8601 time, or milliseconds since the epoch.
+    fn time(&mut self, name: &str) -> Result<Option<i64>> {
+        let ms = match self.take(name) {
+            None => return Ok(None),
+            Some(Value::Number(n)) => n.as_i64(),
+            Some(Value::String(s)) => Timestamp::parse(&s).ok().map(Timestamp::as_millis),
+            Some(_) => None,
+        };
+        match ms {
+            Some(ms) => Ok(Some(ms)),
+            None => bad(format!("{name} must be an ISO 8601 time or milliseconds")),
+        }
+    }
+
+    fn done(&self) -> Result<()> {
+        match self.0.keys().next() {
+            None => Ok(()),
+            Some(k) => bad(format!("unknown field {k:?}")),
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! Segment's Tracking API: `POST /v1/*`, its CORS preflight, and the
+//! answers of the core's [`ingest`] rules.
+//!
+//! A request is refused as early, and as cheaply, as it can be:
+//!
+//! 1. the relay is not taking calls: 503;
+//! 2. the route ([`Route::from_path`]): 404;
+//! 3. `Content-Type`, `Content-Encoding`, `Content-Length`
+//!    ([`ingest::check_headers`]), before any byte of the body is read;
+//! 4. a write key in the `Authorization` header is looked up now: an
+//!    unknown one is 401 before the body is read;
+//! 5. backpressure: the storage writer is behind, 503 + `Retry-After`;
+//! 6. the body, read to [`ingest::MAX_REQUEST_BYTES`] at most, within
+//!    `limits.body_timeout`, then inflated by the core (capped);
+//! 7. with no key in the header, the body's `writeKey`, found by the
+//!    core's shallow scan ([`ingest::body_write_key`]): missing or unknown
+//!    is 401 before the body is parsed;
+//! 8. the core's parse and enrichment ([`ingest::parse_request`]);
+//! 9. the store: the answer is 200 only once the calls are durable; any
+//!    store failure is 503 + `Retry-After`, nothing acknowledged.
+
+use super::{
+    body_failed, body_timeout, header, json, read_body, with, Answer, Api, BodyError, Throttle,
+};
+use crate::app::Relay;
+use crate::config::Source;
+use crate::store::{RejectedRow, Row, Status};
+use bytes::Bytes;
+use callpost_core::ingest::{self, IngestError, Route};
+use http::header::{
+    HeaderName, HeaderValue, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
+    ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_MAX_AGE, ACCESS_CONTROL_REQUEST_HEADERS, ALLOW,
+    AUTHORIZATION, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_TYPE, ORIGIN, RETRY_AFTER, VARY,
+};
+use http::{HeaderMap, Method, Request};
+use hyper::body::Incoming;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A store failure is logged at most once a second (a stuck database
+/// fails every request).
+static STORE_FAILED: Throttle = Throttle::new(std::time::Duration::from_secs(1));
+
+/// Answers a request to `/v1/*`, and counts it by status.
+pub(crate) async fn handle(api: &Api, req: Request<Incoming>, headers_in: Instant) -> Answer {
+    let relay = &api.relay;
+    let cors = cors(&relay.cfg.cors_origins, req.headers());
+    let answer = match *req.method() {
+        Method::POST => match ingest(relay, req, headers_in).await {
+            Ok(()) => json(200, Bytes::from_static(ingest::SUCCESS_BODY.as_bytes())),
+            Err(Refusal::Ingest(e)) => refuse(&e),
+            Err(Refusal::Answer(a)) => a,
+        },
+        Method::OPTIONS => return preflight(relay, req.headers(), cors),
+        _ => with(
+            json(
+                405,
+                Bytes::from_static(br#"{"code":"method_not_allowed","message":"use POST"}"#),
+            ),
+            ALLOW,
+            HeaderValue::from_static("POST, OPTIONS"),
+        ),
+    };
+    relay.metrics.request(answer.status().as_u16());
+    add(answer, cors)
+}
+
+/// Why a request was not accepted.
+enum Refusal {
+    /// The core's refusal, answered with its status, code and
+    /// `Retry-After`.
+    Ingest(IngestError),
+    /// An answer of the HTTP layer (a slow or broken body).
+    Answer(Answer),
+}
+
+impl From<IngestError> for Refusal {
+    fn from(e: IngestError) -> Self {
+        Self::Ingest(e)
+    }
+}
+
+fn refuse(e: &IngestError) -> Answer {
+    let mut a = json(e.status(), e.to_json());
+    if let Some(s) = e.retry_after() {
+        a = with(a, RETRY_AFTER, HeaderValue::from(s));
+    }
+    a
+}
+
+async fn ingest(relay: &Relay, req: Request<Incoming>, headers_in: Instant) -> Result<(), Refusal> {
+    if !relay.is_ready() {
+        return Err(IngestError::Unavailable.into());
+    }
+    let route = Route::from_path(req.uri().path()).ok_or(IngestError::UnknownRoute)?;
+    let h = req.headers();
+    let declared = header(h, &CONTENT_LENGTH).and_then(|v| v.trim().parse::<usize>().ok());
+    let gzip = ingest::check_headers(
+        header(h, &CONTENT_TYPE),
+        header(h, &CONTENT_ENCODING),
+        declared,
+    )?;
+    // Credentials before the body: a key in the header is the one that
+    // counts (the core's precedence), so an unknown one is refused before
+    // a byte of the body is read. Write keys are public (browsers send
+    // them); they are still never logged.
+    let header_source =
+        match header(h, &AUTHORIZATION).and_then(|a| ingest::write_key(Some(a), None)) {
+            Some(key) => Some(lookup(relay, &key)?),
+            None => None,
+        };
+    if relay.store.backlog() > relay.cfg.max_backlog {
+        return Err(IngestError::Overloaded.into());
+    }
+    let deadline = headers_in + relay.cfg.limits.body_timeout;
+    let body = match read_body(
+        req.into_body(),
+        ingest::MAX_REQUEST_BYTES,
+        declared,
+        deadline,
+    )
+    .await
+    {
+        Ok(b) => b,
+        // The core's refusal for a body over the limit; what is left of
+        // it is not read.
+        Err(BodyError::TooLarge) => {
+            return Err(IngestError::BatchTooLarge(ingest::MAX_REQUEST_BYTES + 1).into())
+        }
+        Err(BodyError::TimedOut) => return Err(Refusal::Answer(body_timeout(relay))),
+        Err(BodyError::Failed) => return Err(Refusal::Answer(body_failed())),
+    };
+    let body = if gzip {
+        Bytes::from(ingest::inflate(&body)?)
+    } else {
+        body
+    };
+    let source = match header_source {
+        Some(s) => s,
+        None => {
+            let key = ingest::write_key(None, ingest::body_write_key(&body).as_deref())
+                .ok_or(IngestError::MissingWriteKey)?;
+            lookup(relay, &key)?
+        }
+    };
+    let now = relay.clock.now();
+    let mut no_random = false;
+    let mut ids = || {
+        let mut b = [0u8; 16];
+        if getrandom::fill(&mut b).is_err() {
+            no_random = true;
+        }
+        b
+    };
+    let parsed = ingest::parse_request(route, &body, now, &mut ids)?;
+    if no_random {
+        // Never repeat ids: an OS with no randomness stores nothing.
+        tracing::error!("the operating system gave no random bytes for messageIds; answered 503");
+        return Err(IngestError::Unavailable.into());
+    }
+    let received_at = now.as_millis();
+    let routed = source.destination().is_some();
+    let mut rows = Vec::with_capacity(parsed.calls.len());
+    let mut rejected = Vec::new();
+    for call in parsed.calls {
+        match call {
+            Ok(a) => rows.push(Row {
+                source: source.name.clone(),
+                kind: a.call.kind.as_str(),
+                status: if routed && a.webhooks_enabled() {
+                    Status::Pending
+                } else {
+                    Status::Undeliverable
+                },
+                message_id: a.message_id,
+                message: a.message,
+                received_at,
+            }),
+            Err(r) => rejected.push(RejectedRow {
+                source: source.name.clone(),
+                received_at,
+                code: r.error.code().as_str(),
+                reason: r.error.to_string(),
+                text: r.text,
+            }),
+        }
+    }
+    let codes: Vec<&'static str> = rejected.iter().map(|r| r.code).collect();
+    let total = rows.len();
+    let new = match relay.store.insert(rows, rejected).await {
+        Ok(n) => n,
+        Err(e) => {
+            if let Some(held) = STORE_FAILED.allow() {
+                tracing::warn!(
+                    "storing calls failed: {e}; answered 503 ({held} more since the last warning)"
+                );
+            }
+            return Err(IngestError::Unavailable.into());
+        }
+    };
+    let m = &relay.metrics;
+    m.calls(&source.name, "accepted", new as u64, None);
+    if total > new {
+        m.calls(&source.name, "duplicate", (total - new) as u64, None);
+    }
+    for code in codes {
+        m.calls(&source.name, "rejected", 1, Some(code));
+    }
+    if new > 0 {
+        relay.wake.notify_one();
+    }
+    Ok(())
+}
+
+fn lookup(relay: &Relay, key: &str) -> Result<Arc<Source>, IngestError> {
+    relay
+        .write_keys
+        .get(key)
+        .cloned()
+        .ok_or(IngestError::UnknownWriteKey)
+}
+
+// -- CORS -----------------------------------------------------------------
+
+type Headers = Vec<(HeaderName, HeaderValue)>;
+
+/// The CORS headers for a request's `Origin`: `*` when any origin may
+/// send, the origin itself (and `Vary: Origin`) when it is listed, none
+/// otherwise.
+fn cors(origins: &[String], headers: &HeaderMap) -> Headers {
+    let Some(origin) = headers.get(ORIGIN) else {
+        return Vec::new();
+    };
+    if origins.iter().any(|o| o == "*") {
+        return vec![(ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"))];
+    }
+    if origins.iter().any(|o| o.as_bytes() == origin.as_bytes()) {
+        return vec![
+            (ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone()),
+            (VARY, HeaderValue::from_static("Origin")),
+        ];
+    }
+    Vec::new()
+}
+
+fn add(mut a: Answer, headers: Headers) -> Answer {
+    for (k, v) in headers {
+        a.headers_mut().append(k, v);
+    }
+    a
+}
+
+/// A browser's preflight: 204 with the methods and the headers it asked
+/// for, or 403 for an origin not listed.
+fn preflight(relay: &Relay, headers: &HeaderMap, cors: Headers) -> Answer {
+    if cors.is_empty() {
+        let a = json(
+            403,
+            Bytes::from_static(br#"{"code":"cors","message":"origin not allowed"}"#),
+        );
+        relay.metrics.request(403);
+        return a;
+    }
+    let requested = headers
+        .get(ACCESS_CONTROL_REQUEST_HEADERS)
+        .cloned()
+        .unwrap_or_else(|| HeaderValue::from_static("content-type"));
+    let mut a = add(json(204, Bytes::new()), cors);
+    let h = a.headers_mut();
+    h.insert(
+        ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("POST, OPTIONS"),
+    );
+    h.insert(ACCESS_CONTROL_ALLOW_HEADERS, requested);
+    h.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
+    relay.metrics.request(204);
+    a
+}

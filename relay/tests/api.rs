@@ -1,0 +1,1408 @@
+//! The HTTP side of the relay, served on 127.0.0.1 over a memory store and
+//! driven by raw TCP clients (half-sent requests need them): the Tracking
+//! API's answers, CORS, the admin API, the probes, and every listener
+//! protection.
+//!
+//! Timeouts in these tests are hang guards, never performance claims: a
+//! protection that is missing shows as a guard firing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use callpost_relay::api::Server;
+use callpost_relay::clock::Clock;
+use callpost_relay::config::{self, Overrides};
+use callpost_relay::store::memory::MemoryStore;
+use callpost_relay::store::{Status, Store};
+use callpost_relay::Relay;
+use serde_json::{json, Value};
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const TOKEN: &str = "api-test-admin-token-0123456789abcdef";
+const KEY: &str = "wk-web";
+const NOWHERE_KEY: &str = "wk-nowhere";
+/// The longest any single step may take before the test is failed.
+const GUARD: Duration = Duration::from_secs(10);
+
+// -- the relay under test -------------------------------------------------
+
+struct Setup {
+    /// Top-level TOML settings (before any table).
+    top: String,
+    /// Tables (`[limits]`, `[ingest]`).
+    tables: String,
+    admin_token: bool,
+    test_clock: Option<i64>,
+    store: Arc<MemoryStore>,
+}
+
+impl Setup {
+    fn new() -> Self {
+        Self {
+            top: String::new(),
+            tables: String::new(),
+            admin_token: true,
+            test_clock: None,
+            store: Arc::new(MemoryStore::new()),
+        }
+    }
+
+    fn top(mut self, s: &str) -> Self {
+        self.top.push_str(s);
+        self.top.push('\n');
+        self
+    }
+
+    fn tables(mut self, s: &str) -> Self {
+        self.tables.push_str(s);
+        self.tables.push('\n');
+        self
+    }
+
+    fn no_admin_token(mut self) -> Self {
+        self.admin_token = false;
+        self
+    }
+
+    fn store(mut self, store: MemoryStore) -> Self {
+        self.store = Arc::new(store);
+        self
+    }
+
+    async fn start(self) -> TestRelay {
+        logs();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relay.toml");
+        let token = if self.admin_token {
+            format!("admin_token = \"{TOKEN}\"")
+        } else {
+            String::new()
+        };
+        let text = format!(
+            r#"
+listen = "127.0.0.1:0"
+{token}
+{top}
+[[sources]]
+name = "web"
+write_keys = ["{KEY}"]
+[sources.webhooks]
+urls = ["http://127.0.0.1:9/hook"]
+shared_secret = "s3cret"
+
+[[sources]]
+name = "nowhere"
+write_keys = ["{NOWHERE_KEY}"]
+
+[security]
+allow_private_networks = true
+{tables}
+"#,
+            top = self.top,
+            tables = self.tables,
+        );
+        std::fs::write(&path, text).unwrap();
+        let cfg = config::load(
+            &Overrides {
+                config: Some(path.to_string_lossy().into_owned()),
+                test_clock: self.test_clock,
+                ..Overrides::default()
+            },
+            &|_| None,
+        )
+        .unwrap();
+        let store: Arc<dyn Store> = self.store.clone();
+        let relay = Arc::new(Relay::new(cfg, store, Arc::new(Clock::new())));
+        let server = Server::bind(Arc::clone(&relay)).await.unwrap();
+        let (api, admin) = (server.api_addr, server.admin_addr);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        relay.set_ready(true);
+        TestRelay {
+            relay,
+            store: self.store,
+            api,
+            admin,
+            stop: Some(stop),
+            served,
+            _dir: dir,
+        }
+    }
+}
+
+struct TestRelay {
+    relay: Arc<Relay>,
+    store: Arc<MemoryStore>,
+    api: SocketAddr,
+    admin: Option<SocketAddr>,
+    stop: Option<oneshot::Sender<()>>,
+    served: JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestRelay {
+    /// A metric's value (0 when it has no such series yet).
+    fn metric(&self, series: &str) -> f64 {
+        let text = self.relay.metrics.render(0, 0, 0, true);
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    async fn wait_metric(&self, series: &str, value: f64) {
+        guard(async {
+            while self.metric(series) != value {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+    }
+
+    async fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        call(self.api, "POST", path, headers, body).await
+    }
+
+    async fn admin(&self, method: &str, path: &str, body: Option<Value>) -> Reply {
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let auth = format!("Bearer {TOKEN}");
+        call(
+            self.admin.unwrap_or(self.api),
+            method,
+            path,
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.as_bytes(),
+        )
+        .await
+    }
+
+    async fn shutdown(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        guard(&mut self.served).await.unwrap();
+    }
+}
+
+/// Logs of every relay in this test binary, for the tests that check a
+/// warning was written (and that no secret was).
+fn logs() -> Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let writer = Arc::clone(&buf);
+        let _ = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || LogWriter(Arc::clone(&writer)))
+            .try_init();
+        buf
+    })
+    .clone()
+}
+
+struct LogWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        std::io::Write::write(&mut *self.0.lock().unwrap(), b)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn log_text() -> String {
+    String::from_utf8_lossy(&logs().lock().unwrap()).into_owned()
+}
+
+async fn guard<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(GUARD, f)
+        .await
+        .expect("hang guard: the step did not end")
+}
+
+// -- a raw HTTP/1.1 client ------------------------------------------------
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
+    }
+
+    fn code(&self) -> String {
+        self.json()["code"].as_str().unwrap_or_default().to_owned()
+    }
+}
+
+fn request(
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    close: bool,
+) -> Vec<u8> {
+    let mut r = format!("{method} {path} HTTP/1.1\r\nHost: relay.test\r\n");
+    if close {
+        r.push_str("Connection: close\r\n");
+    }
+    let mut typed = false;
+    for (k, v) in headers {
+        typed |= k.eq_ignore_ascii_case("content-type");
+        r.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        if !typed {
+            r.push_str("Content-Type: application/json\r\n");
+        }
+        r.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    r.push_str("\r\n");
+    let mut out = r.into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+/// One request on a new connection; the answer.
+async fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    guard(async {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(&request(method, path, headers, body, true))
+            .await
+            .unwrap();
+        read_reply(&mut s).await.expect("an answer")
+    })
+    .await
+}
+
+/// Reads one answer (headers, then `Content-Length` bytes); `None` when
+/// the connection closes first.
+async fn read_reply(s: &mut TcpStream) -> Option<Reply> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        match s.read(&mut chunk).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines.next()?.split(' ').nth(1)?.parse().ok()?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = buf[head_end + 4..].to_vec();
+    while body.len() < length {
+        match s.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => body.extend_from_slice(&chunk[..n]),
+        }
+    }
+    Some(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// Waits until the server closes the connection (EOF or reset); returns
+/// what it sent first.
+async fn until_closed(s: &mut TcpStream) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match s.read(&mut chunk).await {
+            Ok(0) | Err(_) => return got,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+fn basic(key: &str) -> String {
+    // base64 of "key:" without a crate: the test keys are ASCII.
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let raw = format!("{key}:").into_bytes();
+    let mut out = String::from("Basic ");
+    for c in raw.chunks(3) {
+        let b = [c[0], *c.get(1).unwrap_or(&0), *c.get(2).unwrap_or(&0)];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+fn track(n: u32) -> Value {
+    json!({"type": "track", "userId": format!("u{n}"), "event": "Order Completed", "messageId": format!("m-{n}")})
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+// -- the Tracking API -----------------------------------------------------
+
+#[tokio::test]
+async fn batches_and_single_calls_are_stored_and_acknowledged_with_segments_answer() {
+    let t = Setup::new().start().await;
+    let auth = basic(KEY);
+    let batch = json!({"batch": [track(1), track(2), {"type": "track", "userId": "u"}]});
+    let r = t
+        .post(
+            "/v1/batch",
+            &[("Authorization", &auth)],
+            batch.to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, &br#"{"success":true}"#[..])
+    );
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    // The same batch again: stored once, counted as duplicates.
+    let r = t
+        .post(
+            "/v1/batch",
+            &[("Authorization", &auth)],
+            batch.to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    // The key in the body, a single-call route, analytics.js's text/plain.
+    let single = json!({"userId": "a", "event": "e", "messageId": "s-1", "writeKey": KEY});
+    assert_eq!(
+        t.post("/v1/track", &[], single.to_string().as_bytes())
+            .await
+            .status,
+        200
+    );
+    let off = json!({"userId": "b", "event": "e", "messageId": "s-2", "writeKey": KEY,
+                     "integrations": {"Webhooks": false}});
+    let r = t
+        .post(
+            "/v1/t",
+            &[("Content-Type", "text/plain")],
+            off.to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    // gzip, and a source with no destination.
+    let zipped = gzip(
+        json!({"batch": [track(3)], "writeKey": NOWHERE_KEY})
+            .to_string()
+            .as_bytes(),
+    );
+    let r = t
+        .post("/v1/b", &[("Content-Encoding", "gzip")], &zipped)
+        .await;
+    assert_eq!(r.status, 200);
+
+    let mut rows: Vec<(String, String, Status)> = t
+        .store
+        .rows()
+        .into_iter()
+        .map(|r| (r.source, r.message_id, r.status))
+        .collect();
+    rows.sort_by(|a, b| a.1.cmp(&b.1));
+    assert_eq!(
+        rows,
+        vec![
+            ("web".into(), "m-1".into(), Status::Pending),
+            ("web".into(), "m-2".into(), Status::Pending),
+            ("nowhere".into(), "m-3".into(), Status::Undeliverable),
+            ("web".into(), "s-1".into(), Status::Pending),
+            ("web".into(), "s-2".into(), Status::Undeliverable),
+        ]
+    );
+    assert_eq!(
+        t.metric(r#"callpost_relay_calls_total{source="web",outcome="accepted"}"#),
+        4.0
+    );
+    assert_eq!(
+        t.metric(r#"callpost_relay_calls_total{source="web",outcome="duplicate"}"#),
+        2.0
+    );
+    assert_eq!(
+        t.metric(
+            r#"callpost_relay_calls_total{source="web",outcome="rejected",code="missing_event"}"#
+        ),
+        2.0
+    );
+    assert_eq!(
+        t.metric(r#"callpost_relay_requests_total{status="200"}"#),
+        5.0
+    );
+    let rejected = t.admin("GET", "/admin/rejected", None).await.json();
+    assert_eq!(rejected.as_array().unwrap().len(), 2);
+    assert_eq!(rejected[0]["code"], "missing_event");
+    assert_eq!(rejected[0]["source"], "web");
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn refusals_carry_the_cores_status_and_code() {
+    let t = Setup::new().start().await;
+    let auth = basic(KEY);
+    let a = [("Authorization", auth.as_str())];
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case<'_>> = vec![
+        (
+            "/v1/batch",
+            a.to_vec(),
+            b"{\"batch\": [".to_vec(),
+            400,
+            "invalid_json",
+        ),
+        (
+            "/v1/batch",
+            a.to_vec(),
+            b"[1]".to_vec(),
+            400,
+            "invalid_batch",
+        ),
+        (
+            "/v1/batch",
+            vec![a[0], ("Content-Type", "application/x-www-form-urlencoded")],
+            b"{}".to_vec(),
+            415,
+            "unsupported_media_type",
+        ),
+        (
+            "/v1/batch",
+            vec![a[0], ("Content-Encoding", "br")],
+            b"{}".to_vec(),
+            415,
+            "unsupported_encoding",
+        ),
+        (
+            "/v1/batch",
+            vec![a[0], ("Content-Encoding", "gzip")],
+            b"not gzip".to_vec(),
+            400,
+            "invalid_compression",
+        ),
+        ("/v1/nope", a.to_vec(), b"{}".to_vec(), 404, "unknown_route"),
+        (
+            "/v1/track",
+            a.to_vec(),
+            b"{\"userId\":\"u\"}".to_vec(),
+            400,
+            "missing_event",
+        ),
+        (
+            "/v1/batch",
+            vec![("Authorization", "Basic bm9wZTo=")],
+            b"{\"batch\":[]}".to_vec(),
+            401,
+            "unknown_write_key",
+        ),
+        (
+            "/v1/batch",
+            vec![],
+            b"{\"batch\":[]}".to_vec(),
+            401,
+            "missing_write_key",
+        ),
+    ];
+    for (path, headers, body, status, code) in cases {
+        let r = t.post(path, &headers, &body).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (status, code.to_owned()),
+            "{path} {headers:?}"
+        );
+        assert!(r.json()["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+    // A streamed body over the limit (no Content-Length) is not read
+    // further: the core's batch_too_large.
+    let big = vec![b' '; 600_000];
+    let mut s = TcpStream::connect(t.api).await.unwrap();
+    let head = format!(
+        "POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+        big.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let _ = s.write_all(&big).await;
+    let r = guard(read_reply(&mut s)).await.unwrap();
+    assert_eq!((r.status, r.code()), (400, "batch_too_large".to_owned()));
+    assert!(t.store.rows().is_empty());
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn cors_answers_and_preflights_follow_the_origin_list() {
+    let any = Setup::new().start().await;
+    let body = json!({"batch": [track(1)], "writeKey": KEY}).to_string();
+    let r = any
+        .post(
+            "/v1/batch",
+            &[("Origin", "https://shop.example")],
+            body.as_bytes(),
+        )
+        .await;
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    let r = call(
+        any.api,
+        "OPTIONS",
+        "/v1/batch",
+        &[
+            ("Origin", "https://shop.example"),
+            ("Access-Control-Request-Method", "POST"),
+            (
+                "Access-Control-Request-Headers",
+                "content-type,authorization",
+            ),
+        ],
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        r.header("access-control-allow-methods"),
+        Some("POST, OPTIONS")
+    );
+    assert_eq!(
+        r.header("access-control-allow-headers"),
+        Some("content-type,authorization")
+    );
+    assert_eq!(r.header("access-control-max-age"), Some("86400"));
+    // No Origin: no CORS headers, and a refusal carries them too.
+    let r = any.post("/v1/batch", &[], body.as_bytes()).await;
+    assert_eq!(r.header("access-control-allow-origin"), None);
+    let r = any
+        .post("/v1/batch", &[("Origin", "https://shop.example")], b"{}")
+        .await;
+    assert_eq!(
+        (r.status, r.header("access-control-allow-origin")),
+        (401, Some("*"))
+    );
+    any.shutdown().await;
+
+    let listed = Setup::new()
+        .tables("[ingest]\ncors_origins = [\"https://shop.example\"]")
+        .start()
+        .await;
+    let r = listed
+        .post(
+            "/v1/batch",
+            &[("Origin", "https://shop.example")],
+            body.as_bytes(),
+        )
+        .await;
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://shop.example")
+    );
+    assert_eq!(r.header("vary"), Some("Origin"));
+    let r = listed
+        .post(
+            "/v1/batch",
+            &[("Origin", "https://evil.example")],
+            body.as_bytes(),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.header("access-control-allow-origin")),
+        (200, None)
+    );
+    let r = call(
+        listed.api,
+        "OPTIONS",
+        "/v1/batch",
+        &[("Origin", "https://evil.example")],
+        b"",
+    )
+    .await;
+    assert_eq!((r.status, r.code()), (403, "cors".to_owned()));
+    let r = call(
+        listed.api,
+        "OPTIONS",
+        "/v1/batch",
+        &[("Origin", "https://shop.example")],
+        b"",
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.header("access-control-allow-headers")),
+        (204, Some("content-type"))
+    );
+    listed.shutdown().await;
+}
+
+#[tokio::test]
+async fn other_methods_are_405_and_unknown_paths_404() {
+    let t = Setup::new().start().await;
+    let r = call(t.api, "GET", "/v1/batch", &[], b"").await;
+    assert_eq!((r.status, r.code()), (405, "method_not_allowed".to_owned()));
+    assert_eq!(r.header("allow"), Some("POST, OPTIONS"));
+    for (method, path) in [
+        ("GET", "/nope"),
+        ("POST", "/healthz"),
+        ("GET", "/admin/nope"),
+        ("GET", "/"),
+    ] {
+        let r = call(t.api, method, path, &[], b"").await;
+        assert_eq!(r.status, 404, "{method} {path}");
+        assert_eq!(
+            r.json(),
+            json!({"code": "not_found", "message": "no such endpoint"})
+        );
+    }
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_relay_not_taking_calls_answers_503_and_is_not_ready() {
+    let t = Setup::new().start().await;
+    t.relay.set_ready(false);
+    let body = json!({"batch": [track(1)], "writeKey": KEY}).to_string();
+    let r = t.post("/v1/batch", &[], body.as_bytes()).await;
+    assert_eq!((r.status, r.code()), (503, "unavailable".to_owned()));
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(call(t.api, "GET", "/readyz", &[], b"").await.status, 503);
+    assert_eq!(
+        call(t.api, "GET", "/healthz", &[], b"").await.json(),
+        json!({"status": "ok"})
+    );
+    t.relay.set_ready(true);
+    let r = call(t.api, "GET", "/readyz", &[], b"").await;
+    assert_eq!((r.status, r.json()), (200, json!({"status": "ready"})));
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_stuck_store_makes_ingest_503_with_retry_after_and_readyz_not_ready() {
+    let store = MemoryStore::with_timeout(Duration::from_millis(300));
+    store.set_stalled(true);
+    let t = Setup::new().store(store).start().await;
+    let body = json!({"batch": [track(1)], "writeKey": KEY}).to_string();
+    let r = t.post("/v1/batch", &[], body.as_bytes()).await;
+    assert_eq!((r.status, r.code()), (503, "unavailable".to_owned()));
+    assert_eq!(r.header("retry-after"), Some("1"));
+    let r = call(t.api, "GET", "/readyz", &[], b"").await;
+    assert_eq!((r.status, r.json()), (503, json!({"status": "not ready"})));
+    assert!(
+        t.store.rows().is_empty(),
+        "nothing acknowledged, nothing kept"
+    );
+    t.store.set_stalled(false);
+    assert_eq!(t.post("/v1/batch", &[], body.as_bytes()).await.status, 200);
+    assert_eq!(call(t.api, "GET", "/readyz", &[], b"").await.status, 200);
+    t.shutdown().await;
+}
+
+// -- credentials before any parse -----------------------------------------
+
+#[tokio::test]
+async fn a_request_without_a_known_write_key_is_401_before_its_body_is_parsed() {
+    let t = Setup::new().start().await;
+    let broken = b"{\"batch\": [ {\"type\": ";
+    let r = t.post("/v1/batch", &[], broken).await;
+    assert_eq!((r.status, r.code()), (401, "missing_write_key".to_owned()));
+    let r = t
+        .post("/v1/batch", &[], b"{\"writeKey\": \"nope\", \"batch\": [ {")
+        .await;
+    assert_eq!((r.status, r.code()), (401, "unknown_write_key".to_owned()));
+    let r = t
+        .post("/v1/track", &[], b"{\"writeKey\": \"\", \"userId\": ")
+        .await;
+    assert_eq!((r.status, r.code()), (401, "missing_write_key".to_owned()));
+    let r = t
+        .post("/v1/batch", &[("Authorization", &basic("nope"))], broken)
+        .await;
+    assert_eq!((r.status, r.code()), (401, "unknown_write_key".to_owned()));
+    // Before the body is inflated, too.
+    let r = t
+        .post(
+            "/v1/batch",
+            &[
+                ("Authorization", &basic("nope")),
+                ("Content-Encoding", "gzip"),
+            ],
+            b"not gzip",
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (401, "unknown_write_key".to_owned()));
+    // With a known key the same body is the parser's to refuse.
+    let r = t
+        .post("/v1/batch", &[("Authorization", &basic(KEY))], broken)
+        .await;
+    assert_eq!((r.status, r.code()), (400, "invalid_json".to_owned()));
+    // The header's key counts over the body's.
+    let body = json!({"batch": [track(1)], "writeKey": KEY}).to_string();
+    let r = t
+        .post(
+            "/v1/batch",
+            &[("Authorization", &basic("nope"))],
+            body.as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 401);
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unknown_basic_key_is_refused_without_waiting_for_the_body() {
+    // A body timeout far past the guard: only an answer given before the
+    // body arrives passes.
+    let t = Setup::new()
+        .tables("[limits]\nbody_timeout_ms = 600000")
+        .start()
+        .await;
+    let mut s = TcpStream::connect(t.api).await.unwrap();
+    let head = format!(
+        "POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"batch\":[",
+        basic("nope")
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let r = guard(read_reply(&mut s)).await.expect("an answer");
+    assert_eq!((r.status, r.code()), (401, "unknown_write_key".to_owned()));
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_gzip_bomb_is_refused_413() {
+    let t = Setup::new().start().await;
+    let bomb = gzip(&vec![b' '; 5_000_000]);
+    assert!(bomb.len() < 100_000);
+    let r = t
+        .post(
+            "/v1/batch",
+            &[("Authorization", &basic(KEY)), ("Content-Encoding", "gzip")],
+            &bomb,
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (413, "batch_too_large".to_owned()));
+    t.shutdown().await;
+}
+
+// -- listener protections -------------------------------------------------
+
+#[tokio::test]
+async fn a_half_sent_header_block_is_cut_off_at_the_header_timeout() {
+    let t = Setup::new()
+        .tables(
+            "[limits]\nheader_timeout_ms = 300\nidle_timeout_ms = 600000\nbody_timeout_ms = 600000",
+        )
+        .start()
+        .await;
+    let mut half = TcpStream::connect(t.api).await.unwrap();
+    half.write_all(b"POST /v1/batch HTTP/1.1\r\nHost: x\r\nContent-Ty")
+        .await
+        .unwrap();
+    let mut silent = TcpStream::connect(t.api).await.unwrap();
+    assert!(guard(until_closed(&mut half)).await.is_empty());
+    assert!(guard(until_closed(&mut silent)).await.is_empty());
+    t.wait_metric(
+        r#"callpost_relay_request_timeouts_total{phase="header"}"#,
+        2.0,
+    )
+    .await;
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_keep_alive_connection_outlives_the_header_timeout_between_requests() {
+    // hyper's own header timeout would close it as soon as it sits idle
+    // for header_timeout.
+    let t = Setup::new()
+        .tables("[limits]\nheader_timeout_ms = 200\nidle_timeout_ms = 600000")
+        .start()
+        .await;
+    let mut s = TcpStream::connect(t.api).await.unwrap();
+    for _ in 0..2 {
+        s.write_all(&request("GET", "/healthz", &[], b"", false))
+            .await
+            .unwrap();
+        let r = guard(read_reply(&mut s))
+            .await
+            .expect("an answer on the same connection");
+        assert_eq!(r.status, 200);
+        tokio::time::sleep(Duration::from_millis(600)).await;
+    }
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed_at_the_idle_timeout() {
+    let t = Setup::new()
+        .tables("[limits]\nheader_timeout_ms = 600000\nidle_timeout_ms = 300")
+        .start()
+        .await;
+    let mut s = TcpStream::connect(t.api).await.unwrap();
+    s.write_all(&request("GET", "/healthz", &[], b"", false))
+        .await
+        .unwrap();
+    assert_eq!(guard(read_reply(&mut s)).await.unwrap().status, 200);
+    assert!(guard(until_closed(&mut s)).await.is_empty());
+    t.wait_metric(
+        r#"callpost_relay_request_timeouts_total{phase="idle"}"#,
+        1.0,
+    )
+    .await;
+    assert_eq!(
+        t.metric(r#"callpost_relay_request_timeouts_total{phase="header"}"#),
+        0.0
+    );
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_trickled_body_is_cut_off_with_408_at_the_body_timeout() {
+    let t = Setup::new()
+        .tables(
+            "[limits]\nbody_timeout_ms = 500\nheader_timeout_ms = 600000\nidle_timeout_ms = 600000",
+        )
+        .start()
+        .await;
+    let s = TcpStream::connect(t.api).await.unwrap();
+    let (mut read, mut write) = s.into_split();
+    let head = format!(
+        "POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n",
+        basic(KEY)
+    );
+    write.write_all(head.as_bytes()).await.unwrap();
+    let trickle = tokio::spawn(async move {
+        for _ in 0..1000 {
+            if write.write_all(b" ").await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    let mut got = Vec::new();
+    guard(read.read_to_end(&mut got)).await.ok();
+    trickle.abort();
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains(r#""code":"request_timeout""#), "{text}");
+    assert_eq!(
+        t.metric(r#"callpost_relay_request_timeouts_total{phase="body"}"#),
+        1.0
+    );
+    assert_eq!(
+        t.metric(r#"callpost_relay_requests_total{status="408"}"#),
+        1.0
+    );
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_oversized_header_block_is_refused_431() {
+    let t = Setup::new()
+        .tables("[limits]\nmax_header_bytes = 8192")
+        .start()
+        .await;
+    let small = "a".repeat(4000);
+    let r = call(t.api, "GET", "/healthz", &[("X-Pad", &small)], b"").await;
+    assert_eq!(r.status, 200);
+    let big = "a".repeat(20_000);
+    let mut s = TcpStream::connect(t.api).await.unwrap();
+    let _ = s
+        .write_all(&request("GET", "/healthz", &[("X-Pad", &big)], b"", true))
+        .await;
+    let got = guard(until_closed(&mut s)).await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+    // A header block that never ends is refused as soon as it passes the
+    // limit, not at the header timeout.
+    let mut s = TcpStream::connect(t.api).await.unwrap();
+    let endless = format!("GET /healthz HTTP/1.1\r\nX-Pad: {big}");
+    let _ = s.write_all(endless.as_bytes()).await;
+    let text = String::from_utf8_lossy(&guard(until_closed(&mut s)).await).into_owned();
+    assert!(text.starts_with("HTTP/1.1 431"), "{text}");
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_connection_cap_closes_the_next_connection_at_once_and_says_so() {
+    let t = Setup::new()
+        .tables("[limits]\nmax_connections = 2\nheader_timeout_ms = 600000")
+        .start()
+        .await;
+    let open = r#"callpost_relay_connections_open{listener="api"}"#;
+    let first = TcpStream::connect(t.api).await.unwrap();
+    let _second = TcpStream::connect(t.api).await.unwrap();
+    t.wait_metric(open, 2.0).await;
+    let mut third = TcpStream::connect(t.api).await.unwrap();
+    let _ = third
+        .write_all(&request("GET", "/healthz", &[], b"", true))
+        .await;
+    assert!(
+        guard(until_closed(&mut third)).await.is_empty(),
+        "closed without an answer"
+    );
+    assert_eq!(
+        t.metric(r#"callpost_relay_connections_refused_total{listener="api"}"#),
+        1.0
+    );
+    assert!(
+        log_text().contains(
+            "connection cap reached (limits.max_connections = 2); refusing new connections"
+        ),
+        "{}",
+        log_text()
+    );
+    // A place freed is a place taken again.
+    drop(first);
+    t.wait_metric(open, 1.0).await;
+    assert_eq!(call(t.api, "GET", "/healthz", &[], b"").await.status, 200);
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_lets_a_request_in_progress_finish_and_takes_no_new_connection() {
+    let store = MemoryStore::with_timeout(Duration::from_secs(8));
+    store.set_stalled(true);
+    let t = Setup::new().store(store).start().await;
+    let body = json!({"batch": [track(1)], "writeKey": KEY}).to_string();
+    let api = t.api;
+    let pending =
+        tokio::spawn(async move { call(api, "POST", "/v1/batch", &[], body.as_bytes()).await });
+    // Wait until the request is inside the store.
+    t.wait_metric(r#"callpost_relay_connections_open{listener="api"}"#, 1.0)
+        .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let TestRelay {
+        mut stop,
+        served,
+        store,
+        ..
+    } = t;
+    stop.take().unwrap().send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!served.is_finished(), "waits for the request in progress");
+    store.set_stalled(false);
+    let r = guard(pending).await.unwrap();
+    assert_eq!(r.status, 200);
+    guard(served).await.unwrap();
+    assert!(
+        TcpStream::connect(api).await.is_err(),
+        "the listener is closed"
+    );
+}
+
+// -- the admin API --------------------------------------------------------
+
+#[tokio::test]
+async fn admin_requests_without_the_token_are_401_slowed_counted_and_logged() {
+    let t = Setup::new().start().await;
+    let wrong = "Bearer wrong-token-that-must-never-be-logged";
+    for (n, headers) in [
+        vec![],
+        vec![("Authorization", wrong)],
+        vec![("Authorization", "Basic Zm9vOg==")],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let started = Instant::now();
+        let r = call(t.api, "GET", "/admin/status", &headers, b"").await;
+        assert!(
+            started.elapsed() >= Duration::from_millis(950),
+            "slowed: {:?}",
+            started.elapsed()
+        );
+        assert_eq!((r.status, r.code()), (401, "unauthorized".to_owned()));
+        assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+        assert_eq!(r.header("connection"), Some("close"));
+        assert_eq!(
+            t.metric("callpost_relay_admin_auth_failures_total"),
+            (n + 1) as f64
+        );
+    }
+    let logs = log_text();
+    assert!(
+        logs.contains("refused an admin request from 127.0.0.1:"),
+        "{logs}"
+    );
+    assert!(!logs.contains("wrong-token"), "{logs}");
+    assert!(!logs.contains(TOKEN), "{logs}");
+    let r = t.admin("GET", "/admin/status", None).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.json()["pending"], 0);
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn with_no_admin_token_the_admin_api_and_metrics_are_403() {
+    let t = Setup::new().no_admin_token().start().await;
+    for path in ["/admin/status", "/metrics"] {
+        let r = call(t.api, "GET", path, &[("Authorization", "Bearer x")], b"").await;
+        assert_eq!(
+            (r.status, r.code()),
+            (403, "admin_disabled".to_owned()),
+            "{path}"
+        );
+    }
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn metrics_need_the_admin_token() {
+    let t = Setup::new().start().await;
+    let r = call(t.api, "GET", "/metrics", &[], b"").await;
+    assert_eq!(r.status, 401);
+    let auth = format!("Bearer {TOKEN}");
+    let r = call(t.api, "GET", "/metrics", &[("Authorization", &auth)], b"").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+    );
+    let text = String::from_utf8(r.body).unwrap();
+    assert!(
+        text.contains("callpost_relay_admin_auth_failures_total 1"),
+        "{text}"
+    );
+    assert!(text.contains("# EOF"), "{text}");
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn admin_listen_keeps_the_admin_api_off_the_public_listener() {
+    let t = Setup::new()
+        .top("admin_listen = \"127.0.0.1:0\"")
+        .start()
+        .await;
+    let admin = t.admin.expect("a second listener");
+    assert_ne!(admin, t.api);
+    let auth = format!("Bearer {TOKEN}");
+    let token = [("Authorization", auth.as_str())];
+    for path in ["/admin/status", "/metrics"] {
+        let r = call(t.api, "GET", path, &token, b"").await;
+        assert_eq!(
+            (r.status, r.code()),
+            (404, "not_found".to_owned()),
+            "{path}"
+        );
+        assert_eq!(
+            call(admin, "GET", path, &token, b"").await.status,
+            200,
+            "{path}"
+        );
+    }
+    for addr in [t.api, admin] {
+        assert_eq!(call(addr, "GET", "/healthz", &[], b"").await.status, 200);
+        assert_eq!(call(addr, "GET", "/readyz", &[], b"").await.status, 200);
+    }
+    let body = json!({"batch": [track(1)], "writeKey": KEY}).to_string();
+    assert_eq!(t.post("/v1/batch", &[], body.as_bytes()).await.status, 200);
+    assert_eq!(
+        call(admin, "POST", "/v1/batch", &[], body.as_bytes())
+            .await
+            .status,
+        404
+    );
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_admin_body_over_the_limit_is_413_and_never_read_as_empty() {
+    let t = Setup::new().start().await;
+    let auth = format!("Bearer {TOKEN}");
+    // Declared too long: refused before it is read.
+    let mut s = TcpStream::connect(t.api).await.unwrap();
+    let head = format!(
+        "POST /admin/replay HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: 1000001\r\n\r\n{{\"messageIds\": ["
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let r = guard(read_reply(&mut s)).await.unwrap();
+    assert_eq!((r.status, r.code()), (413, "payload_too_large".to_owned()));
+    // Streamed: refused once it passes the limit.
+    let ids: Vec<String> = (0..100_000).map(|n| format!("message-{n:06}")).collect();
+    let body = json!({ "messageIds": ids }).to_string();
+    assert!(body.len() > 1_000_000);
+    let mut s = TcpStream::connect(t.api).await.unwrap();
+    let head = format!(
+        "POST /admin/replay HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let _ = s.write_all(body.as_bytes()).await;
+    let _ = s.write_all(b"\r\n0\r\n\r\n").await;
+    let r = guard(read_reply(&mut s)).await.unwrap();
+    assert_eq!((r.status, r.code()), (413, "payload_too_large".to_owned()));
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn admin_bodies_are_type_checked_and_a_replay_must_say_what_it_replays() {
+    let t = Setup::new().start().await;
+    let bad: Vec<(&str, Value, &str)> = vec![
+        (
+            "/admin/replay",
+            json!({"messageIds": []}),
+            "messageIds must not be empty",
+        ),
+        ("/admin/replay", json!({}), "\"all\": true"),
+        (
+            "/admin/replay",
+            json!({"includeDelivered": true}),
+            "\"all\": true",
+        ),
+        ("/admin/replay", json!({"all": false}), "\"all\": true"),
+        (
+            "/admin/replay",
+            json!({"source": "web", "includeDelivered": "false"}),
+            "includeDelivered must be true or false",
+        ),
+        (
+            "/admin/replay",
+            json!({"all": "true"}),
+            "all must be true or false",
+        ),
+        (
+            "/admin/replay",
+            json!({"all": 1}),
+            "all must be true or false",
+        ),
+        (
+            "/admin/replay",
+            json!({"source": 5}),
+            "source must be a string",
+        ),
+        (
+            "/admin/replay",
+            json!({"messageIds": "m-1"}),
+            "messageIds must be a list of strings",
+        ),
+        (
+            "/admin/replay",
+            json!({"messageIds": ["m-1", 2]}),
+            "messageIds must be a list of strings",
+        ),
+        (
+            "/admin/replay",
+            json!({"sorce": "web"}),
+            "unknown field \"sorce\"",
+        ),
+        (
+            "/admin/replay",
+            json!({"since": "yesterday"}),
+            "since must be an ISO 8601 time or milliseconds",
+        ),
+        (
+            "/admin/replay",
+            json!({"until": true}),
+            "until must be an ISO 8601 time or milliseconds",
+        ),
+        ("/admin/replay", json!([1]), "must be a JSON object"),
+        (
+            "/admin/delete",
+            json!({"userId": ""}),
+            "userId must be a non-empty string",
+        ),
+        (
+            "/admin/delete",
+            json!({"userId": 5}),
+            "userId must be a string",
+        ),
+        (
+            "/admin/delete",
+            json!({"userId": "u", "extra": 1}),
+            "unknown field \"extra\"",
+        ),
+        (
+            "/admin/audiences",
+            json!({"source": "nope", "audience": "a", "members": []}),
+            "source must name a configured source",
+        ),
+        (
+            "/admin/audiences",
+            json!({"source": "web", "audience": "a", "members": "u1"}),
+            "members must be a list of strings",
+        ),
+    ];
+    for (path, body, message) in bad {
+        let r = t.admin("POST", path, Some(body.clone())).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "invalid_argument".to_owned()),
+            "{path} {body}"
+        );
+        let said = r.json()["message"].as_str().unwrap().to_owned();
+        assert!(said.contains(message), "{path} {body}: {said}");
+    }
+    let auth = format!("Bearer {TOKEN}");
+    let r = call(
+        t.api,
+        "POST",
+        "/admin/replay",
+        &[("Authorization", &auth)],
+        b"{not json",
+    )
+    .await;
+    assert_eq!((r.status, r.code()), (400, "invalid_argument".to_owned()));
+    let ok: Vec<Value> = vec![
+        json!({"all": true}),
+        json!({"source": "web", "includeDelivered": true, "includeUndeliverable": false}),
+        json!({"messageIds": ["m-1"], "source": null}),
+        json!({"since": "2026-01-01T00:00:00.000Z", "until": 1_900_000_000_000_i64}),
+    ];
+    for body in ok {
+        let r = t.admin("POST", "/admin/replay", Some(body.clone())).await;
+        assert_eq!(
+            (r.status, r.json()),
+            (200, json!({"replayed": 0})),
+            "{body}"
+        );
+    }
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn limit_is_bounded() {
+    let t = Setup::new().start().await;
+    for path in ["/admin/dead-letters", "/admin/rejected"] {
+        for q in [
+            "limit=0",
+            "limit=1001",
+            "limit=abc",
+            "limit=-1",
+            "limit=",
+            "limt=5",
+        ] {
+            let r = t.admin("GET", &format!("{path}?{q}"), None).await;
+            assert_eq!(
+                (r.status, r.code()),
+                (400, "invalid_argument".to_owned()),
+                "{path}?{q}"
+            );
+        }
+        for q in ["", "?limit=1", "?limit=1000"] {
+            let r = t.admin("GET", &format!("{path}{q}"), None).await;
+            assert_eq!((r.status, r.json()), (200, json!([])), "{path}{q}");
+        }
+    }
+    let r = t.admin("GET", "/admin/status?limit=5", None).await;
+    assert_eq!(r.status, 400);
+    t.shutdown().await;
+}
+
+#[tokio::test]
+async fn delete_audiences_replay_and_status_do_their_work() {
+    let t = Setup::new().start().await;
+    let r = t
+        .admin("POST", "/admin/delete", Some(json!({"userId": "u-1"})))
+        .await;
+    assert_eq!((r.status, r.json()), (200, json!({"sources": ["web"]})));
+    let deletes: Vec<_> = t
+        .store
+        .rows()
+        .into_iter()
+        .filter(|r| r.kind == "delete")
+        .collect();
+    assert_eq!(deletes.len(), 1);
+    assert_eq!(
+        (deletes[0].source.as_str(), deletes[0].status),
+        ("web", Status::Pending)
+    );
+    let sync = |members: Value| {
+        t.admin(
+            "POST",
+            "/admin/audiences",
+            Some(json!({"source": "web", "audience": "High Value", "members": members})),
+        )
+    };
+    assert_eq!(sync(json!(["a", "b"])).await.json(), json!({"calls": 2}));
+    assert_eq!(sync(json!(["b", "c"])).await.json(), json!({"calls": 2}));
+    assert_eq!(sync(json!(["b", "c"])).await.json(), json!({"calls": 0}));
+    let status = t.admin("GET", "/admin/status", None).await.json();
+    assert_eq!(status["pending"], 5);
+    assert_eq!(status["dead"], 0);
+    let r = t
+        .admin("POST", "/admin/replay", Some(json!({"source": "web"})))
+        .await;
+    assert_eq!((r.status, r.json()), (200, json!({"replayed": 0})));
+    t.shutdown().await;
+}
+
+#[cfg(not(feature = "test-clock"))]
+#[tokio::test]
+async fn the_test_clock_is_not_in_a_shipped_build() {
+    let t = Setup::new().start().await;
+    let r = t
+        .admin("POST", "/admin/test/clock", Some(json!({"offsetMs": 1000})))
+        .await;
+    assert_eq!((r.status, r.code()), (404, "not_found".to_owned()));
+    t.shutdown().await;
+}
+
+#[cfg(feature = "test-clock")]
+#[tokio::test]
+async fn the_test_clock_moves_the_relays_clock_when_started_with_it() {
+    let t = Setup::new().start().await;
+    let r = t
+        .admin("POST", "/admin/test/clock", Some(json!({"offsetMs": 1000})))
+        .await;
+    assert_eq!(r.status, 404, "only with --test-clock");
+    t.shutdown().await;
+
+    let mut setup = Setup::new();
+    setup.test_clock = Some(0);
+    let t = setup.start().await;
+    let hour = 3_600_000_i64;
+    let before = t.relay.clock.now_ms();
+    let r = t
+        .admin("POST", "/admin/test/clock", Some(json!({"offsetMs": hour})))
+        .await;
+    assert_eq!((r.status, r.json()["offsetMs"].clone()), (200, json!(hour)));
+    assert!(r.json()["nowMs"].as_i64().unwrap() >= before + hour);
+    assert!(t.relay.clock.now_ms() >= before + hour);
+    for bad in [json!({"offsetMs": -1}), json!({"offsetMs": "1"}), json!({})] {
+        let r = t
+            .admin("POST", "/admin/test/clock", Some(bad.clone()))
+            .await;
+        assert_eq!(r.status, 400, "{bad}");
+    }
+    t.shutdown().await;
+}
