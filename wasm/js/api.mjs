@@ -527,17 +527,36 @@ export function makeApi(wasm, platform) {
     throw error('invalid_argument', `${what} must be a string or Uint8Array`);
   }
 
+  // A call object's JSON text. A number or bigint in an id field is first
+  // the core's id string (wasm.idString): the JSON text would lose a
+  // bigint (it has no JSON form) and an unsafe integer's digits
+  // (JSON.stringify writes the nearest double's). The caller's object is
+  // left as it is.
+  const ID_FIELDS = wasm.idFields();
+  function callJson(call) {
+    let out = call;
+    if (call !== null && typeof call === 'object') {
+      for (const k of ID_FIELDS) {
+        const v = call[k];
+        if (typeof v !== 'number' && typeof v !== 'bigint') continue;
+        if (out === call) out = { ...call };
+        out[k] = wasm.idString(k, v);
+      }
+    }
+    return toJson(out);
+  }
+
   // A call's JSON text, as the caller gave it (string or bytes) or from a
   // JS value.
   function callText(call) {
     if (call instanceof Uint8Array || typeof call === 'string') return call;
-    return toJson(call);
+    return callJson(call);
   }
 
   // A call for the core: its UTF-8 JSON bytes (see call.rs for why bytes).
   function callBytes(call) {
     if (call instanceof Uint8Array) return call;
-    return encoder.encode(typeof call === 'string' ? call : toJson(call));
+    return encoder.encode(typeof call === 'string' ? call : callJson(call));
   }
 
   function randomBytes(n) {
@@ -838,7 +857,7 @@ export function makeApi(wasm, platform) {
 
     _enqueue(type, fields, callback) {
       if (callback === undefined && !this._disable) {
-        const id = this._batcher.handleCall(Date.now(), toJson({ type, ...fields }));
+        const id = this._batcher.handleCall(Date.now(), callJson({ type, ...fields }));
         this._kick();
         return id;
       }
@@ -849,7 +868,7 @@ export function makeApi(wasm, platform) {
 
     /** @internal The message for a call, checked and completed, not queued. */
     _prepare(type, fields) {
-      return this._batcher.prepare(Date.now(), toJson({ type, ...fields }));
+      return this._batcher.prepare(Date.now(), callJson({ type, ...fields }));
     }
 
     /** @internal Queues a prepared message; `done(err, json)`, if given, is

@@ -5,11 +5,14 @@
 /** A JSON value as JSON.stringify accepts it. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json | undefined };
 
-/** A Segment-spec call: `type` plus Segment's camelCase fields, or its JSON text. */
+/**
+ * A Segment-spec call: `type` plus Segment's camelCase fields, or its JSON text. An id given as a `bigint`, or as a
+ * `number` that is a safe integer, is sent as its exact decimal string; another `number` id throws.
+ */
 export interface CallObject {
   type: 'identify' | 'track' | 'page' | 'screen' | 'group' | 'alias' | 'delete';
-  userId?: string | number;
-  anonymousId?: string | number;
+  userId?: string | number | bigint;
+  anonymousId?: string | number | bigint;
   event?: string;
   name?: string;
   category?: string;
@@ -17,11 +20,11 @@ export interface CallObject {
   traits?: { [key: string]: Json | undefined };
   context?: { [key: string]: Json | undefined };
   integrations?: { [key: string]: Json | undefined };
-  groupId?: string | number;
-  previousId?: string | number;
+  groupId?: string | number | bigint;
+  previousId?: string | number | bigint;
   /** ISO 8601 with an offset, or a Date. */
   timestamp?: string | Date;
-  messageId?: string;
+  messageId?: string | number | bigint;
 }
 export type Call = CallObject | string | Uint8Array;
 
@@ -367,8 +370,8 @@ export class Client {
   track(fields: Fields & { event: string }, callback?: CallCallback): string;
   page(fields: Fields, callback?: CallCallback): string;
   screen(fields: Fields, callback?: CallCallback): string;
-  group(fields: Fields & { groupId: string | number }, callback?: CallCallback): string;
-  alias(fields: Fields & { previousId: string | number; userId: string | number }, callback?: CallCallback): string;
+  group(fields: Fields & { groupId: string | number | bigint }, callback?: CallCallback): string;
+  alias(fields: Fields & { previousId: string | number | bigint; userId: string | number | bigint }, callback?: CallCallback): string;
   /** Settles when everything queued is delivered or reported. */
   flush(): Promise<void>;
   /** Flushes (up to timeoutMs, by default DEFAULTS.shutdownTimeoutMs), then reports the rest to onError. */

@@ -6,7 +6,8 @@ import type { Json } from './index.js';
 export type { CallpostError, Json } from './index.js';
 
 type JsonObject = { [key: string]: Json | undefined };
-type Id = string | number;
+/** A `bigint`, or a `number` that is a safe integer, is sent as its exact decimal string. */
+type Id = string | number | bigint;
 type Timestamp = string | Date;
 
 /** The fields every call takes. */
@@ -14,7 +15,7 @@ interface Common {
   context?: JsonObject;
   timestamp?: Timestamp;
   integrations?: { [key: string]: boolean | JsonObject | undefined };
-  messageId?: string;
+  messageId?: Id;
 }
 type Identity = { userId: Id; anonymousId?: Id } | { userId?: Id; anonymousId: Id };
 

@@ -73,6 +73,24 @@ for (const [entry, { Client }] of [['callpost', main], ['callpost/client', clien
 
 const { Client } = main;
 
+test('integer ids reach the server as their exact digits; the caller\'s object is left as it is', async () => {
+  const srv = await serve(ok);
+  try {
+    const c = new Client({ writeKey: 'wk', endpoint: srv.url, flushAt: 2 });
+    const fields = { userId: 157963456373623802n, anonymousId: 42, event: 'Purchased Item', messageId: 10n ** 30n };
+    c.track(fields);
+    assert.equal(fields.userId, 157963456373623802n);
+    const hooks = new Webhooks({ endpoints: ['https://h.example/'] });
+    assert.equal(JSON.parse(hooks.request({ type: 'track', userId: 2n ** 64n, event: 'e' }).body).userId, '18446744073709551616');
+    c.alias({ userId: -(2n ** 70n), previousId: Number.MAX_SAFE_INTEGER });
+    assert.throws(() => c.track({ userId: 2 ** 53, event: 'e' }), (e) => e.code === 'integer_out_of_range');
+    await c.close();
+    const [track, alias] = srv.received.flatMap((r) => JSON.parse(r.body).batch);
+    assert.deepEqual([track.userId, track.anonymousId, track.messageId], ['157963456373623802', '42', `1${'0'.repeat(30)}`]);
+    assert.deepEqual([alias.userId, alias.previousId], [String(-(2n ** 70n)), '9007199254740991']);
+  } finally { srv.close(); }
+});
+
 test('bad calls throw typed errors and nothing is queued', async () => {
   const c = new Client({ writeKey: 'wk', endpoint: 'http://127.0.0.1:9' });
   assert.throws(() => c.track({ event: 'no user' }), (e) => e.code === 'missing_identity' && e.name === 'InvalidCallError');

@@ -163,6 +163,26 @@ test("Segment's options: host and path as analytics-node resolves them, httpClie
   } finally { srv.close(); }
 });
 
+test('integer ids are sent as their exact digits: a bigint of any size, a number while it is a safe integer', async () => {
+  const srv = await serve(ok);
+  try {
+    const analytics = new Analytics({ writeKey: 'wk', host: srv.url, flushAt: 3 });
+    analytics.track({ userId: 157963456373623802n, event: 'Purchased Item', anonymousId: 157963456373623803n });
+    analytics.group({ userId: Number.MAX_SAFE_INTEGER, groupId: 10n ** 30n, messageId: -(2n ** 64n) });
+    analytics.alias({ userId: 0, previousId: 42 });
+    // A number past 2^53 may already hold other digits than were written;
+    // a fraction or a boolean is no id.
+    assert.throws(() => analytics.track({ userId: 157963456373623802, event: 'E' }), (e) => e.code === 'integer_out_of_range');
+    assert.throws(() => analytics.track({ userId: 1.5, event: 'E' }), (e) => e.code === 'invalid_field');
+    assert.throws(() => analytics.track({ userId: true, event: 'E' }), (e) => e.code === 'invalid_field');
+    await analytics.closeAndFlush();
+    const [track, group, alias] = messages(srv);
+    assert.deepEqual([track.userId, track.anonymousId], ['157963456373623802', '157963456373623803']);
+    assert.deepEqual([group.userId, group.groupId, group.messageId], ['9007199254740991', `1${'0'.repeat(30)}`, '-18446744073709551616']);
+    assert.deepEqual([alias.userId, alias.previousId], ['0', '42']);
+  } finally { srv.close(); }
+});
+
 test('bad settings and calls throw typed errors at once, as analytics-node throws ValidationError', () => {
   assert.throws(() => new Analytics({}), (e) => e.code === 'invalid_argument' && /writeKey/.test(e.message));
   assert.throws(() => new Analytics({ writeKey: 'wk', oauthSettings: { clientId: 'x' } }), (e) => e.code === 'invalid_argument');

@@ -476,3 +476,56 @@ for (const [entry, api] of signingEntries) {
     assert.throws(() => api.receive({ type: 'track' }, {}, 's'), (e) => e.code === 'invalid_argument' && /verifyParsed/.test(e.message));
   });
 }
+
+// testdata/ids.json: each case's id in each id field, as the JS value its
+// `form` names, through a call object (Batcher.prepare), the Client's
+// methods and callpost/segment's Analytics; `json` cases as a literal in
+// the call's JSON text.
+test('id vectors', async () => {
+  const { calls, cases } = vectors('ids.json');
+  assert.deepEqual(Object.keys(calls), ['userId', 'anonymousId', 'groupId', 'previousId', 'messageId']);
+  const { Analytics } = await import('callpost/segment');
+  const client = new callpost.Client({ writeKey: 'wk', disable: true });
+  const analytics = new Analytics({ writeKey: 'wk', disable: true });
+  const b = new callpost.Batcher({ writeKey: 'wk' }, 0);
+  const viaBatcher = (call) => JSON.parse(b.prepare(0, call, new Uint8Array(16)).json);
+  const viaClient = ({ type, ...fields }) => new Promise((resolve, reject) => {
+    client[type](fields, (err, message) => (err ? reject(err) : resolve(message)));
+  });
+  const viaAnalytics = ({ type, ...fields }) => new Promise((resolve, reject) => {
+    analytics[type](fields, (err, ctx) => (err ? reject(err) : resolve(ctx.event)));
+  });
+  let checked = 0;
+  for (const c of cases) {
+    for (const field of c.fields ?? Object.keys(calls)) {
+      const what = `${c.name} in ${field}`;
+      let runs;
+      if (c.form === 'json') {
+        const text = `${JSON.stringify(calls[field]).slice(0, -1)},"${field}":${c.id}}`;
+        runs = [async () => viaBatcher(text)];
+      } else {
+        const forms = {
+          integer: () => [BigInt(c.id), ...(Number.isSafeInteger(Number(c.id)) ? [Number(c.id)] : [])],
+          float: () => [Number(c.id)],
+          string: () => [c.id],
+          bool: () => [c.id === 'true'],
+        };
+        assert.ok(forms[c.form], `${c.name}: unknown form ${c.form}`);
+        const values = forms[c.form]();
+        runs = values.flatMap((v) => {
+          const call = { ...calls[field], [field]: v };
+          return [viaBatcher, viaClient, viaAnalytics].map((via) => async () => via(call));
+        });
+      }
+      for (const run of runs) {
+        if (c.code) await assert.rejects(run, (err) => err.code === c.code, what);
+        else assert.equal((await run())[field], c.expect, what);
+        checked++;
+      }
+    }
+  }
+  assert.ok(checked > 100, String(checked));
+  b.free();
+  await client.close();
+  await analytics.closeAndFlush();
+});

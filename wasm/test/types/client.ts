@@ -4,6 +4,7 @@ import clientApi, { init, Client, stringify, type ClientOptions, type CallpostEr
 const options: ClientOptions = { writeKey: 'wk', flushAt: 10, onError: (err: CallpostError, messages) => console.log(err.code, messages.length) };
 const c = new Client(options);
 const id: string = c.track({ userId: 'u', event: 'Signed Up', properties: { plan: 'pro' } });
+c.alias({ userId: 157963456373623802n, previousId: 42, messageId: 2n ** 64n });
 
 async function main(): Promise<void> {
   const api = await init();

@@ -10,6 +10,8 @@ analytics.on('track', (ctx: Context) => console.log(ctx.id, ctx.failedDelivery()
 analytics.identify({ userId: 'u1', traits: { plan: 'pro' } });
 analytics.page({ anonymousId: 'a1', category: 'Docs', name: 'Node' });
 analytics.alias({ userId: 'u1', previousId: 'a1' });
+// Integer ids: a bigint of any size, or a safe-integer number.
+analytics.group({ userId: 157963456373623802n, groupId: 42, messageId: 10n ** 30n });
 // @ts-expect-error: a track needs an event name.
 analytics.track({ userId: 'u1' });
 
