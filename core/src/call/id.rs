@@ -36,7 +36,7 @@ const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 ///   (`157963456373623802` is already `157963456373623800` in JS), so it is
 ///   `integer_out_of_range`; with a fraction (`1.5`) it is no identifier
 ///   and is `invalid_field` (Python's `str` and JavaScript's `String` would
-///   not even agree on its digits: `1e+16` against `1e16`);
+///   not even agree on its digits: `1.5e-07` against `1.5e-7`);
 /// * a JSON number read from JSON text ([`Scalar::Number`]) keeps the JSON
 ///   rule it was read under: an integer literal JavaScript would read as
 ///   another number was already refused (`integer_out_of_range`), and any
