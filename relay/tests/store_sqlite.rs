@@ -544,3 +544,62 @@ async fn close_commits_what_is_queued() {
     assert_eq!(store.stats(T0).await.unwrap().pending, 1);
     store.close().await;
 }
+
+/// A writer that stops answering (here: held inside the commit observer,
+/// as a slow fsync would hold it): every caller gets `Timeout` at the
+/// limit, whatever SQLite's own busy handling does. The call that
+/// committed while its caller waited in vain is never reported as a
+/// success; the one its caller gave up on before the writer reached it
+/// is never run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_writer_times_out_its_callers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Arc::new(
+        SqliteStore::open(
+            path.clone(),
+            StoreOptions {
+                timeout: Duration::from_millis(300),
+                ..options()
+            },
+        )
+        .await
+        .unwrap(),
+    );
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let gate = Arc::new(Mutex::new(Some(held)));
+    {
+        let gate = gate.clone();
+        store.set_commit_observer(Arc::new(move |_, _| {
+            if let Some(held) = gate.lock().unwrap().take() {
+                // A hang guard: the test releases it long before.
+                let _ = held.recv_timeout(Duration::from_secs(30));
+            }
+        }));
+    }
+    let started = Instant::now();
+    let first = store.insert(vec![row("a", "m0", T0)], vec![]).await;
+    assert_eq!(first, Err(StoreError::Timeout));
+    let second = store.insert(vec![row("a", "m1", T0)], vec![]).await;
+    assert_eq!(second, Err(StoreError::Timeout));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!store.healthy());
+    assert_eq!(store.backlog(), 2, "both still with the writer");
+
+    release.send(()).unwrap();
+    eventually("the writer caught up", || store.backlog() == 0).await;
+    assert_eq!(store.insert(vec![row("a", "m2", T0)], vec![]).await, Ok(1));
+    assert!(store.healthy());
+    let claimed = store.claim(T0, "a", 10, 1_000).await.unwrap();
+    let ids: Vec<_> = claimed.iter().map(|c| c.message_id.as_str()).collect();
+    assert_eq!(
+        ids,
+        vec!["m0", "m2"],
+        "m0 committed late; m1 was dropped unrun"
+    );
+    store.close().await;
+}

@@ -45,7 +45,7 @@ pub fn path_of(url: &str) -> Result<PathBuf, String> {
 /// 32,766 per statement.
 const INSERT_CHUNK: usize = 500;
 
-/// Values per `IN (…)` list (replay's message ids, renewal tokens).
+/// Tokens per renewal statement.
 const IN_CHUNK: usize = 500;
 
 /// Rows deleted per purge statement. Each chunk is a transaction of its
@@ -659,52 +659,51 @@ fn sql_int(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// One UPDATE per replayed status: each reads only that status's rows,
+/// through the index of finished rows (`status <> 0` lets SQLite use it),
+/// never the whole table; the id list is one JSON parameter, however long.
 fn replay_rows(db: &Db, now: i64, filter: &ReplayFilter) -> rusqlite::Result<u64> {
-    let mut statuses = vec![Status::Dead.as_i64()];
+    let mut statuses = vec![Status::Dead];
     if filter.include_delivered {
-        statuses.push(Status::Delivered.as_i64());
+        statuses.push(Status::Delivered);
     }
     if filter.include_undeliverable {
-        statuses.push(Status::Undeliverable.as_i64());
+        statuses.push(Status::Undeliverable);
     }
-    let mut sql = format!(
+    let mut sql = String::from(
         "UPDATE deliveries SET status = 0, due_at = ?, state = NULL, outcome = NULL, \
          attempts = 0, finished_at = NULL, lease_until = NULL, claim = NULL \
-         WHERE status IN ({})",
-        marks(statuses.len())
+         WHERE status <> 0 AND status = ?",
     );
-    let mut fixed: Vec<Value> = vec![Value::Integer(now)];
-    fixed.extend(statuses.into_iter().map(Value::Integer));
+    // The status goes in at [1], once per statement.
+    let mut values = vec![Value::Integer(now), Value::Null];
     if let Some(source) = &filter.source {
         sql.push_str(" AND source = ?");
-        fixed.push(Value::Text(source.clone()));
+        values.push(Value::Text(source.clone()));
     }
     if let Some(since) = filter.since {
         sql.push_str(" AND received_at >= ?");
-        fixed.push(Value::Integer(since));
+        values.push(Value::Integer(since));
     }
     if let Some(until) = filter.until {
         sql.push_str(" AND received_at < ?");
-        fixed.push(Value::Integer(until));
+        values.push(Value::Integer(until));
     }
-    let run = |sql: &str, values: Vec<Value>| -> rusqlite::Result<u64> {
-        let mut stmt = db.conn.prepare(sql)?;
+    if let Some(ids) = &filter.message_ids {
+        sql.push_str(" AND message_id IN (SELECT value FROM json_each(?))");
+        // A list of strings always serializes.
+        values.push(Value::Text(
+            serde_json::to_string(ids).unwrap_or_else(|_| "[]".into()),
+        ));
+    }
+    let mut stmt = db.conn.prepare(&sql)?;
+    let mut n = 0;
+    for status in statuses {
+        values[1] = Value::Integer(status.as_i64());
         db.tick(1);
-        Ok(stmt.execute(params_from_iter(values))? as u64)
-    };
-    match &filter.message_ids {
-        None => run(&sql, fixed),
-        Some(ids) => {
-            let mut n = 0;
-            for chunk in ids.chunks(IN_CHUNK) {
-                let chunk_sql = format!("{sql} AND message_id IN ({})", marks(chunk.len()));
-                let mut values = fixed.clone();
-                values.extend(chunk.iter().cloned().map(Value::Text));
-                n += run(&chunk_sql, values)?;
-            }
-            Ok(n)
-        }
+        n += stmt.execute(params_from_iter(&values))? as u64;
     }
+    Ok(n)
 }
 
 fn stats_of(db: &Db, now: i64) -> rusqlite::Result<Stats> {
