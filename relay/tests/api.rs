@@ -12,11 +12,15 @@ use callpost_relay::api::Server;
 use callpost_relay::clock::Clock;
 use callpost_relay::config::{self, Overrides};
 use callpost_relay::store::memory::MemoryStore;
-use callpost_relay::store::{Status, Store};
+use callpost_relay::store::{
+    Claimed, CommitObserver, DeadLetter, Finish, Purged, RejectedRecord, RejectedRow, ReplayFilter,
+    Retention, Row, Stats, Status, Store, StoreError,
+};
 use callpost_relay::Relay;
 use serde_json::{json, Value};
 use std::io::Write as _;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
@@ -40,6 +44,8 @@ struct Setup {
     admin_token: bool,
     test_clock: Option<i64>,
     store: Arc<MemoryStore>,
+    /// Serves through this store instead (it wraps `store`).
+    wrapped: Option<Arc<dyn Store>>,
 }
 
 impl Setup {
@@ -50,6 +56,7 @@ impl Setup {
             admin_token: true,
             test_clock: None,
             store: Arc::new(MemoryStore::new()),
+            wrapped: None,
         }
     }
 
@@ -117,7 +124,10 @@ allow_private_networks = true
             &|_| None,
         )
         .unwrap();
-        let store: Arc<dyn Store> = self.store.clone();
+        let store: Arc<dyn Store> = match self.wrapped {
+            Some(w) => w,
+            None => self.store.clone(),
+        };
         let relay = Arc::new(Relay::new(cfg, store, Arc::new(Clock::new())));
         let server = Server::bind(Arc::clone(&relay)).await.unwrap();
         let (api, admin) = (server.api_addr, server.admin_addr);
@@ -739,6 +749,136 @@ async fn a_stuck_store_makes_ingest_503_with_retry_after_and_readyz_not_ready() 
     t.shutdown().await;
 }
 
+/// A memory store whose writer backlog the test sets, and which counts
+/// the inserts begun.
+struct Observed {
+    inner: Arc<MemoryStore>,
+    backlog: AtomicUsize,
+    inserts: AtomicUsize,
+}
+
+impl Observed {
+    fn over(inner: &Arc<MemoryStore>, backlog: usize) -> Arc<Self> {
+        Arc::new(Self {
+            inner: Arc::clone(inner),
+            backlog: AtomicUsize::new(backlog),
+            inserts: AtomicUsize::new(0),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Observed {
+    fn migrated(&self) -> (i64, i64) {
+        self.inner.migrated()
+    }
+    fn backlog(&self) -> usize {
+        self.backlog.load(Ordering::Relaxed)
+    }
+    fn healthy(&self) -> bool {
+        self.inner.healthy()
+    }
+    async fn insert(
+        &self,
+        rows: Vec<Row>,
+        rejected: Vec<RejectedRow>,
+    ) -> Result<usize, StoreError> {
+        self.inserts.fetch_add(1, Ordering::SeqCst);
+        self.inner.insert(rows, rejected).await
+    }
+    async fn claim(
+        &self,
+        now: i64,
+        source: &str,
+        limit: usize,
+        lease_ms: i64,
+    ) -> Result<Vec<Claimed>, StoreError> {
+        self.inner.claim(now, source, limit, lease_ms).await
+    }
+    async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError> {
+        self.inner.finish(items, now).await
+    }
+    async fn renew(&self, tokens: Vec<i64>, until: i64) -> Result<(), StoreError> {
+        self.inner.renew(tokens, until).await
+    }
+    async fn next_due(&self, now: i64) -> Result<Option<i64>, StoreError> {
+        self.inner.next_due(now).await
+    }
+    async fn park_unrouted(&self, now: i64, routed: Vec<String>) -> Result<u64, StoreError> {
+        self.inner.park_unrouted(now, routed).await
+    }
+    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
+        self.inner.purge(now, retention).await
+    }
+    async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError> {
+        self.inner.replay(now, filter).await
+    }
+    async fn stats(&self, now: i64) -> Result<Stats, StoreError> {
+        self.inner.stats(now).await
+    }
+    async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
+        self.inner.dead_letters(limit).await
+    }
+    async fn rejected(&self, limit: usize) -> Result<Vec<RejectedRecord>, StoreError> {
+        self.inner.rejected(limit).await
+    }
+    async fn audience_state(
+        &self,
+        source: &str,
+        audience: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.inner.audience_state(source, audience).await
+    }
+    async fn audience_sync(
+        &self,
+        source: &str,
+        audience: &str,
+        state: String,
+        rows: Vec<Row>,
+        now: i64,
+    ) -> Result<usize, StoreError> {
+        self.inner
+            .audience_sync(source, audience, state, rows, now)
+            .await
+    }
+    fn statements(&self) -> u64 {
+        self.inner.statements()
+    }
+    fn set_commit_observer(&self, observer: CommitObserver) {
+        self.inner.set_commit_observer(observer);
+    }
+    async fn close(&self) {
+        self.inner.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_writer_behind_makes_ingest_503_overloaded_before_the_body_is_read() {
+    let mut setup =
+        Setup::new().tables("[ingest]\nmax_backlog = 40\n[limits]\nbody_timeout_ms = 600000");
+    let store = Observed::over(&setup.store, 41);
+    setup.wrapped = Some(store.clone());
+    let t = setup.start().await;
+    // Headers and the start of a body that never ends: only an answer
+    // given before the body is read passes the guard.
+    let mut s = TcpStream::connect(t.api).await.unwrap();
+    let head = format!(
+        "POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: {}\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"batch\":[",
+        basic(KEY)
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let r = guard(read_reply(&mut s)).await.expect("an answer");
+    assert_eq!((r.status, r.code()), (503, "overloaded".to_owned()));
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert_eq!(call(t.api, "GET", "/readyz", &[], b"").await.status, 503);
+    store.backlog.store(40, Ordering::Relaxed);
+    let body = json!({"batch": [track(1)], "writeKey": KEY}).to_string();
+    assert_eq!(t.post("/v1/batch", &[], body.as_bytes()).await.status, 200);
+    assert_eq!(call(t.api, "GET", "/readyz", &[], b"").await.status, 200);
+    assert_eq!(t.store.rows().len(), 1);
+    t.shutdown().await;
+}
+
 // -- credentials before any parse -----------------------------------------
 
 #[tokio::test]
@@ -1000,17 +1140,23 @@ async fn the_connection_cap_closes_the_next_connection_at_once_and_says_so() {
 
 #[tokio::test]
 async fn shutdown_lets_a_request_in_progress_finish_and_takes_no_new_connection() {
-    let store = MemoryStore::with_timeout(Duration::from_secs(8));
-    store.set_stalled(true);
-    let t = Setup::new().store(store).start().await;
+    let memory = MemoryStore::with_timeout(Duration::from_secs(8));
+    memory.set_stalled(true);
+    let mut setup = Setup::new().store(memory);
+    let observed = Observed::over(&setup.store, 0);
+    setup.wrapped = Some(observed.clone());
+    let t = setup.start().await;
     let body = json!({"batch": [track(1)], "writeKey": KEY}).to_string();
     let api = t.api;
     let pending =
         tokio::spawn(async move { call(api, "POST", "/v1/batch", &[], body.as_bytes()).await });
     // Wait until the request is inside the store.
-    t.wait_metric(r#"callpost_relay_connections_open{listener="api"}"#, 1.0)
-        .await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    guard(async {
+        while observed.inserts.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
     let TestRelay {
         mut stop,
         served,

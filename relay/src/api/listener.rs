@@ -14,7 +14,7 @@
 //! previous answer is written: it would close every idle connection after
 //! the header timeout, and leave no room for an idle timeout of its own.
 //! So the timeouts are kept here instead: the connection's bytes pass
-//! through [`Watched`], which notes the first byte of each request; the
+//! through a wrapper, which notes the first byte of each request; the
 //! service notes when a request starts and ends; and a watchdog beside
 //! the connection closes it when the phase it is in has lasted too long.
 //! The body timeout is the handler's (it reads the body), so it can
