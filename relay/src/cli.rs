@@ -234,6 +234,8 @@ fn init_logging(cfg: &Config) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, not in files and journals.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
     // A second subscriber cannot be set (tests that run main twice); the
     // first one stays.
