@@ -1,32 +1,717 @@
 //! Delivery: claims, leases, the core's `Delivery` rounds, and the HTTP
 //! client.
+//!
+//! A claimed delivery is restored from its saved state (or started from the
+//! stored message) and driven as the core says: every request it gives is
+//! sent (a parallel round's at once), every answer goes back to it, and
+//! when it wants to wait, its state goes back to the store with its next
+//! due time. When it ends, the row is finished or becomes a dead letter.
+//! Every rule about rounds, retries, `Retry-After` and giving up is the
+//! core's.
+//!
+//! # Fairness
+//! One source's backlog or slow receiver must not hold back another's:
+//! * claims are made per source, round-robin over the sources with an
+//!   enabled destination;
+//! * a source holds at most `max(concurrency / sources,
+//!   min(concurrency, endpoint_concurrency))` deliveries at once. One
+//!   source alone may use every slot; with many, each has at least its
+//!   even share, and a source whose receiver hangs holds no more than its
+//!   share (or, when shares are small, what its endpoint cap could keep
+//!   busy), so the others still claim;
+//! * a request waits for a permit of its endpoint URL (at most
+//!   `endpoint_concurrency` requests in flight per URL, shared by every
+//!   source that posts there) before it is sent, and the receiver's 5 s
+//!   start only then ([`http`]);
+//! * a 2xx counts as soon as its status line arrives; the answer body is
+//!   read afterwards, to a small limit.
+//!
+//! # Leases
+//! A claim leases its rows; a task renews the leases of everything held
+//! every quarter lease, so a round that waits for its endpoint's cap or
+//! walks several failover endpoints is never taken over while it runs.
+//! Results are stored by one task, which writes everything that ended
+//! since its last write in one `finish` call; a slot is free again once
+//! its result is stored.
 
+mod connect;
+mod http;
+
+pub use self::http::{ANSWER_BODY_TIMEOUT, ANSWER_BYTES, POOL_IDLE_TIMEOUT};
+pub use connect::check_destinations;
+
+use self::http::Http;
 use crate::app::Relay;
-use std::sync::Arc;
+use crate::config::Source;
+use crate::store::{Claimed, Finish};
+use callpost_core::{Call, Delivery, DeliveryConfig, DeliveryOutcome, KeyCase, Outcome, Timestamp};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::task::{JoinError, JoinHandle, JoinSet};
+use tokio::time::Instant;
+
+/// Rows per claim: a handful of round trips to the store per second at
+/// the benchmark's delivery rate (the Python relay's batch).
+pub const CLAIM_BATCH: usize = 256;
+
+/// The longest the workers sleep without looking at the store again: rows
+/// that a CLI replay or another relay made due are picked up within this.
+pub const IDLE_POLL: Duration = Duration::from_secs(1);
+
+/// After a store call fails, the workers wait this long before the next.
+pub const STORE_BACKOFF: Duration = Duration::from_secs(1);
+
+/// How often pending rows of sources without an enabled destination are
+/// set aside as undeliverable (and at start).
+pub const PARK_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The delivery workers of one relay.
 pub struct Deliverer {
-    relay: Arc<Relay>,
+    stop: watch::Sender<Option<Duration>>,
+    main: Option<JoinHandle<()>>,
 }
 
 impl Deliverer {
-    /// Starts claiming and delivering.
+    /// Starts claiming and delivering, on the current tokio runtime. With
+    /// `deliver = false` (an ingest-only relay) nothing starts. Fails when
+    /// there is no runtime, or `ca_file` cannot be used.
     pub fn start(relay: Arc<Relay>) -> std::io::Result<Self> {
-        Ok(Self { relay })
+        let (stop, stop_rx) = watch::channel(None);
+        if !relay.cfg.deliver {
+            return Ok(Self { stop, main: None });
+        }
+        let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
+        let http = Http::new(&relay.cfg)?;
+        let sources: Vec<Arc<Source>> = relay
+            .cfg
+            .sources
+            .iter()
+            .filter(|s| s.destination().is_some())
+            .cloned()
+            .collect();
+        let concurrency = relay.cfg.delivery_concurrency.max(1);
+        let share = if sources.is_empty() {
+            concurrency
+        } else {
+            (concurrency / sources.len())
+                .max(concurrency.min(relay.cfg.endpoint_concurrency))
+                .max(1)
+        };
+        let shared = Arc::new(Shared {
+            book: Mutex::new(Book {
+                held: HashMap::new(),
+                per_source: vec![0; sources.len()],
+            }),
+            relay,
+            http,
+            sources,
+            concurrency,
+            share,
+            freed: Notify::new(),
+            closing: AtomicBool::new(false),
+        });
+        tracing::info!(
+            "delivering for {} sources: {} deliveries at once, at most {} per source, \
+             {} requests per endpoint URL",
+            shared.sources.len(),
+            shared.concurrency,
+            shared.share,
+            shared.relay.cfg.endpoint_concurrency
+        );
+        let main = runtime.spawn(run(shared, stop_rx));
+        Ok(Self {
+            stop,
+            main: Some(main),
+        })
     }
 
     /// Stops claiming; waits up to `grace` for the attempts in flight to
-    /// end and be stored, then gives the rest back.
+    /// end and be stored, then gives the rest back (released: they are
+    /// claimable again at once, and sent again at the next start).
     pub async fn stop(self, grace: Duration) {
-        let _ = (&self.relay, grace);
+        self.stop.send_replace(Some(grace));
+        if let Some(main) = self.main {
+            if let Err(e) = main.await {
+                tracing::error!("the delivery workers ended abnormally: {e}");
+            }
+        }
     }
 }
 
-/// Refuses destinations on loopback, private and other non-public
-/// addresses unless `allow_private_networks` (checked again at every
-/// connection).
-pub async fn check_destinations(cfg: &crate::config::Config) -> Result<(), crate::config::ConfigError> {
-    let _ = cfg;
-    Ok(())
+/// What the workers hold.
+struct Book {
+    /// row id → the claim that holds it.
+    held: HashMap<i64, Held>,
+    /// Deliveries held, by lane.
+    per_source: Vec<usize>,
+}
+
+#[derive(Clone, Copy)]
+struct Held {
+    claim: i64,
+    lane: usize,
+}
+
+struct Shared {
+    relay: Arc<Relay>,
+    http: Http,
+    /// The sources with an enabled destination; a lane is an index here.
+    sources: Vec<Arc<Source>>,
+    /// Deliveries in flight, all sources together.
+    concurrency: usize,
+    /// Deliveries in flight, per source.
+    share: usize,
+    book: Mutex<Book>,
+    /// A result was stored: its slot is free.
+    freed: Notify,
+    /// Shutting down: the result writer stops retrying.
+    closing: AtomicBool,
+}
+
+impl Shared {
+    fn book(&self) -> MutexGuard<'_, Book> {
+        // Every change to the book is made under one lock call, so a
+        // poisoned lock still holds consistent data.
+        self.book.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// How many more deliveries `lane` may claim now.
+    fn room(&self, lane: usize) -> usize {
+        let book = self.book();
+        let own = self.share.saturating_sub(book.per_source[lane]);
+        let all = self.concurrency.saturating_sub(book.held.len());
+        own.min(all)
+    }
+
+    fn hold(&self, c: &Claimed, lane: usize) {
+        let mut book = self.book();
+        if book
+            .held
+            .insert(
+                c.id,
+                Held {
+                    claim: c.claim,
+                    lane,
+                },
+            )
+            .is_none()
+        {
+            book.per_source[lane] += 1;
+        }
+    }
+
+    /// Forgets rows: their results are stored, or they are given up.
+    fn let_go(&self, ids: impl IntoIterator<Item = i64>) {
+        let mut book = self.book();
+        for id in ids {
+            if let Some(h) = book.held.remove(&id) {
+                book.per_source[h.lane] = book.per_source[h.lane].saturating_sub(1);
+            }
+        }
+        drop(book);
+        self.freed.notify_one();
+    }
+
+    fn tokens(&self) -> Vec<i64> {
+        let mut t: Vec<i64> = self.book().held.values().map(|h| h.claim).collect();
+        t.sort_unstable();
+        t.dedup();
+        t
+    }
+}
+
+fn finish_id(f: &Finish) -> i64 {
+    match f {
+        Finish::Delivered { id, .. }
+        | Finish::Retry { id, .. }
+        | Finish::Dead { id, .. }
+        | Finish::Undeliverable { id, .. }
+        | Finish::Release { id, .. } => *id,
+    }
+}
+
+/// Claims, starts deliveries, and at stop winds them down.
+async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
+    let relay = Arc::clone(&shared.relay);
+    let (finish_tx, finish_rx) = mpsc::unbounded_channel();
+    let writer = tokio::spawn(store_results(Arc::clone(&shared), finish_rx));
+    let renewer = tokio::spawn(renew_leases(Arc::clone(&shared)));
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    let mut rows: HashMap<tokio::task::Id, (i64, usize)> = HashMap::new();
+    let routed: Vec<String> = shared.sources.iter().map(|s| s.name.clone()).collect();
+    let mut next_park = Instant::now();
+    let mut turn = 0usize;
+    let n = shared.sources.len();
+
+    let grace = loop {
+        if let Some(grace) = *stop.borrow_and_update() {
+            break grace;
+        }
+        while let Some(done) = tasks.try_join_next_with_id() {
+            reap(&shared, &mut rows, done);
+        }
+        let now = relay.clock.now_ms();
+        if Instant::now() >= next_park {
+            next_park = Instant::now() + PARK_INTERVAL;
+            park(&relay, now, routed.clone()).await;
+        }
+
+        // One pass: each source with room claims, starting one further
+        // along each time.
+        let mut more = false;
+        let mut blocked = false;
+        let mut failed = false;
+        for k in 0..n {
+            let lane = (turn + k) % n;
+            let room = shared.room(lane);
+            if room == 0 {
+                blocked = true;
+                continue;
+            }
+            let want = room.min(CLAIM_BATCH);
+            let source = &shared.sources[lane];
+            match relay
+                .store
+                .claim(now, &source.name, want, relay.cfg.lease_ms)
+                .await
+            {
+                Ok(claimed) => {
+                    more |= claimed.len() == want;
+                    for c in claimed {
+                        shared.hold(&c, lane);
+                        let id = c.id;
+                        let task =
+                            tasks.spawn(deliver(Arc::clone(&shared), lane, c, finish_tx.clone()));
+                        rows.insert(task.id(), (id, lane));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        source = %source.name,
+                        "claiming deliveries failed: {e}; trying again in {} s",
+                        STORE_BACKOFF.as_secs()
+                    );
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        turn = turn.wrapping_add(1);
+        if more && !failed {
+            continue;
+        }
+        let delay = if failed {
+            STORE_BACKOFF
+        } else if n == 0 {
+            // Nothing to deliver for: only the parking is left to do.
+            next_park.saturating_duration_since(Instant::now())
+        } else {
+            match relay.store.next_due(now).await {
+                Ok(Some(due)) if due > now => {
+                    Duration::from_millis(u64::try_from(due - now).unwrap_or(0)).min(IDLE_POLL)
+                }
+                // Due now and not claimed: its source is at its share (a
+                // freed slot wakes the loop) or another relay holds it.
+                Ok(_) => IDLE_POLL,
+                Err(e) => {
+                    tracing::warn!("reading the next due time failed: {e}");
+                    STORE_BACKOFF
+                }
+            }
+        };
+        tokio::select! {
+            () = relay.wake.notified(), if !failed => {}
+            () = shared.freed.notified(), if blocked && !failed => {}
+            () = tokio::time::sleep(delay) => {}
+            Some(done) = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                reap(&shared, &mut rows, done);
+            }
+            _ = stop.changed() => {}
+        }
+    };
+
+    // Stop: let what is in flight end and be stored, within `grace`.
+    let deadline = Instant::now() + grace;
+    loop {
+        if shared.book().held.is_empty() {
+            break;
+        }
+        tokio::select! {
+            () = shared.freed.notified() => {}
+            () = tokio::time::sleep_until(deadline) => break,
+            Some(done) = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                reap(&shared, &mut rows, done);
+            }
+        }
+    }
+    tasks.abort_all();
+    while let Some(done) = tasks.join_next_with_id().await {
+        reap(&shared, &mut rows, done);
+    }
+    // The writer stores what was queued (once more at most, if the store
+    // fails), then ends: every sender is gone.
+    shared.closing.store(true, Ordering::Release);
+    drop(finish_tx);
+    if let Err(e) = writer.await {
+        tracing::error!("the delivery result writer ended abnormally: {e}");
+    }
+    renewer.abort();
+    let rest: Vec<Finish> = shared
+        .book()
+        .held
+        .iter()
+        .map(|(&id, h)| Finish::Release { id, claim: h.claim })
+        .collect();
+    if rest.is_empty() {
+        return;
+    }
+    let n = rest.len();
+    match relay.store.finish(rest, relay.clock.now_ms()).await {
+        Ok(_) => tracing::info!(
+            "released {n} deliveries in flight at shutdown; they are sent again at the next start"
+        ),
+        Err(e) => tracing::warn!(
+            "releasing {n} deliveries in flight at shutdown failed: {e}; they are sent again \
+             when their leases end"
+        ),
+    }
+}
+
+/// A delivery task ended: a panic (a bug) lets its row go without a
+/// result, so its lease runs out and it is claimed again.
+fn reap(
+    shared: &Shared,
+    rows: &mut HashMap<tokio::task::Id, (i64, usize)>,
+    done: Result<(tokio::task::Id, ()), JoinError>,
+) {
+    let id = match &done {
+        Ok((id, ())) => *id,
+        Err(e) => e.id(),
+    };
+    let Some((row, lane)) = rows.remove(&id) else {
+        return;
+    };
+    if let Err(e) = done {
+        if e.is_panic() {
+            tracing::error!(
+                source = %shared.sources[lane].name,
+                "a delivery failed in the relay; it is sent again when its lease ends"
+            );
+            shared.let_go([row]);
+        }
+    }
+}
+
+/// Sets aside the pending rows of sources with no enabled destination.
+async fn park(relay: &Relay, now: i64, routed: Vec<String>) {
+    match relay.store.park_unrouted(now, routed).await {
+        Ok(0) => {}
+        Ok(n) => {
+            relay.metrics.delivery("undeliverable", n);
+            tracing::info!(
+                "{n} pending calls of sources with no enabled destination were set aside as \
+                 undeliverable (replay them once the destination is back)"
+            );
+        }
+        Err(e) => tracing::warn!("setting aside calls with no destination failed: {e}"),
+    }
+}
+
+/// Stores results as deliveries end: everything that ended while the last
+/// write ran goes in the next one.
+async fn store_results(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Finish>) {
+    let relay = Arc::clone(&shared.relay);
+    let mut batch: Vec<Finish> = Vec::new();
+    loop {
+        if batch.is_empty() {
+            match rx.recv().await {
+                Some(f) => batch.push(f),
+                None => return,
+            }
+        }
+        while let Ok(f) = rx.try_recv() {
+            batch.push(f);
+        }
+        let ids: Vec<i64> = batch.iter().map(finish_id).collect();
+        match relay
+            .store
+            .finish(batch.clone(), relay.clock.now_ms())
+            .await
+        {
+            Ok(refused) => {
+                if refused > 0 {
+                    relay.metrics.stale_finishes(refused as u64);
+                    tracing::warn!(
+                        "{refused} delivery results refused: their lease had passed to another \
+                         worker, whose result stands"
+                    );
+                }
+                batch.clear();
+                shared.let_go(ids);
+            }
+            Err(e) => {
+                if shared.closing.load(Ordering::Acquire) {
+                    tracing::warn!(
+                        "storing {} delivery results failed at shutdown: {e}",
+                        batch.len()
+                    );
+                    return;
+                }
+                tracing::warn!(
+                    "storing {} delivery results failed: {e}; trying again in {} s",
+                    batch.len(),
+                    STORE_BACKOFF.as_secs()
+                );
+                tokio::time::sleep(STORE_BACKOFF).await;
+            }
+        }
+    }
+}
+
+/// Keeps the leases of everything held.
+async fn renew_leases(shared: Arc<Shared>) {
+    let relay = &shared.relay;
+    let every = Duration::from_millis(u64::try_from(relay.cfg.lease_ms / 4).unwrap_or(1).max(1));
+    loop {
+        tokio::time::sleep(every).await;
+        let tokens = shared.tokens();
+        if tokens.is_empty() {
+            continue;
+        }
+        let n = tokens.len();
+        let until = relay.clock.now_ms().saturating_add(relay.cfg.lease_ms);
+        if let Err(e) = relay.store.renew(tokens, until).await {
+            tracing::warn!("renewing {n} leases failed: {e}");
+        }
+    }
+}
+
+/// One claimed delivery's turn, its result queued for the writer.
+async fn deliver(
+    shared: Arc<Shared>,
+    lane: usize,
+    row: Claimed,
+    results: mpsc::UnboundedSender<Finish>,
+) {
+    let finish = turn(&shared, lane, row).await;
+    // Closed only once the workers are stopping and this task is aborted.
+    let _ = results.send(finish);
+}
+
+/// A seed for the core's retry jitter: deliveries that share one retry at
+/// the same instants.
+fn jitter_seed(row: &Claimed) -> u64 {
+    getrandom::u64().unwrap_or_else(|_| {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        u64::from(nanos) ^ (row.id as u64).rotate_left(32)
+    })
+}
+
+/// The core's delivery for `row`: restored from its saved state, or
+/// started from the stored message.
+fn delivery(
+    shared: &Shared,
+    lane: usize,
+    row: &Claimed,
+) -> Result<Delivery, (callpost_core::Code, String)> {
+    let webhooks = shared.sources[lane].destination().ok_or((
+        callpost_core::Code::InvalidSettings,
+        "the source has no destination".into(),
+    ))?;
+    if let Some(state) = &row.state {
+        match Delivery::from_json(state, webhooks) {
+            Ok(d) => return Ok(d),
+            Err(e) => {
+                // The source's endpoints changed since the state was saved.
+                tracing::warn!(
+                    source = %row.source,
+                    message_id = %row.message_id,
+                    "a delivery restarts with the current settings: {e}"
+                );
+            }
+        }
+    }
+    let call = Call::from_json_str(&row.message).map_err(|e| (e.code(), e.to_string()))?;
+    let config = DeliveryConfig::new(jitter_seed(row));
+    Delivery::new(webhooks, &call, shared.relay.clock.now(), config)
+        .map_err(|e| (e.code(), e.to_string()))
+}
+
+/// Drives a delivery: sends what is due (a whole round at once in parallel
+/// mode), reports each answer, and ends when the core has an outcome or
+/// wants to wait.
+async fn turn(shared: &Arc<Shared>, lane: usize, row: Claimed) -> Finish {
+    let relay = &shared.relay;
+    let mut d = match delivery(shared, lane, &row) {
+        Ok(d) => d,
+        Err((code, message)) => {
+            relay.metrics.delivery("dead", 1);
+            tracing::warn!(
+                source = %row.source,
+                message_id = %row.message_id,
+                "a stored call cannot be delivered ({}); it is a dead letter",
+                code.as_str()
+            );
+            let outcome = serde_json::json!({
+                "kind": "gave_up",
+                "reason": code.as_str(),
+                "message": message,
+            });
+            return Finish::Dead {
+                id: row.id,
+                claim: row.claim,
+                attempts: row.attempts,
+                state: None,
+                outcome: outcome.to_string(),
+            };
+        }
+    };
+    let mut attempts = row.attempts;
+    loop {
+        let now = relay.clock.now();
+        let mut sends = Vec::new();
+        while let Some(a) = d.poll_request(now) {
+            sends.push(a);
+        }
+        if !sends.is_empty() {
+            attempts += sends.len() as i64;
+            let logged = d.log().len();
+            for (attempt, ended, outcome) in send_all(shared, sends, now).await {
+                relay.metrics.attempt(&result_class(&outcome));
+                d.handle_response(ended, attempt, outcome);
+            }
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                for r in d.log().iter().skip(logged) {
+                    tracing::debug!(
+                        source = %row.source,
+                        message_id = %row.message_id,
+                        "webhook attempt {} (round {}) to endpoint {}: {}",
+                        r.attempt,
+                        r.round,
+                        r.endpoint,
+                        r.outcome.code()
+                    );
+                }
+            }
+            continue;
+        }
+        if let Some(outcome) = d.poll_outcome() {
+            return ended(shared, &row, &d, outcome, attempts);
+        }
+        let due = d.poll_timeout().unwrap_or(now);
+        return Finish::Retry {
+            id: row.id,
+            claim: row.claim,
+            attempts,
+            state: d.to_json(),
+            due_at: due.as_millis(),
+        };
+    }
+}
+
+/// The requests of one step, sent at once; each with when it ended.
+async fn send_all(
+    shared: &Arc<Shared>,
+    sends: Vec<callpost_core::Attempt>,
+    polled_at: Timestamp,
+) -> Vec<(u32, Timestamp, Outcome)> {
+    let clock = &shared.relay.clock;
+    if sends.len() == 1 {
+        let mut out = Vec::with_capacity(1);
+        for a in sends {
+            let attempt = a.attempt;
+            let outcome = shared.http.send(a, polled_at).await;
+            out.push((attempt, clock.now(), outcome));
+        }
+        return out;
+    }
+    let mut set = JoinSet::new();
+    for a in sends {
+        let shared = Arc::clone(shared);
+        set.spawn(async move {
+            let attempt = a.attempt;
+            let outcome = shared.http.send(a, polled_at).await;
+            (attempt, shared.relay.clock.now(), outcome)
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(done) = set.join_next().await {
+        match done {
+            Ok(r) => out.push(r),
+            // A send that panicked is left unanswered; the core counts it
+            // as timed out when the delivery next runs.
+            Err(e) => tracing::error!("a webhook request failed in the relay: {e}"),
+        }
+    }
+    out
+}
+
+/// How a delivery that has an outcome is stored.
+fn ended(
+    shared: &Shared,
+    row: &Claimed,
+    d: &Delivery,
+    outcome: DeliveryOutcome,
+    attempts: i64,
+) -> Finish {
+    let relay = &shared.relay;
+    match &outcome {
+        DeliveryOutcome::Delivered { .. } | DeliveryOutcome::Disabled => {
+            let kind = if matches!(outcome, DeliveryOutcome::Disabled) {
+                "disabled"
+            } else {
+                "delivered"
+            };
+            relay.metrics.delivery(kind, 1);
+            Finish::Delivered {
+                id: row.id,
+                claim: row.claim,
+                attempts,
+            }
+        }
+        DeliveryOutcome::GaveUp { reason, .. } => {
+            relay.metrics.delivery("dead", 1);
+            tracing::warn!(
+                source = %row.source,
+                message_id = %row.message_id,
+                "a delivery gave up ({}); it is a dead letter",
+                reason.code().as_str()
+            );
+            Finish::Dead {
+                id: row.id,
+                claim: row.claim,
+                attempts,
+                state: Some(d.to_json()),
+                outcome: dead_letter_record(d, &outcome),
+            }
+        }
+    }
+}
+
+/// A dead letter's record: the core's outcome, with the message a host
+/// raises for it and the attempt log, keys in that order (as the Python
+/// relay wrote `{**outcome, "message": ..., "log": ...}`).
+fn dead_letter_record(d: &Delivery, outcome: &DeliveryOutcome) -> String {
+    let fields = outcome.to_json(KeyCase::Snake);
+    let message = serde_json::to_string(&outcome.error_message()).unwrap_or_else(|_| "null".into());
+    let log = d.log_json(KeyCase::Snake);
+    match fields.strip_suffix('}') {
+        Some(head) if head.len() > 1 => format!("{head},\"message\":{message},\"log\":{log}}}"),
+        _ => format!("{{\"message\":{message},\"log\":{log}}}"),
+    }
+}
+
+/// The metric label of an attempt's result.
+fn result_class(o: &Outcome) -> String {
+    match o {
+        Outcome::Response { status, .. } => format!("{}xx", status / 100),
+        Outcome::Timeout => "timeout".into(),
+        Outcome::Connection { .. } => "connection".into(),
+        Outcome::Tls { .. } => "tls".into(),
+    }
 }

@@ -1,2 +1,601 @@
 //! A store in memory, for tests of the parts above storage: the same
 //! contract as SQLite and Postgres, no durability.
+//!
+//! Tests can also make it fail ([`MemoryStore::set_failure`]) or hang
+//! ([`MemoryStore::set_stalled`]) as a broken or stuck database would, and
+//! read every row as stored ([`MemoryStore::rows`]).
+
+use super::*;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+use tokio::sync::watch;
+
+/// How long a call waits on a stalled store before it reports
+/// [`StoreError::Timeout`], unless [`MemoryStore::with_timeout`] says
+/// otherwise: the relay's default database timeout.
+const DEFAULT_TIMEOUT: Duration = Duration::from_millis(crate::config::DEFAULT_DATABASE_TIMEOUT_MS);
+
+/// A delivery row as the store holds it (what a test may inspect).
+#[derive(Clone)]
+pub struct StoredRow {
+    /// The row's id.
+    pub id: i64,
+    /// The source's name.
+    pub source: String,
+    /// `messageId`.
+    pub message_id: String,
+    /// The call's type.
+    pub kind: &'static str,
+    /// The stored message.
+    pub message: String,
+    /// When it was received, ms.
+    pub received_at: i64,
+    /// Its status.
+    pub status: Status,
+    /// When it is due, ms.
+    pub due_at: i64,
+    /// Leased until, ms.
+    pub lease_until: Option<i64>,
+    /// The token of the claim that holds it.
+    pub claim: Option<i64>,
+    /// The core's saved delivery state.
+    pub state: Option<String>,
+    /// Attempts made.
+    pub attempts: i64,
+    /// The outcome record (dead letters, undeliverable rows).
+    pub outcome: Option<String>,
+    /// When it finished, ms.
+    pub finished_at: Option<i64>,
+}
+
+/// Customer data: the id only.
+impl fmt::Debug for StoredRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoredRow")
+            .field("id", &self.id)
+            .field("source", &self.source)
+            .field("message_id", &self.message_id)
+            .field("status", &self.status)
+            .field("due_at", &self.due_at)
+            .field("attempts", &self.attempts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StoredRow {
+    /// Pending, and held by a lease that has not ended at `now`.
+    fn leased(&self, now: i64) -> bool {
+        self.lease_until.is_some_and(|t| t > now)
+    }
+
+    fn unlease(&mut self) {
+        self.lease_until = None;
+        self.claim = None;
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    rows: BTreeMap<i64, StoredRow>,
+    keys: HashMap<(String, String), i64>,
+    /// (id, call), oldest first.
+    rejected: Vec<(u64, RejectedRow)>,
+    audiences: HashMap<(String, String), String>,
+    next_id: i64,
+    next_rejected: u64,
+    next_claim: i64,
+}
+
+impl Inner {
+    fn insert_rows(&mut self, rows: Vec<Row>) -> usize {
+        let mut new = 0;
+        for r in rows {
+            let key = (r.source.clone(), r.message_id.clone());
+            if self.keys.contains_key(&key) {
+                continue;
+            }
+            self.next_id += 1;
+            let id = self.next_id;
+            self.keys.insert(key, id);
+            // A call stored undeliverable finished when it was received
+            // (retention counts from then).
+            let finished_at = (r.status != Status::Pending).then_some(r.received_at);
+            self.rows.insert(
+                id,
+                StoredRow {
+                    id,
+                    source: r.source,
+                    message_id: r.message_id,
+                    kind: r.kind,
+                    message: r.message,
+                    received_at: r.received_at,
+                    status: r.status,
+                    due_at: r.received_at,
+                    lease_until: None,
+                    claim: None,
+                    state: None,
+                    attempts: 0,
+                    outcome: None,
+                    finished_at,
+                },
+            );
+            new += 1;
+        }
+        new
+    }
+
+    fn remove(&mut self, id: i64) {
+        if let Some(r) = self.rows.remove(&id) {
+            self.keys.remove(&(r.source, r.message_id));
+        }
+    }
+}
+
+/// The store in memory.
+pub struct MemoryStore {
+    inner: Mutex<Inner>,
+    failure: Mutex<Option<StoreError>>,
+    stalled: watch::Sender<bool>,
+    unhealthy: AtomicBool,
+    closed: AtomicBool,
+    statements: AtomicU64,
+    observer: Mutex<Option<CommitObserver>>,
+    timeout: Duration,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::with_timeout(DEFAULT_TIMEOUT)
+    }
+
+    /// An empty store whose calls give up after `timeout` while it is
+    /// stalled.
+    pub fn with_timeout(timeout: Duration) -> Self {
+        Self {
+            inner: Mutex::new(Inner::default()),
+            failure: Mutex::new(None),
+            stalled: watch::Sender::new(false),
+            unhealthy: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            statements: AtomicU64::new(0),
+            observer: Mutex::new(None),
+            timeout,
+        }
+    }
+
+    /// While `Some`, every call fails with this error and the store is not
+    /// healthy (a database that refuses work); `None` brings it back.
+    pub fn set_failure(&self, error: Option<StoreError>) {
+        *lock(&self.failure) = error;
+    }
+
+    /// While true, every call waits, and gives up with
+    /// [`StoreError::Timeout`] after the store's timeout (a database that
+    /// stopped answering); false lets the waiting calls through.
+    pub fn set_stalled(&self, stalled: bool) {
+        self.stalled.send_replace(stalled);
+    }
+
+    /// Every delivery row as stored, by id.
+    pub fn rows(&self) -> Vec<StoredRow> {
+        lock(&self.inner).rows.values().cloned().collect()
+    }
+
+    /// Runs before every call: refuses when closed or failing, waits while
+    /// stalled, and counts one statement.
+    async fn enter(&self) -> Result<(), StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        let mut stalled = self.stalled.subscribe();
+        if *stalled.borrow_and_update() {
+            let waited = tokio::time::timeout(self.timeout, stalled.wait_for(|s| !*s)).await;
+            if !matches!(waited, Ok(Ok(_))) {
+                self.unhealthy.store(true, Ordering::Release);
+                return Err(StoreError::Timeout);
+            }
+        }
+        if let Some(e) = lock(&self.failure).clone() {
+            self.unhealthy.store(true, Ordering::Release);
+            return Err(e);
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        self.unhealthy.store(false, Ordering::Release);
+        self.statements.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn committed(&self, took: Duration, calls: usize) {
+        let observer = lock(&self.observer).clone();
+        if let Some(o) = observer {
+            o(took, calls);
+        }
+    }
+}
+
+/// The data stays consistent whatever a panicking holder left half done
+/// (every change is made under one lock call), so a poisoned lock is used
+/// as it is.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    fn migrated(&self) -> (i64, i64) {
+        (0, 0)
+    }
+
+    fn backlog(&self) -> usize {
+        0
+    }
+
+    fn healthy(&self) -> bool {
+        !self.closed.load(Ordering::Acquire)
+            && !self.unhealthy.load(Ordering::Acquire)
+            && lock(&self.failure).is_none()
+    }
+
+    async fn insert(
+        &self,
+        rows: Vec<Row>,
+        rejected: Vec<RejectedRow>,
+    ) -> Result<usize, StoreError> {
+        self.enter().await?;
+        let started = Instant::now();
+        let calls = rows.len() + rejected.len();
+        let new = {
+            let mut inner = lock(&self.inner);
+            let new = inner.insert_rows(rows);
+            for r in rejected {
+                inner.next_rejected += 1;
+                let id = inner.next_rejected;
+                inner.rejected.push((id, r));
+            }
+            new
+        };
+        self.committed(started.elapsed(), calls);
+        Ok(new)
+    }
+
+    async fn claim(
+        &self,
+        now: i64,
+        source: &str,
+        limit: usize,
+        lease_ms: i64,
+    ) -> Result<Vec<Claimed>, StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        let mut due: Vec<(i64, i64)> = inner
+            .rows
+            .values()
+            .filter(|r| {
+                r.status == Status::Pending
+                    && r.source == source
+                    && r.due_at <= now
+                    && !r.leased(now)
+            })
+            .map(|r| (r.due_at, r.id))
+            .collect();
+        due.sort_unstable();
+        due.truncate(limit);
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        inner.next_claim += 1;
+        let token = inner.next_claim;
+        let mut out = Vec::with_capacity(due.len());
+        for (_, id) in due {
+            if let Some(r) = inner.rows.get_mut(&id) {
+                r.lease_until = Some(now.saturating_add(lease_ms));
+                r.claim = Some(token);
+                out.push(Claimed {
+                    id,
+                    claim: token,
+                    source: r.source.clone(),
+                    message_id: r.message_id.clone(),
+                    message: r.message.clone(),
+                    state: r.state.clone(),
+                    attempts: r.attempts,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        let mut refused = 0;
+        for item in items {
+            let (id, claim) = match &item {
+                Finish::Delivered { id, claim, .. }
+                | Finish::Retry { id, claim, .. }
+                | Finish::Dead { id, claim, .. }
+                | Finish::Undeliverable { id, claim, .. }
+                | Finish::Release { id, claim } => (*id, *claim),
+            };
+            let Some(r) = inner
+                .rows
+                .get_mut(&id)
+                .filter(|r| r.status == Status::Pending && r.claim == Some(claim))
+            else {
+                refused += 1;
+                continue;
+            };
+            r.unlease();
+            match item {
+                Finish::Delivered { attempts, .. } => {
+                    r.status = Status::Delivered;
+                    r.finished_at = Some(now);
+                    r.attempts = attempts;
+                    r.state = None;
+                }
+                Finish::Retry {
+                    attempts,
+                    state,
+                    due_at,
+                    ..
+                } => {
+                    r.state = Some(state);
+                    r.due_at = due_at;
+                    r.attempts = attempts;
+                }
+                Finish::Dead {
+                    attempts,
+                    state,
+                    outcome,
+                    ..
+                } => {
+                    r.status = Status::Dead;
+                    r.state = state;
+                    r.outcome = Some(outcome);
+                    r.finished_at = Some(now);
+                    r.attempts = attempts;
+                }
+                Finish::Undeliverable { outcome, .. } => {
+                    r.status = Status::Undeliverable;
+                    r.outcome = Some(outcome);
+                    r.finished_at = Some(now);
+                }
+                Finish::Release { .. } => {}
+            }
+        }
+        Ok(refused)
+    }
+
+    async fn renew(&self, tokens: Vec<i64>, until: i64) -> Result<(), StoreError> {
+        self.enter().await?;
+        let tokens: HashSet<i64> = tokens.into_iter().collect();
+        let mut inner = lock(&self.inner);
+        for r in inner.rows.values_mut() {
+            if r.status == Status::Pending && r.claim.is_some_and(|c| tokens.contains(&c)) {
+                r.lease_until = Some(until);
+            }
+        }
+        Ok(())
+    }
+
+    async fn next_due(&self, now: i64) -> Result<Option<i64>, StoreError> {
+        self.enter().await?;
+        let inner = lock(&self.inner);
+        Ok(inner
+            .rows
+            .values()
+            .filter(|r| r.status == Status::Pending)
+            .map(|r| match r.lease_until {
+                Some(t) if t > now => t,
+                _ => r.due_at,
+            })
+            .min())
+    }
+
+    async fn park_unrouted(&self, now: i64, routed: Vec<String>) -> Result<u64, StoreError> {
+        self.enter().await?;
+        let routed: HashSet<String> = routed.into_iter().collect();
+        let mut inner = lock(&self.inner);
+        let mut n = 0;
+        for r in inner.rows.values_mut() {
+            if r.status == Status::Pending && !routed.contains(&r.source) && !r.leased(now) {
+                r.status = Status::Undeliverable;
+                r.unlease();
+                r.finished_at = Some(now);
+                r.outcome = Some(r#"{"kind":"undeliverable","reason":"no_destination"}"#.into());
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        let mut purged = Purged::default();
+        let old: Vec<(i64, Status)> = inner
+            .rows
+            .values()
+            .filter_map(|r| {
+                let keep_ms = match r.status {
+                    Status::Pending => return None,
+                    Status::Delivered => retention.delivered_ms,
+                    Status::Dead => retention.dead_ms,
+                    Status::Undeliverable => retention.undeliverable_ms,
+                };
+                let finished = r.finished_at.unwrap_or(r.received_at);
+                (finished < now.saturating_sub(keep_ms)).then_some((r.id, r.status))
+            })
+            .collect();
+        for (id, status) in old {
+            inner.remove(id);
+            match status {
+                Status::Delivered => purged.delivered += 1,
+                Status::Dead => purged.dead += 1,
+                Status::Undeliverable => purged.undeliverable += 1,
+                Status::Pending => {}
+            }
+        }
+        let before = now.saturating_sub(retention.rejected_ms);
+        let n = inner.rejected.len();
+        inner.rejected.retain(|(_, r)| r.received_at >= before);
+        purged.rejected = (n - inner.rejected.len()) as u64;
+        Ok(purged)
+    }
+
+    async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError> {
+        self.enter().await?;
+        let ids: Option<HashSet<String>> = filter.message_ids.map(|v| v.into_iter().collect());
+        let mut inner = lock(&self.inner);
+        let mut n = 0;
+        for r in inner.rows.values_mut() {
+            let kind = match r.status {
+                Status::Dead => true,
+                Status::Delivered => filter.include_delivered,
+                Status::Undeliverable => filter.include_undeliverable,
+                Status::Pending => false,
+            };
+            let matches = kind
+                && ids.as_ref().is_none_or(|ids| ids.contains(&r.message_id))
+                && filter.source.as_ref().is_none_or(|s| *s == r.source)
+                && filter.since.is_none_or(|t| r.received_at >= t)
+                && filter.until.is_none_or(|t| r.received_at < t);
+            if matches {
+                r.status = Status::Pending;
+                r.due_at = now;
+                r.state = None;
+                r.outcome = None;
+                r.attempts = 0;
+                r.finished_at = None;
+                r.unlease();
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
+    async fn stats(&self, now: i64) -> Result<Stats, StoreError> {
+        self.enter().await?;
+        let inner = lock(&self.inner);
+        let mut s = Stats::default();
+        for r in inner.rows.values() {
+            match r.status {
+                Status::Pending => {
+                    s.pending += 1;
+                    if r.leased(now) {
+                        s.in_flight += 1;
+                    }
+                    s.oldest_pending_received_at = Some(
+                        s.oldest_pending_received_at
+                            .map_or(r.received_at, |t| t.min(r.received_at)),
+                    );
+                    s.next_due_at = Some(s.next_due_at.map_or(r.due_at, |t| t.min(r.due_at)));
+                }
+                Status::Delivered => s.delivered += 1,
+                Status::Dead => s.dead += 1,
+                Status::Undeliverable => s.undeliverable += 1,
+            }
+        }
+        s.rejected = inner.rejected.len() as i64;
+        Ok(s)
+    }
+
+    async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
+        self.enter().await?;
+        let inner = lock(&self.inner);
+        let mut dead: Vec<&StoredRow> = inner
+            .rows
+            .values()
+            .filter(|r| r.status == Status::Dead)
+            .collect();
+        dead.sort_by_key(|r| (r.received_at, r.id));
+        Ok(dead
+            .into_iter()
+            .take(limit)
+            .map(|r| DeadLetter {
+                source: r.source.clone(),
+                message_id: r.message_id.clone(),
+                kind: r.kind.to_owned(),
+                received_at: r.received_at,
+                finished_at: r.finished_at,
+                attempts: r.attempts,
+                outcome: r.outcome.clone(),
+            })
+            .collect())
+    }
+
+    async fn rejected(&self, limit: usize) -> Result<Vec<RejectedRecord>, StoreError> {
+        self.enter().await?;
+        let inner = lock(&self.inner);
+        Ok(inner
+            .rejected
+            .iter()
+            .rev()
+            .take(limit)
+            .map(|(_, r)| RejectedRecord {
+                source: r.source.clone(),
+                received_at: r.received_at,
+                code: r.code.to_owned(),
+                reason: r.reason.clone(),
+                text: r.text.clone(),
+            })
+            .collect())
+    }
+
+    async fn audience_state(
+        &self,
+        source: &str,
+        audience: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.enter().await?;
+        let inner = lock(&self.inner);
+        Ok(inner
+            .audiences
+            .get(&(source.to_owned(), audience.to_owned()))
+            .cloned())
+    }
+
+    async fn audience_sync(
+        &self,
+        source: &str,
+        audience: &str,
+        state: String,
+        rows: Vec<Row>,
+        _now: i64,
+    ) -> Result<usize, StoreError> {
+        self.enter().await?;
+        let started = Instant::now();
+        let calls = rows.len();
+        let new = {
+            let mut inner = lock(&self.inner);
+            inner
+                .audiences
+                .insert((source.to_owned(), audience.to_owned()), state);
+            inner.insert_rows(rows)
+        };
+        self.committed(started.elapsed(), calls);
+        Ok(new)
+    }
+
+    fn statements(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
+    }
+
+    fn set_commit_observer(&self, observer: CommitObserver) {
+        *lock(&self.observer) = Some(observer);
+    }
+
+    async fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+}

@@ -1,0 +1,308 @@
+//! The HTTP client for deliveries: pooled HTTP/1.1 connections per host,
+//! TLS with the system's roots plus `ca_file`, a cap on requests in flight
+//! per endpoint URL, and the receiver's timeout counted from the send.
+//!
+//! The request is exactly the core's (method, URL, headers, body). No
+//! redirect is followed (a 3xx goes to the core as its status), and no
+//! proxy is taken from the environment: the relay posts where it is told.
+
+use super::connect::{Connector, PrivateAddress};
+use crate::config::Config;
+use bytes::Bytes;
+use callpost_core::{Attempt, Outcome};
+use http::{HeaderName, HeaderValue, Request, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use std::collections::HashMap;
+use std::error::Error as StdError;
+use std::io;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// A receiver's answer body is read up to this much, so its connection
+/// goes back to the pool; past it the connection is dropped instead
+/// (the Python relay's limit).
+pub const ANSWER_BYTES: usize = 64 * 1024;
+
+/// The answer body must arrive within this once the status line has, or
+/// its connection is dropped: the status is reported to the core before
+/// the body is read, so a slow body never turns a 2xx into a timeout and
+/// only costs its connection. The same 5 s the receiver had for its
+/// answer.
+pub const ANSWER_BODY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An idle pooled connection is closed after this: aiohttp's
+/// `keepalive_timeout`, which the Python relay used, and well under the
+/// 60-75 s most servers keep an idle connection.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The delivery client.
+pub(super) struct Http {
+    client: Client<HttpsConnector<Connector>, Full<Bytes>>,
+    /// endpoint URL → its cap on requests in flight.
+    endpoints: Mutex<HashMap<String, Arc<Semaphore>>>,
+    per_endpoint: usize,
+}
+
+impl Http {
+    /// The client `cfg` asks for. Fails when `ca_file` cannot be read or
+    /// holds no certificate.
+    pub(super) fn new(cfg: &Config) -> io::Result<Self> {
+        let tls = tls_config(cfg.ca_file.as_deref())?;
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(Connector::new(cfg.allow_private_networks));
+        let mut endpoints = HashMap::new();
+        let mut per_host: HashMap<(String, String), usize> = HashMap::new();
+        for source in &cfg.sources {
+            let Some(hooks) = &source.webhooks else {
+                continue;
+            };
+            for e in hooks.endpoints() {
+                if endpoints.contains_key(e.url()) {
+                    continue;
+                }
+                endpoints.insert(
+                    e.url().to_owned(),
+                    Arc::new(Semaphore::new(cfg.endpoint_concurrency)),
+                );
+                if let Ok(uri) = e.url().parse::<Uri>() {
+                    let key = (
+                        uri.scheme_str().unwrap_or_default().to_owned(),
+                        uri.authority()
+                            .map(|a| a.as_str().to_owned())
+                            .unwrap_or_default(),
+                    );
+                    *per_host.entry(key).or_default() += 1;
+                }
+            }
+        }
+        // The pool is per scheme and authority: keep as many idle
+        // connections to a host as requests can be in flight to it, so a
+        // steady stream reuses every connection and none is kept for
+        // nothing.
+        let urls_per_host = per_host.values().copied().max().unwrap_or(1);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_max_idle_per_host(cfg.endpoint_concurrency.saturating_mul(urls_per_host))
+            .pool_timer(TokioTimer::new())
+            .build(https);
+        Ok(Self {
+            client,
+            endpoints: Mutex::new(endpoints),
+            per_endpoint: cfg.endpoint_concurrency,
+        })
+    }
+
+    fn endpoint(&self, url: &str) -> Arc<Semaphore> {
+        let mut map = self
+            .endpoints
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(
+            map.entry(url.to_owned())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.per_endpoint))),
+        )
+    }
+
+    /// Sends `attempt` and reports how it went. `polled_at` is when the
+    /// core gave it: the core's deadline minus that is the receiver's
+    /// time, counted from when the request goes out, after the wait for
+    /// the endpoint's cap (the lease renewal covers that wait).
+    pub(super) async fn send(
+        &self,
+        attempt: Attempt,
+        polled_at: callpost_core::Timestamp,
+    ) -> Outcome {
+        let budget_ms = attempt
+            .deadline
+            .as_millis()
+            .saturating_sub(polled_at.as_millis())
+            .max(1);
+        let budget = Duration::from_millis(u64::try_from(budget_ms).unwrap_or(1));
+        let endpoint = self.endpoint(&attempt.request.url);
+        let request = match build(attempt.request) {
+            Ok(r) => r,
+            Err(message) => return Outcome::connection(message),
+        };
+        let Ok(permit) = endpoint.acquire_owned().await else {
+            return Outcome::connection("the relay is stopping");
+        };
+        let answer = tokio::time::timeout(budget, self.client.request(request)).await;
+        drop(permit);
+        match answer {
+            Err(_) => Outcome::Timeout,
+            Ok(Err(e)) => outcome_of_error(&e),
+            Ok(Ok(response)) => {
+                let status = response.status().as_u16();
+                let retry_after = response
+                    .headers()
+                    .get(http::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                tokio::spawn(drain(response.into_body()));
+                Outcome::Response {
+                    status,
+                    retry_after,
+                }
+            }
+        }
+    }
+}
+
+/// Reads an answer body to its end (the connection then goes back to the
+/// pool), or drops it once it is longer or slower than the limits.
+async fn drain(mut body: Incoming) {
+    let read = async {
+        let mut seen = 0usize;
+        while let Some(frame) = body.frame().await {
+            let Ok(frame) = frame else { return };
+            if let Some(data) = frame.data_ref() {
+                seen += data.len();
+                if seen > ANSWER_BYTES {
+                    return;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(ANSWER_BODY_TIMEOUT, read).await;
+}
+
+/// The core's request as hyper's; a message when it cannot be one (the
+/// core validated the URL and headers, so this does not happen).
+fn build(r: callpost_core::Request) -> Result<Request<Full<Bytes>>, String> {
+    let uri: Uri = r
+        .url
+        .parse()
+        .map_err(|e| format!("the endpoint URL cannot be sent: {e}"))?;
+    let mut request = Request::builder()
+        .method(r.method)
+        .uri(uri)
+        .body(Full::new(Bytes::from(r.body)))
+        .map_err(|e| format!("the request cannot be built: {e}"))?;
+    let headers = request.headers_mut();
+    for (name, value) in r.headers {
+        let name = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| format!("header {name:?} cannot be sent"))?;
+        let value = HeaderValue::from_str(&value)
+            .map_err(|_| format!("the value of header {name} cannot be sent"))?;
+        headers.append(name, value);
+    }
+    Ok(request)
+}
+
+/// A failed request as the core's outcome: `tls` when the handshake or a
+/// certificate failed, `connection` otherwise (refused, reset, DNS, the
+/// private-network rule, closed mid-answer), with the causes for the log.
+fn outcome_of_error(e: &hyper_util::client::legacy::Error) -> Outcome {
+    let mut parts: Vec<String> = Vec::new();
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(p) = err.downcast_ref::<PrivateAddress>() {
+            return Outcome::connection(p.to_string());
+        }
+        if let Some(t) = err.downcast_ref::<rustls::Error>() {
+            return Outcome::tls(t.to_string());
+        }
+        let text = err.to_string();
+        if parts.last() != Some(&text) {
+            parts.push(text);
+        }
+        // An io::Error's source() skips the error it wraps; get_ref() is
+        // the way in.
+        cur = match err.downcast_ref::<io::Error>().and_then(io::Error::get_ref) {
+            Some(inner) => Some(inner),
+            None => err.source(),
+        };
+    }
+    Outcome::connection(parts.join(": "))
+}
+
+/// TLS for deliveries: certificates are always verified, against
+/// [`roots`].
+fn tls_config(ca_file: Option<&str>) -> io::Result<rustls::ClientConfig> {
+    let roots = roots(ca_file)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(io::Error::other)?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// The system's roots plus the PEM certificates in `ca_file`: a private
+/// CA is added to what the system trusts, never in its place.
+fn roots(ca_file: Option<&str>) -> io::Result<rustls::RootCertStore> {
+    let mut roots = rustls::RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    for e in &native.errors {
+        tracing::warn!("a system CA certificate could not be read: {e}");
+    }
+    roots.add_parsable_certificates(native.certs);
+    if let Some(path) = ca_file {
+        let bad = |e: &dyn std::fmt::Display| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ca_file {path} cannot be used: {e}"),
+            )
+        };
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| bad(&e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(&e))?;
+        if certs.is_empty() {
+            return Err(bad(&"it holds no PEM certificate"));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| bad(&e))?;
+        }
+    }
+    if roots.is_empty() {
+        tracing::warn!(
+            "no trusted CA certificate (the system has none and ca_file is not set): \
+             deliveries over HTTPS will fail"
+        );
+    }
+    Ok(roots)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_file_without_certificates_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.pem");
+        std::fs::write(&path, "not a certificate\n").unwrap();
+        let e = tls_config(Some(path.to_str().unwrap())).unwrap_err();
+        assert!(e.to_string().contains("no PEM certificate"), "{e}");
+        let e = tls_config(Some("/nonexistent/ca.pem")).unwrap_err();
+        assert!(e.to_string().contains("ca_file"), "{e}");
+    }
+
+    #[test]
+    fn ca_file_adds_to_the_system_roots() {
+        let system = roots(None).unwrap().len();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        let a = rcgen::generate_simple_self_signed(vec!["a.test".to_owned()]).unwrap();
+        let b = rcgen::generate_simple_self_signed(vec!["b.test".to_owned()]).unwrap();
+        std::fs::write(&path, a.cert.pem() + &b.cert.pem()).unwrap();
+        let with = roots(Some(path.to_str().unwrap())).unwrap().len();
+        assert_eq!(
+            with,
+            system + 2,
+            "every certificate of the file, beside the system's"
+        );
+    }
+}

@@ -1,0 +1,631 @@
+//! Delivery end to end: the memory store, the relay's delivery workers,
+//! and real receivers on 127.0.0.1. Also the store contract, kept by the
+//! memory store the other tests stand on.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "store_contract/mod.rs"]
+#[macro_use]
+mod contract;
+
+#[path = "support/receiver.rs"]
+mod receiver;
+
+use callpost_relay::clock::Clock;
+use callpost_relay::config::{self, Config, Overrides};
+use callpost_relay::deliver::{check_destinations, Deliverer};
+use callpost_relay::store::memory::{MemoryStore, StoredRow};
+use callpost_relay::store::{Row, Status, Store};
+use callpost_relay::Relay;
+use receiver::{Answer, Receiver};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tempfile::TempDir;
+
+// -- the world --------------------------------------------------------------
+
+const SECRET: &str = "s3cret";
+
+/// A source in the test configuration.
+struct Src<'a> {
+    name: &'a str,
+    urls: Vec<String>,
+    mode: Option<&'a str>,
+}
+
+fn src<'a>(name: &'a str, urls: &[&str]) -> Src<'a> {
+    Src {
+        name,
+        urls: urls.iter().map(|u| (*u).to_owned()).collect(),
+        mode: None,
+    }
+}
+
+/// The TOML for `sources` with `head` (top-level tables) before them.
+fn toml(head: &str, sources: &[Src<'_>]) -> String {
+    let mut t = head.to_owned();
+    for s in sources {
+        t += &format!(
+            "\n[[sources]]\nname = \"{0}\"\nwrite_keys = [\"wk-{0}\"]\n",
+            s.name
+        );
+        if s.urls.is_empty() {
+            continue;
+        }
+        let urls: Vec<String> = s.urls.iter().map(|u| format!("\"{u}\"")).collect();
+        t += &format!(
+            "[sources.webhooks]\nurls = [{}]\nshared_secret = \"{SECRET}\"\n",
+            urls.join(", ")
+        );
+        if let Some(m) = s.mode {
+            t += &format!("mode = \"{m}\"\n");
+        }
+    }
+    t
+}
+
+/// `[security]` and `[delivery]` for the tests.
+fn head(private: bool, concurrency: usize, endpoint: usize, extra_security: &str) -> String {
+    format!(
+        "[security]\nallow_private_networks = {private}\n{extra_security}\n\
+         [delivery]\nconcurrency = {concurrency}\nendpoint_concurrency = {endpoint}\nlease_seconds = 10\n"
+    )
+}
+
+fn load(text: &str) -> (Config, TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("relay.toml");
+    std::fs::write(&path, text).unwrap();
+    let cfg = config::load(
+        &Overrides {
+            config: Some(path.to_string_lossy().into_owned()),
+            ..Overrides::default()
+        },
+        &|_| None,
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    (cfg, dir)
+}
+
+struct World {
+    relay: Arc<Relay>,
+    store: Arc<MemoryStore>,
+    _dir: TempDir,
+}
+
+impl World {
+    fn new(text: &str) -> Self {
+        let (cfg, dir) = load(text);
+        let store = Arc::new(MemoryStore::new());
+        let dyn_store: Arc<dyn Store> = store.clone();
+        let relay = Arc::new(Relay::new(cfg, dyn_store, Arc::new(Clock::new())));
+        Self {
+            relay,
+            store,
+            _dir: dir,
+        }
+    }
+
+    fn start(&self) -> Deliverer {
+        Deliverer::start(Arc::clone(&self.relay)).unwrap()
+    }
+
+    /// Stores calls `ids` of `source`, as ingest does, and wakes the
+    /// workers.
+    async fn add(&self, source: &str, ids: &[String]) {
+        let now = self.relay.clock.now_ms();
+        let rows = ids
+            .iter()
+            .map(|id| Row {
+                source: source.into(),
+                message_id: id.clone(),
+                kind: "track",
+                message: message(id),
+                received_at: now,
+                status: Status::Pending,
+            })
+            .collect();
+        assert_eq!(self.store.insert(rows, vec![]).await.unwrap(), ids.len());
+        self.relay.wake.notify_one();
+    }
+
+    fn rows_of(&self, source: &str) -> Vec<StoredRow> {
+        self.store
+            .rows()
+            .into_iter()
+            .filter(|r| r.source == source)
+            .collect()
+    }
+
+    fn all(&self, source: &str, status: Status) -> bool {
+        let rows = self.rows_of(source);
+        !rows.is_empty() && rows.iter().all(|r| r.status == status)
+    }
+
+    fn metrics(&self) -> String {
+        self.relay.metrics.render(0, 0, 0, true)
+    }
+}
+
+/// A stored call, enriched as ingest stores it.
+fn message(id: &str) -> String {
+    format!(
+        r#"{{"type":"track","event":"Signed Up","userId":"u-1","properties":{{"plan":"pro"}},"messageId":"{id}","timestamp":"2024-05-01T12:00:00.000Z","receivedAt":"2024-05-01T12:00:00.100Z"}}"#
+    )
+}
+
+fn ids(prefix: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{prefix}-{i}")).collect()
+}
+
+/// Waits for `cond`; `within` only guards against a hang.
+async fn eventually(what: &str, within: Duration, mut cond: impl FnMut() -> bool) {
+    let end = tokio::time::Instant::now() + within;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < end,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Stops the workers (a hang guard around `stop`).
+async fn stop(d: Deliverer, grace: Duration) {
+    tokio::time::timeout(grace + Duration::from_secs(20), d.stop(grace))
+        .await
+        .expect("stop returns");
+}
+
+fn count_by_key(received: &[receiver::Received]) -> HashMap<String, usize> {
+    let mut out = HashMap::new();
+    for r in received {
+        *out.entry(r.key.clone().unwrap_or_default()).or_default() += 1;
+    }
+    out
+}
+
+fn verified(r: &receiver::Received) -> bool {
+    let secret = callpost_core::Secret::new(SECRET).unwrap();
+    let Some(sig) = &r.signature else {
+        return false;
+    };
+    callpost_core::verify(&r.body, sig, &[secret]).unwrap_or(false)
+}
+
+// -- 1. every call once, signed, to every URL ------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_is_delivered_once_signed_in_parallel_and_failover() {
+    let p1 = Receiver::start("127.0.0.1:0").await.unwrap();
+    let p2 = Receiver::start("127.0.0.1:0").await.unwrap();
+    let f1 = Receiver::start("127.0.0.1:0").await.unwrap();
+    let f2 = Receiver::start("127.0.0.1:0").await.unwrap();
+    f1.answer(Answer::Status(500, vec![]));
+    let w = World::new(&toml(
+        &head(true, 64, 8, ""),
+        &[
+            src("par", &[&p1.url(), &p2.url()]),
+            Src {
+                mode: Some("failover"),
+                ..src("fo", &[&f1.url(), &f2.url()])
+            },
+            src("nowhere", &[]),
+        ],
+    ));
+    w.add("par", &ids("p", 20)).await;
+    w.add("fo", &ids("f", 20)).await;
+    w.add("nowhere", &ids("n", 1)).await;
+    let d = w.start();
+    eventually("every call delivered", Duration::from_secs(30), || {
+        w.all("par", Status::Delivered) && w.all("fo", Status::Delivered)
+    })
+    .await;
+    eventually(
+        "the unrouted call set aside",
+        Duration::from_secs(10),
+        || w.all("nowhere", Status::Undeliverable),
+    )
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+
+    for (r, prefix) in [(&p1, "p"), (&p2, "p"), (&f1, "f"), (&f2, "f")] {
+        let got = r.received();
+        let keys = count_by_key(&got);
+        assert_eq!(keys.len(), 20, "each call reached {} once", r.url());
+        for id in ids(prefix, 20) {
+            assert_eq!(keys.get(&id), Some(&1), "{id} at {}", r.url());
+        }
+        // Idempotency-Key is the messageId: every id came exactly once.
+        assert!(got.iter().all(verified), "X-Signature verifies");
+        let body: serde_json::Value = serde_json::from_slice(&got[0].body).unwrap();
+        assert_eq!(body["event"], "Signed Up", "{body}");
+    }
+    for row in w.rows_of("par").iter().chain(&w.rows_of("fo")) {
+        assert_eq!(row.attempts, 2, "{row:?}");
+    }
+    let m = w.metrics();
+    assert!(
+        m.contains(r#"callpost_relay_deliveries_total{outcome="delivered"} 40"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"callpost_relay_webhook_attempts_total{result="5xx"} 20"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"callpost_relay_webhook_attempts_total{result="2xx"} 60"#),
+        "{m}"
+    );
+}
+
+// -- 2. 3xx, 4xx, 429, 5xx -------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receivers_answers_are_handled_as_the_core_says() {
+    let target = Receiver::start("127.0.0.1:0").await.unwrap();
+    let moved = Receiver::start("127.0.0.1:0").await.unwrap();
+    moved.answer(Answer::Status(302, vec![("location", target.url())]));
+    let bad = Receiver::start("127.0.0.1:0").await.unwrap();
+    bad.answer(Answer::Status(400, vec![]));
+    let busy = Receiver::start("127.0.0.1:0").await.unwrap();
+    busy.answer(Answer::Status(429, vec![("retry-after", "3600".into())]));
+    let down = Receiver::start("127.0.0.1:0").await.unwrap();
+    down.answer(Answer::Status(503, vec![]));
+    let w = World::new(&toml(
+        &head(true, 64, 8, ""),
+        &[
+            src("moved", &[&moved.url()]),
+            src("bad", &[&bad.url()]),
+            src("busy", &[&busy.url()]),
+            src("down", &[&down.url()]),
+        ],
+    ));
+    for s in ["moved", "bad", "busy", "down"] {
+        w.add(s, &[format!("{s}-1")]).await;
+    }
+    let started = w.relay.clock.now_ms();
+    let d = w.start();
+    eventually("the first answers stored", Duration::from_secs(20), || {
+        w.all("moved", Status::Dead)
+            && w.all("bad", Status::Dead)
+            && w.rows_of("busy")[0].state.is_some()
+            && w.rows_of("down")[0].state.is_some()
+    })
+    .await;
+
+    // 3xx and 4xx: rejected, and not followed.
+    assert_eq!(target.connections(), 0, "the redirect is not followed");
+    for (s, status) in [("moved", 302), ("bad", 400)] {
+        let row = &w.rows_of(s)[0];
+        assert_eq!(row.attempts, 1);
+        let o: serde_json::Value = serde_json::from_str(row.outcome.as_deref().unwrap()).unwrap();
+        assert_eq!(o["kind"], "gave_up", "{o}");
+        assert_eq!(o["reason"], "all_endpoints_rejected", "{o}");
+        assert!(
+            o["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("delivery gave up after 1 attempts"),
+            "{o}"
+        );
+        assert_eq!(o["log"].as_array().unwrap().len(), 1, "{o}");
+        assert_eq!(o["log"][0]["outcome"]["status"], status, "{o}");
+        // The Python record's order: the core's outcome, then message, then log.
+        let text = row.outcome.as_deref().unwrap();
+        assert!(text.starts_with(r#"{"kind":"gave_up","#), "{text}");
+        let (m, l) = (
+            text.find(r#","message":"#).unwrap(),
+            text.find(r#","log":["#).unwrap(),
+        );
+        assert!(m < l && text.ends_with("]}"), "{text}");
+    }
+    // 429 with Retry-After: waits as long as it says.
+    let busy_row = &w.rows_of("busy")[0];
+    assert_eq!((busy_row.status, busy_row.attempts), (Status::Pending, 1));
+    assert!(
+        busy_row.due_at >= started + 3_600_000 - 1_000,
+        "Retry-After is kept"
+    );
+    assert!(busy_row.claim.is_none(), "the lease is given back");
+    // 5xx: retried after the core's backoff, from the saved state.
+    let down_row = w.rows_of("down")[0].clone();
+    assert_eq!((down_row.status, down_row.attempts), (Status::Pending, 1));
+    assert!(
+        down_row.due_at > w.relay.clock.now_ms(),
+        "due later, not now"
+    );
+    down.answer(Answer::Status(200, vec![]));
+    eventually("the retry delivered", Duration::from_secs(30), || {
+        w.all("down", Status::Delivered)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    let got = down.received();
+    assert_eq!(got.len(), 2);
+    assert_eq!(got[0].body, got[1].body, "the same signed body");
+    assert_eq!(got[0].key, got[1].key);
+    assert_eq!(w.rows_of("down")[0].attempts, 2);
+    assert_eq!(busy.received().len(), 1);
+    let m = w.metrics();
+    assert!(
+        m.contains(r#"callpost_relay_deliveries_total{outcome="dead"} 2"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"callpost_relay_webhook_attempts_total{result="3xx"} 1"#),
+        "{m}"
+    );
+}
+
+// -- 3. a slow receiver does not hold back another source -------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_receiver_does_not_hold_back_another_source() {
+    let slow = Receiver::start("127.0.0.1:0").await.unwrap();
+    slow.answer(Answer::Hold);
+    let fast = Receiver::start("127.0.0.1:0").await.unwrap();
+    // 8 slots: each source may hold 4; 2 requests per endpoint.
+    let w = World::new(&toml(
+        &head(true, 8, 2, ""),
+        &[src("slow", &[&slow.url()]), src("fast", &[&fast.url()])],
+    ));
+    w.add("slow", &ids("s", 10)).await;
+    let d = w.start();
+    eventually(
+        "the slow receiver holding two requests",
+        Duration::from_secs(10),
+        || slow.started() == 2,
+    )
+    .await;
+    w.add("fast", &ids("f", 6)).await;
+    eventually("the other source's calls", Duration::from_secs(30), || {
+        fast.received().len() == 6
+    })
+    .await;
+    assert_eq!(
+        slow.started(),
+        2,
+        "every call of the other source arrived while the slow receiver still held its first requests"
+    );
+    assert_eq!(slow.in_flight(), 2);
+    eventually("stored", Duration::from_secs(10), || {
+        w.all("fast", Status::Delivered)
+    })
+    .await;
+    slow.open();
+    stop(d, Duration::from_secs(5)).await;
+}
+
+// -- 4. the cap per endpoint ------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_in_flight_to_one_endpoint_are_capped_across_sources() {
+    let r = Receiver::start("127.0.0.1:0").await.unwrap();
+    r.answer(Answer::Hold);
+    let w = World::new(&toml(
+        &head(true, 32, 3, ""),
+        &[src("a", &[&r.url()]), src("b", &[&r.url()])],
+    ));
+    w.add("a", &ids("a", 6)).await;
+    w.add("b", &ids("b", 6)).await;
+    let d = w.start();
+    eventually("three requests held", Duration::from_secs(10), || {
+        r.in_flight() == 3
+    })
+    .await;
+    // Room for more to arrive, if the cap let them.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        r.started(),
+        3,
+        "no more than endpoint_concurrency in flight"
+    );
+    r.open();
+    eventually("every call delivered", Duration::from_secs(30), || {
+        w.all("a", Status::Delivered) && w.all("b", Status::Delivered)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    assert_eq!(r.max_in_flight(), 3);
+    assert_eq!(r.started(), 12);
+}
+
+// -- 5. the receiver's 5 s start at the send --------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeout_counts_from_the_send_not_from_the_wait_for_a_permit() {
+    let r = Receiver::start("127.0.0.1:0").await.unwrap();
+    r.answer(Answer::After(Duration::from_secs(1)));
+    let w = World::new(&toml(&head(true, 32, 1, ""), &[src("a", &[&r.url()])]));
+    w.add("a", &ids("a", 8)).await;
+    let d = w.start();
+    eventually("every call delivered", Duration::from_secs(60), || {
+        w.all("a", Status::Delivered)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    assert_eq!(r.started(), 8, "none timed out and was sent again");
+    assert_eq!(r.max_in_flight(), 1);
+    assert!(w.rows_of("a").iter().all(|row| row.attempts == 1));
+    assert!(!w.metrics().contains(r#"result="timeout""#));
+}
+
+// -- 6. a 200 with a slow body ----------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_200_with_a_slow_body_is_delivered_not_retried() {
+    let r = Receiver::start("127.0.0.1:0").await.unwrap();
+    r.answer(Answer::Trickle);
+    let w = World::new(&toml(&head(true, 32, 4, ""), &[src("a", &[&r.url()])]));
+    w.add("a", &ids("a", 2)).await;
+    let d = w.start();
+    // The body takes 30 s; the delivery is stored long before.
+    eventually("delivered", Duration::from_secs(20), || {
+        w.all("a", Status::Delivered)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    assert_eq!(r.started(), 2);
+    assert!(w.rows_of("a").iter().all(|row| row.attempts == 1));
+}
+
+// -- 7. the private-network rule --------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn private_addresses_are_never_connected_to() {
+    let v4 = Receiver::start("127.0.0.1:0").await.unwrap();
+    // Without IPv6 on the host the URL still names ::1, and the rule still
+    // refuses it before any connection.
+    let v6 = Receiver::start("[::1]:0").await.ok();
+    let p4 = v4.addr.port();
+    let p6 = v6.as_ref().map_or(p4, |r| r.addr.port());
+    let urls = [
+        ("v4", format!("http://127.0.0.1:{p4}/hook")),
+        ("v6", format!("http://[::1]:{p6}/hook")),
+        ("mapped", format!("http://[::ffff:127.0.0.1]:{p4}/hook")),
+        ("name", format!("http://localhost:{p4}/hook")),
+    ];
+    let sources: Vec<Src<'_>> = urls.iter().map(|(n, u)| src(n, &[u])).collect();
+    let w = World::new(&toml(&head(false, 32, 4, ""), &sources));
+    let e = check_destinations(&w.relay.cfg).await.unwrap_err();
+    assert!(e.0.contains("private or loopback address"), "{e}");
+    for (name, _) in &urls {
+        w.add(name, &[format!("{name}-1")]).await;
+    }
+    let d = w.start();
+    eventually("every attempt made", Duration::from_secs(20), || {
+        urls.iter().all(|(n, _)| w.rows_of(n)[0].attempts == 1)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    assert_eq!(v4.connections(), 0, "nothing connected to 127.0.0.1");
+    assert_eq!(
+        v6.map_or(0, |r| r.connections()),
+        0,
+        "nothing connected to ::1"
+    );
+    for (name, _) in &urls {
+        let row = &w.rows_of(name)[0];
+        assert_eq!(
+            (row.status, row.attempts),
+            (Status::Pending, 1),
+            "{name}: retried later"
+        );
+        let state = row.state.as_deref().unwrap();
+        assert!(
+            state.contains(
+                "resolves only to private or loopback addresses (allow_private_networks is off)"
+            ),
+            "{name}: {state}"
+        );
+    }
+    let m = w.metrics();
+    assert!(
+        m.contains(r#"callpost_relay_webhook_attempts_total{result="connection"} 4"#),
+        "{m}"
+    );
+}
+
+// -- 8. HTTPS with ca_file --------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_is_trusted_with_ca_file_and_refused_without() {
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pem = dir.path().join("ca.pem");
+    std::fs::write(&pem, cert.cert.pem()).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
+    let server = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_no_client_auth()
+    .with_single_cert(vec![cert.cert.der().clone()], key)
+    .unwrap();
+    let r = Receiver::start_tls(Arc::new(server)).await;
+    let url = format!("https://127.0.0.1:{}/hook", r.addr.port());
+
+    let ca = format!("ca_file = \"{}\"", pem.display());
+    let trusted = World::new(&toml(&head(true, 32, 4, &ca), &[src("a", &[&url])]));
+    trusted.add("a", &ids("t", 2)).await;
+    let d = trusted.start();
+    eventually("delivered over HTTPS", Duration::from_secs(20), || {
+        trusted.all("a", Status::Delivered)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    assert_eq!(r.received().len(), 2);
+    assert!(r.received().iter().all(verified));
+
+    let untrusted = World::new(&toml(&head(true, 32, 4, ""), &[src("a", &[&url])]));
+    untrusted.add("a", &ids("u", 1)).await;
+    let d = untrusted.start();
+    eventually("refused", Duration::from_secs(20), || {
+        untrusted.all("a", Status::Dead)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    assert_eq!(r.received().len(), 2, "nothing sent without trust");
+    let row = &untrusted.rows_of("a")[0];
+    let o: serde_json::Value = serde_json::from_str(row.outcome.as_deref().unwrap()).unwrap();
+    assert_eq!(o["log"][0]["outcome"]["kind"], "tls", "{o}");
+    assert!(untrusted.metrics().contains(r#"result="tls""#));
+}
+
+// -- 9. stop ----------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_gives_back_what_is_still_in_flight_after_the_grace() {
+    let r = Receiver::start("127.0.0.1:0").await.unwrap();
+    r.answer(Answer::Hold);
+    let w = World::new(&toml(&head(true, 32, 8, ""), &[src("a", &[&r.url()])]));
+    w.add("a", &ids("a", 3)).await;
+    let d = w.start();
+    eventually("three requests held", Duration::from_secs(10), || {
+        r.in_flight() == 3
+    })
+    .await;
+    assert!(w.rows_of("a").iter().all(|row| row.claim.is_some()));
+    stop(d, Duration::from_millis(300)).await;
+    for row in w.rows_of("a") {
+        assert_eq!(row.status, Status::Pending);
+        assert_eq!(
+            (row.claim, row.lease_until),
+            (None, None),
+            "released: claimable at once"
+        );
+        assert_eq!((row.attempts, row.state.as_deref()), (0, None), "unchanged");
+    }
+    r.open();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stop_lets_attempts_in_flight_end_within_the_grace() {
+    let r = Receiver::start("127.0.0.1:0").await.unwrap();
+    r.answer(Answer::After(Duration::from_millis(500)));
+    let w = World::new(&toml(&head(true, 32, 8, ""), &[src("a", &[&r.url()])]));
+    w.add("a", &ids("a", 3)).await;
+    let d = w.start();
+    eventually("three requests sent", Duration::from_secs(10), || {
+        r.started() == 3
+    })
+    .await;
+    stop(d, Duration::from_secs(10)).await;
+    assert!(w.all("a", Status::Delivered), "{:?}", w.rows_of("a"));
+}
+
+// -- the memory store keeps the store contract -------------------------------
+
+async fn memory_store() -> (Arc<dyn Store>, ()) {
+    (Arc::new(MemoryStore::new()), ())
+}
+
+mod memory_contract {
+    use super::*;
+    contract_tests!(memory_store);
+}
