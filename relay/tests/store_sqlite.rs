@@ -350,9 +350,37 @@ async fn health_comes_back_without_traffic() {
         Err(StoreError::Timeout)
     );
     assert!(!store.healthy());
+    // The writer has given up on the call too: nothing is left to commit.
+    eventually("the writer gave up", || store.backlog() == 0).await;
+    assert!(!store.healthy());
     blocker.execute_batch("COMMIT").unwrap();
     eventually("healthy again", || store.healthy()).await;
+    assert_eq!(store.stats(T0).await.unwrap().pending, 0);
     store.close().await;
+}
+
+/// Opening a file whose write lock another process holds (the CLI's
+/// `migrate` beside a stuck database) ends in `Timeout` too: a busy
+/// database is one that did not answer in time.
+#[tokio::test]
+async fn an_open_on_a_locked_file_times_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    open_at(&path, true).await.unwrap().close().await;
+    let blocker = side_connection(&path);
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let r = SqliteStore::open(
+        path.clone(),
+        StoreOptions {
+            timeout: Duration::from_millis(300),
+            exclusive: false,
+            ..options()
+        },
+    )
+    .await;
+    assert_eq!(r.err(), Some(StoreError::Timeout));
+    blocker.execute_batch("COMMIT").unwrap();
+    open_at(&path, false).await.unwrap().close().await;
 }
 
 /// Every statement is counted, BEGIN and COMMIT included: an insert alone
