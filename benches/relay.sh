@@ -1,14 +1,24 @@
 #!/usr/bin/env bash
-# The relay benchmark (benches/relay/bench.py): wrk sends, the relay stores
-# and delivers, a Node receiver verifies. Installs wrk (Debian) if missing.
-#   bash benches/relay.sh          full run (about 2 minutes)
-#   bash benches/relay.sh --smoke  short runs
+# The relay benchmark (benches/relay/bench.py says what it measures): wrk and
+# bench_load send, the native relay stores and delivers, a Node receiver
+# verifies; a native echo server and the receiver alone are the ceilings,
+# the Python relay's last numbers (BENCHMARKS.md) the before.
+#   bash benches/relay.sh              full run (20 s a step; about 6 minutes)
+#   bash benches/relay.sh --smoke      every step for 2 s (about a minute)
 #   bash benches/relay.sh --postgres   also Postgres (scripts/postgres.sh), 1 and 2 relays
+# CALLPOST_BENCH_SECONDS sets the length of a step of the full run.
+# Installs wrk (Debian) when missing. Run it on a quiet machine: every
+# process shares the same cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v wrk >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
 fi
-bash scripts/python-env.sh >/dev/null
+# The relay as it ships (profile "relay"), and the benchmark's own echo
+# server and open-loop sender, built with it.
+cargo build --locked --profile relay -p callpost-relay \
+  --bin callpost-relay --example bench_echo --example bench_load
+# The receiver's Node environment (callpost's npm package, for
+# verifyRequest).
 bash benches/node-env.sh >/dev/null
-target/venv/bin/python benches/relay/bench.py "$@"
+python3 benches/relay/bench.py "$@"
