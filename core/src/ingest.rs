@@ -286,40 +286,37 @@ pub fn authenticate<T>(
     known(&key).ok_or(IngestError::UnknownWriteKey)
 }
 
-/// The body's own `writeKey` (a top-level string member), found by a
-/// syntax-only scan of the top level that stops at the key: a host checks
-/// the key before it parses the whole body (credentials before expensive
-/// work). `None` when the body has none, is not a JSON object, or breaks
-/// JSON's syntax before the key.
+/// The body's own `writeKey`, found by a syntax-only scan of the top
+/// level that builds no value: a host checks the key before the full parse
+/// (credentials before expensive work).
+/// As `JSON.parse` reads a repeated key, the last `writeKey` member counts,
+/// and it must be a non-empty string; [`parse_request`]'s
+/// [`Parsed::body_write_key`] reads the same one. `None` when the body has
+/// none, is not a JSON object, or is not JSON.
 pub fn body_write_key(body: &[u8]) -> Option<String> {
-    enum Stop {
-        Found(String),
-        Json,
-    }
-    impl From<JsonError> for Stop {
-        fn from(_: JsonError) -> Self {
-            Self::Json
-        }
-    }
     let text = std::str::from_utf8(body).ok()?;
     let mut p = Parser::new(text);
     p.ws();
     if !p.eat(b'{') {
         return None;
     }
-    let scan = p.entries(|p, key| -> Result<(), Stop> {
+    let mut found = None;
+    p.entries(|p, key| -> Result<(), JsonError> {
         p.ws();
-        if key == "writeKey" && p.peek() == Some(b'"') {
-            let key = p.string()?;
-            return Err(Stop::Found(key.into_owned()));
+        if key == "writeKey" {
+            found = if p.peek() == Some(b'"') {
+                Some(p.string()?.into_owned())
+            } else {
+                p.skip_value()?;
+                None
+            };
+            return Ok(());
         }
-        p.skip_value()?;
-        Ok(())
-    });
-    match scan {
-        Err(Stop::Found(key)) if !key.is_empty() => Some(key),
-        _ => None,
-    }
+        p.skip_value()
+    })
+    .ok()?;
+    p.end().ok()?;
+    found.filter(|k| !k.is_empty())
 }
 
 /// A call accepted and enriched.
@@ -462,10 +459,13 @@ pub fn parse_request(
                         _ => None,
                     };
                 }
+                // The last one counts, as JSON.parse reads it (and as
+                // body_write_key does).
                 "writeKey" if forced.is_some() => {
-                    if let Value::String(s) = p.value(2)? {
-                        batch.write_key = Some(s);
-                    }
+                    batch.write_key = match p.value(2)? {
+                        Value::String(s) => Some(s),
+                        _ => None,
+                    };
                 }
                 _ => return Ok(false),
             }
@@ -570,9 +570,10 @@ fn split_batch<'a>(text: &'a str, batch: &mut BatchFields) -> Result<Vec<&'a str
                 }
             }
             "writeKey" => {
-                if let Value::String(s) = p.value(2)? {
-                    batch.write_key = Some(s);
-                }
+                batch.write_key = match p.value(2)? {
+                    Value::String(s) => Some(s),
+                    _ => None,
+                };
             }
             _ => p.skip_value()?,
         }
@@ -684,31 +685,41 @@ mod tests {
     }
 
     #[test]
-    fn the_body_write_key_is_found_without_reading_past_it() {
+    fn the_body_write_key_is_the_one_the_full_parse_reads() {
         let key = |b: &str| body_write_key(b.as_bytes());
-        assert_eq!(
-            key(r#"{"writeKey":"wk","batch":[]}"#).as_deref(),
-            Some("wk")
-        );
-        assert_eq!(
-            key(r#" { "batch" : [ {"writeKey":"inner"} ], "writeKey" : "w\u006b" } "#).as_deref(),
-            Some("wk"),
-            "only the top level counts, escapes decoded"
-        );
-        // The scan stops at the key: what follows it is not read.
-        assert_eq!(
-            key(r#"{"writeKey":"wk", this is not json"#).as_deref(),
-            Some("wk")
-        );
-        for none in [
-            r#"{"batch":[]}"#,
-            r#"{"writeKey":""}"#,
-            r#"{"writeKey":17}"#,
+        let parsed = |b: &str| {
+            parse_request(
+                Route::Batch,
+                b.as_bytes(),
+                Timestamp::saturating_from_millis(0),
+                &mut ids(),
+            )
+            .map(|p| p.body_write_key.filter(|k| !k.is_empty()))
+        };
+        for (body, want) in [
+            (r#"{"writeKey":"wk","batch":[]}"#, Some("wk")),
+            (
+                r#" { "batch" : [ {"writeKey":"inner"} ], "writeKey" : "w\u006b" } "#,
+                Some("wk"),
+            ),
+            // JSON.parse keeps the last of a repeated key.
+            (r#"{"writeKey":"A","batch":[],"writeKey":"B"}"#, Some("B")),
+            (r#"{"writeKey":"","batch":[],"writeKey":"B"}"#, Some("B")),
+            (r#"{"writeKey":"A","batch":[],"writeKey":1}"#, None),
+            (r#"{"writeKey":"A","batch":[],"writeKey":""}"#, None),
+            (r#"{"batch":[]}"#, None),
+            (r#"{"writeKey":17,"batch":[]}"#, None),
+        ] {
+            assert_eq!(key(body).as_deref(), want, "{body}");
+            assert_eq!(parsed(body).unwrap().as_deref(), want, "{body}");
+        }
+        for not_json in [
             r#"[{"writeKey":"wk"}]"#,
+            r#"{"writeKey":"wk", this is not json"#,
             r#"{"batch": [ "#,
             "",
         ] {
-            assert_eq!(key(none), None, "{none}");
+            assert_eq!(key(not_json), None, "{not_json}");
         }
         assert_eq!(body_write_key(b"{\"writeKey\":\"\xff\"}"), None);
     }
