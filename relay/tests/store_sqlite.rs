@@ -208,7 +208,8 @@ async fn a_version_1_database_migrates() {
         .unwrap();
         conn.execute(
             "INSERT INTO deliveries (source, message_id, kind, message, received_at, status, due_at) \
-             VALUES ('a', 'p1', 'track', '{}', ?1, 0, ?1), ('a', 'd1', 'track', '{}', ?1, 2, ?1)",
+             VALUES ('a', 'p1', 'track', '{}', ?1, 0, ?1), ('a', 'd1', 'track', '{}', ?1, 2, ?1), \
+             ('gone', 'u1', 'track', '{}', ?1, 3, ?1)",
             [T0],
         )
         .unwrap();
@@ -222,7 +223,19 @@ async fn a_version_1_database_migrates() {
     assert_eq!(store.migrated(), (1, 2));
     let stats = store.stats(T0).await.unwrap();
     assert_eq!((stats.pending, stats.dead, stats.rejected), (1, 1, 1));
+    assert_eq!(stats.undeliverable, 1);
     assert_eq!(store.claim(T0, "a", 10, 1_000).await.unwrap().len(), 1);
+    // The Python relay's undeliverable calls had no finish time: retention
+    // now counts from their receipt, so they are purged in their turn.
+    let week = 7 * 24 * 3_600_000;
+    let retention = Retention {
+        delivered_ms: week,
+        undeliverable_ms: week,
+        dead_ms: 10 * week,
+        rejected_ms: 10 * week,
+    };
+    let purged = store.purge(T0 + week + 1, retention).await.unwrap();
+    assert_eq!(purged.undeliverable, 1);
     assert_eq!(
         store
             .insert(vec![row("a", "p1", T0)], vec![])

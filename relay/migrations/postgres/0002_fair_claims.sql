@@ -4,3 +4,6 @@ CREATE INDEX deliveries_source_due ON deliveries (source, due_at) WHERE status =
 -- Retention covers every finished kind: delivered, dead, undeliverable.
 DROP INDEX deliveries_finished;
 CREATE INDEX deliveries_finished ON deliveries (status, finished_at) WHERE status <> 0;
+-- Calls stored with no destination had no finish time; retention counts
+-- from their receipt.
+UPDATE deliveries SET finished_at = received_at WHERE status = 3 AND finished_at IS NULL;
