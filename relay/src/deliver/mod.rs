@@ -178,12 +178,22 @@ impl Shared {
         self.book.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// How many more deliveries `lane` may claim now.
+    /// How many more deliveries `lane` may claim now. A claim is a write
+    /// (on SQLite a transaction and its fsync), so one for every freed
+    /// slot would cost more than the deliveries it starts: a source that
+    /// still has deliveries in flight claims again only once a quarter of
+    /// its share is free (0 until then).
     fn room(&self, lane: usize) -> usize {
         let book = self.book();
         let own = self.share.saturating_sub(book.per_source[lane]);
         let all = self.concurrency.saturating_sub(book.held.len());
-        own.min(all)
+        let room = own.min(all);
+        let batch = (self.share / 4).clamp(1, CLAIM_BATCH);
+        if book.per_source[lane] > 0 && room < batch {
+            0
+        } else {
+            room
+        }
     }
 
     fn hold(&self, c: &Claimed, lane: usize) {
@@ -305,6 +315,10 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
         }
         let delay = if failed {
             STORE_BACKOFF
+        } else if blocked {
+            // A source waits for its slots: a freed slot wakes the loop,
+            // and the store need not be asked when the next call is due.
+            IDLE_POLL
         } else if n == 0 {
             // Nothing to deliver for: only the parking is left to do.
             next_park.saturating_duration_since(Instant::now())

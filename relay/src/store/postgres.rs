@@ -111,8 +111,13 @@ const FINISH_RELEASE: &str = "UPDATE deliveries d SET lease_until = NULL, claim 
      WHERE d.id = f.id AND d.claim = f.claim";
 const RENEW: &str =
     "UPDATE deliveries SET lease_until = $1 WHERE status = 0 AND claim = ANY($2::bigint[])";
-const NEXT_DUE: &str = "SELECT min(CASE WHEN lease_until IS NULL OR lease_until <= $1 \
-     THEN due_at ELSE lease_until END) FROM deliveries WHERE status = 0";
+/// Two index searches (deliveries_due in due order, stopping at the first
+/// unleased call; deliveries_leased), never a scan of the pending calls.
+/// LEAST ignores a NULL.
+const NEXT_DUE: &str = "SELECT LEAST(\
+     (SELECT due_at FROM deliveries WHERE status = 0 \
+     AND (lease_until IS NULL OR lease_until <= $1) ORDER BY due_at LIMIT 1), \
+     (SELECT min(lease_until) FROM deliveries WHERE status = 0 AND lease_until > $1))";
 const PARK: &str = "UPDATE deliveries SET status = 3, finished_at = $1, outcome = $2, \
      lease_until = NULL, claim = NULL WHERE status = 0 \
      AND (lease_until IS NULL OR lease_until <= $1) AND source <> ALL($3::text[])";

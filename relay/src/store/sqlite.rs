@@ -947,9 +947,15 @@ impl Store for SqliteStore {
 
     async fn next_due(&self, now: i64) -> Result<Option<i64>, StoreError> {
         self.read(move |db| {
+            // Two index searches (deliveries_due in due order, stopping at
+            // the first unleased call; deliveries_leased), never a scan of
+            // the pending calls, however many wait.
             db.query_one(
-                "SELECT min(CASE WHEN lease_until IS NULL OR lease_until <= ? \
-                 THEN due_at ELSE lease_until END) FROM deliveries WHERE status = 0",
+                "SELECT min(t) FROM (\
+                 SELECT due_at AS t FROM (SELECT due_at FROM deliveries WHERE status = 0 \
+                 AND (lease_until IS NULL OR lease_until <= ?1) ORDER BY due_at LIMIT 1) \
+                 UNION ALL SELECT min(lease_until) FROM deliveries \
+                 WHERE status = 0 AND lease_until > ?1)",
                 [now],
                 |r| r.get(0),
             )
