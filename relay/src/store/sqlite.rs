@@ -849,16 +849,24 @@ impl Store for SqliteStore {
                 }
             }
             if !delivered.is_empty() {
+                // The common end, one statement for all of them: the rows
+                // (id, claim token, attempts) go in as one JSON array, and
+                // each is found by its primary key.
+                let list: Vec<(i64, i64, i64)> = delivered
+                    .iter()
+                    .filter_map(|f| match f {
+                        Finish::Delivered { id, claim, attempts } => Some((*id, *claim, *attempts)),
+                        _ => None,
+                    })
+                    .collect();
+                let json = serde_json::to_string(&list).unwrap_or_default();
                 let mut stmt = db.conn.prepare_cached(
-                    "UPDATE deliveries SET status = 1, finished_at = ?, attempts = ?, state = NULL, \
-                     lease_until = NULL, claim = NULL WHERE id = ? AND claim = ?",
+                    "UPDATE deliveries SET status = 1, finished_at = ?1, attempts = j.value ->> 2, \
+                     state = NULL, lease_until = NULL, claim = NULL FROM json_each(?2) AS j \
+                     WHERE deliveries.id = j.value ->> 0 AND deliveries.claim = j.value ->> 1",
                 )?;
-                for f in delivered {
-                    if let Finish::Delivered { id, claim, attempts } = f {
-                        db.tick(1);
-                        changed += stmt.execute(params![now, attempts, id, claim])?;
-                    }
-                }
+                db.tick(1);
+                changed += stmt.execute(params![now, json])?;
             }
             if !retry.is_empty() {
                 let mut stmt = db.conn.prepare_cached(
