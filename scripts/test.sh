@@ -24,8 +24,17 @@ for f in signing client; do
   cargo clippy --locked -p callpost-wasm --no-default-features --features "$f" --target wasm32-unknown-unknown -- -D warnings
 done
 
-step "rust tests (unit, shared vectors, properties, node JSON.stringify corpus, simulations)"
+step "rust tests (unit, shared vectors, properties, node JSON.stringify corpus, simulations; the relay's stores on SQLite and a throwaway Postgres)"
+# The Postgres cluster under target/pg (Debian's postgresql, installed when
+# missing); the Python relay tests stop it when they end.
+CALLPOST_PG_URL=$(bash scripts/postgres.sh start)
+export CALLPOST_PG_URL
 cargo test --locked --workspace
+
+step "relay: the tests' build, with the test clock (never in a shipped build)"
+cargo build --locked -p callpost-relay --features test-clock
+mkdir -p target/relay-test
+cp target/debug/callpost-relay target/relay-test/callpost-relay
 
 step "python: build the wheel (maturin) into target/venv"
 bash scripts/python-env.sh
@@ -38,7 +47,9 @@ fi
 (cd python/tests/sdk && npm ci --no-audit --no-fund --loglevel=error)
 
 step "python tests (shared vectors, real HTTP/HTTPS servers on 127.0.0.1, client, fork, atexit, the relay with real Segment SDKs)"
-(cd python && "../$PY" -m pytest tests -q -p no:cacheprovider)
+# The relay tests run the test build through `python -m callpost relay`
+# (CALLPOST_RELAY_BIN); the demo below runs the wheel's.
+(cd python && CALLPOST_RELAY_BIN="$PWD/../target/relay-test/callpost-relay" "../$PY" -m pytest tests -q -p no:cacheprovider)
 
 step "python types: mypy --strict (package and a typed example), stubtest"
 (cd python && "../$PY" -m mypy --strict -p callpost --cache-dir ../target/mypy && \

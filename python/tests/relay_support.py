@@ -24,7 +24,8 @@ import callpost
 
 SECRET = "relay-test-secret"
 WRITE_KEY = "wk-test"
-ADMIN = "admin-test-token"
+# At least 32 characters: the relay refuses shorter admin tokens.
+ADMIN = "admin-test-token-0123456789abcdef0123"
 
 
 def free_port() -> int:
@@ -175,8 +176,10 @@ allow_private_networks = true
 
 
 class RelayProcess:
-    """``python -m callpost relay`` in a subprocess, on a fixed port across
-    restarts (as an SDK would point at it)."""
+    """``python -m callpost relay`` (the native relay, through the launcher:
+    ``CALLPOST_RELAY_BIN`` names the tests' build, which has the test clock)
+    in a subprocess, on a fixed port across restarts (as an SDK would point
+    at it)."""
 
     def __init__(self, config: str, tmp: pathlib.Path, *, port: Optional[int] = None, args: Tuple[str, ...] = (),
                  env: Optional[Dict[str, str]] = None) -> None:
@@ -254,7 +257,9 @@ class RelayProcess:
         return result
 
     def metrics(self) -> str:
-        with urllib.request.urlopen(self.url + "/metrics", timeout=30) as r:
+        """``/metrics``, which needs the admin token."""
+        req = urllib.request.Request(self.url + "/metrics", headers={"Authorization": f"Bearer {ADMIN}"})
+        with urllib.request.urlopen(req, timeout=30) as r:
             return str(r.read().decode())
 
     def metric(self, name: str, labels: str = "") -> float:

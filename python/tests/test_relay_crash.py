@@ -7,9 +7,8 @@ unsettled at a kill: in flight, or answered before the kill with its
 result not yet stored (the store is read straight after each kill).
 Every delivery of a call carries the same ``Idempotency-Key``.
 
-``CALLPOST_CRASH_KILLS`` sets the number of kills (default 200 on SQLite
-and 100 on Postgres, whose relays test_relay_postgres.py also kills); the seed
-is printed, and ``CALLPOST_CRASH_SEED`` replays a run.
+``CALLPOST_CRASH_KILLS`` sets the number of kills (default 200 on each
+backend); the seed is printed, and ``CALLPOST_CRASH_SEED`` replays a run.
 """
 
 from __future__ import annotations
@@ -25,9 +24,8 @@ import pytest
 
 from relay_support import Database, Hook, RelayProcess, Sender, Tally, config_text, delivered_ids, free_port
 
-pytest.importorskip("uvicorn")
 
-KILLS = {"sqlite": 200, "postgres": 100}
+KILLS = {"sqlite": 200, "postgres": 200}
 
 
 def test_kill_9_at_random_points_loses_nothing(tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database) -> None:

@@ -24,7 +24,6 @@ import pytest
 
 from relay_support import Database, Hook, RelayProcess, Sender, Tally, config_text, delivered_ids, free_port, track
 
-pytest.importorskip("uvicorn")
 pytest.importorskip("psycopg")
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

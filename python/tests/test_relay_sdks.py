@@ -28,7 +28,6 @@ import pytest
 import callpost
 from relay_support import WRITE_KEY, Database, Hook, RelayProcess, config_text
 
-pytest.importorskip("uvicorn")
 
 SDK = pathlib.Path(__file__).parent / "sdk"
 ROOT = pathlib.Path(__file__).resolve().parents[2]

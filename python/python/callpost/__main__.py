@@ -10,7 +10,8 @@ too. Then a delete notification goes out through the relay's admin API.
 ``python -m callpost demo --direct`` skips the relay: a local ingest server
 calls ``Webhooks.deliver`` for each message.
 
-``python -m callpost relay`` runs the relay (see ``callpost.relay.cli``).
+``python -m callpost relay`` runs the relay, the native ``callpost-relay``
+program (see ``callpost._relay``).
 
 ``python -m callpost --version`` prints the version.
 """
@@ -108,7 +109,7 @@ def _send_every_kind(endpoint: str) -> None:
 def demo() -> int:
     """Client → relay → Webhooks destination."""
     hooks = _Receivers()
-    admin = "demo-admin-token"
+    admin = "demo-admin-token-0123456789abcdef0123"  # the relay wants 32 characters or more
     with tempfile.TemporaryDirectory(prefix="callpost-demo-") as tmp:
         env = dict(os.environ, CALLPOST_RELAY_SHARED_SECRET=SECRET, CALLPOST_RELAY_ADMIN_TOKEN=admin)
         with socket.socket() as sock:
@@ -199,9 +200,9 @@ def main(argv: List[str]) -> int:
     if argv[1:2] == ["demo"]:
         return demo()
     if argv[1:2] == ["relay"]:
-        from .relay.cli import main as relay_main
+        from ._relay import exec_relay
 
-        return relay_main(argv[2:])
+        return exec_relay(argv[2:])
     if argv[1:2] == ["--version"]:
         print(f"callpost {callpost.__version__}")
         return 0
