@@ -388,7 +388,8 @@ pub trait Store: Send + Sync + 'static {
     /// Stores the calls (a call whose (source, messageId) is stored already
     /// is skipped) and the refused ones, in one transaction; returns how
     /// many calls were new, once durable.
-    async fn insert(&self, rows: Vec<Row>, rejected: Vec<RejectedRow>) -> Result<usize, StoreError>;
+    async fn insert(&self, rows: Vec<Row>, rejected: Vec<RejectedRow>)
+        -> Result<usize, StoreError>;
 
     /// Claims up to `limit` due pending deliveries of `source`, oldest due
     /// first, leased until `now + lease_ms` under one new token.
@@ -493,11 +494,17 @@ pub async fn open(database: &str, options: StoreOptions) -> Result<Arc<dyn Store
 /// the ones after it, in order, in one transaction.
 pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/sqlite/0001_init.sql")),
-    (2, include_str!("../../migrations/sqlite/0002_fair_claims.sql")),
+    (
+        2,
+        include_str!("../../migrations/sqlite/0002_fair_claims.sql"),
+    ),
 ];
 
 /// As [`SQLITE_MIGRATIONS`], for Postgres.
 pub const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/postgres/0001_init.sql")),
-    (2, include_str!("../../migrations/postgres/0002_fair_claims.sql")),
+    (
+        2,
+        include_str!("../../migrations/postgres/0002_fair_claims.sql"),
+    ),
 ];
