@@ -24,9 +24,10 @@ mod contract;
 
 use callpost_relay::store::postgres::PostgresStore;
 use callpost_relay::store::{
-    Finish, Purged, Retention, Row, Status, Store, StoreError, StoreOptions, Synchronous,
+    Finish, Purged, RejectedRow, ReplayFilter, Retention, Row, Status, Store, StoreError,
+    StoreOptions, Synchronous,
 };
-use contract::{row, T0};
+use contract::{refused, row, T0};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_postgres::{Client, NoTls};
@@ -454,19 +455,25 @@ async fn statements_commits_and_backlog() {
     // The pool's connection is set up by now (the migrations used it).
     let before = store.statements();
     let rows: Vec<Row> = (0..20).map(|i| row("a", &format!("m{i}"), T0)).collect();
-    assert_eq!(store.insert(rows, vec![]).await.unwrap(), 20);
+    assert_eq!(
+        store
+            .insert(rows, vec![refused("a", T0, "{}")])
+            .await
+            .unwrap(),
+        20
+    );
     assert_eq!(
         store.statements() - before,
-        4,
-        "BEGIN, COPY, INSERT … SELECT, COMMIT"
+        1,
+        "one INSERT … SELECT (its refused call in it), a transaction of its own"
     );
-    assert_eq!(*commits.lock().unwrap(), vec![20]);
+    assert_eq!(*commits.lock().unwrap(), vec![21]);
     assert_eq!(store.backlog(), 0);
 
     let before = store.statements();
     let claimed = store.claim(T0, "a", 100, 20_000).await.unwrap();
     assert_eq!(claimed.len(), 20);
-    assert_eq!(store.statements() - before, 3, "one UPDATE for many");
+    assert_eq!(store.statements() - before, 1, "one UPDATE for many");
     let before = store.statements();
     let finishes = claimed
         .iter()
@@ -477,7 +484,278 @@ async fn statements_commits_and_backlog() {
         })
         .collect();
     assert_eq!(store.finish(finishes, T0).await.unwrap(), 0);
-    assert_eq!(store.statements() - before, 3, "one UPDATE for many");
+    assert_eq!(store.statements() - before, 1, "one UPDATE for many");
+    // Two kinds of end are two statements: one transaction.
+    let claimed = {
+        let rows = (0..2).map(|i| row("b", &format!("m{i}"), T0)).collect();
+        store.insert(rows, vec![]).await.unwrap();
+        store.claim(T0, "b", 100, 20_000).await.unwrap()
+    };
+    let before = store.statements();
+    let finishes = vec![
+        Finish::Delivered {
+            id: claimed[0].id,
+            claim: claimed[0].claim,
+            attempts: 1,
+        },
+        Finish::Release {
+            id: claimed[1].id,
+            claim: claimed[1].claim,
+        },
+    ];
+    assert_eq!(store.finish(finishes, T0).await.unwrap(), 0);
+    assert_eq!(store.statements() - before, 4, "BEGIN, two UPDATEs, COMMIT");
+    store.close().await;
+}
+
+/// Spawns a store call once it is queued: its first poll runs it up to
+/// its wait for a writer, so calls queued this way reach the writers in
+/// this order.
+async fn queue<F>(call: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let mut call = Box::pin(call);
+    tokio::select! {
+        biased;
+        done = &mut call => tokio::spawn(async move { done }),
+        () = std::future::ready(()) => tokio::spawn(call),
+    }
+}
+
+type Held = Vec<tokio::task::JoinHandle<Result<usize, StoreError>>>;
+
+/// Holds all of the store's writers: each inserts a call of source
+/// `source` and waits for a lock on `deliveries` that the returned session
+/// holds, so the writes queued next go in as one group once the session
+/// commits.
+async fn hold_writers(store: &Arc<PostgresStore>, db: &Db, source: &str) -> (Client, Held) {
+    let locker = db.client().await;
+    locker
+        .batch_execute("BEGIN; LOCK TABLE deliveries IN EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let watcher = db.client().await;
+    let mut held = vec![];
+    for i in 0..4 {
+        let store = store.clone();
+        let source = source.to_owned();
+        held.push(tokio::spawn(async move {
+            store
+                .insert(vec![row(&source, &format!("held{i}"), T0)], vec![])
+                .await
+        }));
+        // One at a time, so that each is a group of its own.
+        backends_waiting(&watcher, db, i + 1).await;
+    }
+    (locker, held)
+}
+
+/// Makes the pool open a connection for each writer, so that a count of
+/// statements taken afterwards has no connection's setup in it.
+async fn warm_up(store: &Arc<PostgresStore>, db: &Db) {
+    let (locker, held) = hold_writers(store, db, "warm").await;
+    locker.batch_execute("COMMIT").await.unwrap();
+    for h in held {
+        assert_eq!(h.await.unwrap(), Ok(1));
+    }
+}
+
+/// Single-call inserts that wait together are stored by one statement (the
+/// refused calls among them in it too), which is a transaction of its own:
+/// a group costs one statement, whatever the number of requests in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_call_inserts_in_a_group_share_statements() {
+    const N: usize = 200;
+    let Some((store, db)) = store_on(Duration::from_secs(30)).await else {
+        return;
+    };
+    let commits: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let seen = commits.clone();
+    store.set_commit_observer(Arc::new(move |_, calls| seen.lock().unwrap().push(calls)));
+    warm_up(&store, &db).await;
+    commits.lock().unwrap().clear();
+    let s0 = store.statements();
+    let (locker, held) = hold_writers(&store, &db, "a").await;
+    let mut tasks = vec![];
+    for i in 0..N {
+        let store = store.clone();
+        // Every tenth request also carries a refused call.
+        let rejected = if i % 10 == 0 {
+            vec![refused("a", T0, "{}")]
+        } else {
+            vec![]
+        };
+        tasks.push(
+            queue(async move {
+                store
+                    .insert(vec![row("a", &format!("m{i}"), T0)], rejected)
+                    .await
+            })
+            .await,
+        );
+    }
+    assert_eq!(store.backlog(), 4 + N + N / 10);
+    locker.batch_execute("COMMIT").await.unwrap();
+    for t in held.into_iter().chain(tasks) {
+        assert_eq!(t.await.unwrap(), Ok(1));
+    }
+    let statements = store.statements() - s0;
+    let commits = commits.lock().unwrap().clone();
+    let calls = 4 + N;
+    eprintln!(
+        "{calls} single-call inserts: {statements} statements in {} commits, {:.3} per call",
+        commits.len(),
+        statements as f64 / calls as f64
+    );
+    assert_eq!(commits.len(), 5, "the 4 held, then one group: {commits:?}");
+    assert_eq!(statements, 5, "one statement each");
+    let stats = store.stats(T0).await.unwrap();
+    // And the warm-up's 4.
+    assert_eq!(
+        (stats.pending, stats.rejected),
+        (calls as i64 + 4, N as i64 / 10)
+    );
+    store.close().await;
+}
+
+/// `row` with its own message text, to tell which of two rows with the
+/// same key was stored.
+fn row_saying(source: &str, message_id: &str, message: &str) -> Row {
+    Row {
+        message: message.into(),
+        ..row(source, message_id, T0)
+    }
+}
+
+/// Inserts stored together each get the count of their own new calls, as
+/// if they had run one after the other: a call an earlier insert of the
+/// group carries is not new for a later one (and the earlier one's row is
+/// the one stored), nor is a call stored before, nor a call repeated inside
+/// one insert. Another write in the group (a replay) makes it a
+/// transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_insert_in_a_group_counts_its_own_new_calls() {
+    let Some((store, db)) = store_on(Duration::from_secs(30)).await else {
+        return;
+    };
+    assert_eq!(store.insert(vec![row("a", "old", T0)], vec![]).await, Ok(1));
+    let groups: Arc<Mutex<Vec<usize>>> = Arc::default();
+    warm_up(&store, &db).await;
+    let seen = groups.clone();
+    store.set_commit_observer(Arc::new(move |_, calls| seen.lock().unwrap().push(calls)));
+    let s0 = store.statements();
+    let (locker, held) = hold_writers(&store, &db, "h").await;
+
+    let inserts: Vec<(Vec<Row>, usize, usize)> = vec![
+        // (calls, refused calls, how many new)
+        (
+            vec![row_saying("a", "x", "first x"), row("a", "old", T0)],
+            0,
+            1,
+        ),
+        (
+            vec![row_saying("a", "x", "second x"), row("a", "y", T0)],
+            1,
+            1,
+        ),
+        (vec![row("a", "old", T0)], 0, 0),
+        (vec![row("a", "y", T0), row("b", "x", T0)], 0, 1),
+        (vec![row("a", "z", T0), row("a", "z", T0)], 2, 1),
+    ];
+    let mut calls = 0;
+    let mut tasks = vec![];
+    for (k, (rows, refusals, _)) in inserts.iter().enumerate() {
+        if k == 2 {
+            let store = store.clone();
+            let filter = ReplayFilter {
+                message_ids: Some(vec!["none".into()]),
+                ..ReplayFilter::default()
+            };
+            tasks.push(
+                queue(async move { store.replay(T0, filter).await.map(|n| n as usize) }).await,
+            );
+        }
+        let rows = rows.clone();
+        let rejected: Vec<RejectedRow> = (0..*refusals).map(|_| refused("a", T0, "{}")).collect();
+        calls += rows.len() + refusals;
+        let store = store.clone();
+        tasks.push(queue(async move { store.insert(rows, rejected).await }).await);
+    }
+    assert_eq!(store.backlog(), 4 + calls);
+    locker.batch_execute("COMMIT").await.unwrap();
+    for h in held {
+        assert_eq!(h.await.unwrap(), Ok(1));
+    }
+    let mut results = vec![];
+    for t in tasks {
+        results.push(t.await.unwrap().unwrap());
+    }
+    let expected: Vec<usize> = inserts.iter().map(|(_, _, new)| *new).collect();
+    assert_eq!(results[..2], expected[..2]);
+    assert_eq!(results[2], 0, "the replay");
+    assert_eq!(results[3..], expected[2..]);
+    let groups = groups.lock().unwrap().clone();
+    assert_eq!(
+        groups,
+        vec![1, 1, 1, 1, calls],
+        "the 4 held, then one group"
+    );
+    assert_eq!(
+        store.statements() - s0,
+        4 + 4,
+        "one statement for each held insert; then BEGIN, one INSERT (refused calls in it), \
+         the replay's UPDATE, COMMIT"
+    );
+    let mut stored: Vec<(String, String)> = store
+        .claim(T0, "a", 100, 20_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.message_id, c.message))
+        .collect();
+    stored.sort();
+    let x = stored.iter().find(|(id, _)| id == "x").unwrap();
+    assert_eq!(x.1, "first x", "the first insert's row is the one stored");
+    let ids: Vec<&str> = stored.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, vec!["old", "x", "y", "z"]);
+    assert_eq!(store.claim(T0, "b", 100, 20_000).await.unwrap().len(), 1);
+    assert_eq!(store.stats(T0).await.unwrap().rejected, 3);
+    store.close().await;
+}
+
+/// Calls of more bytes than one statement carries take several statements,
+/// in one transaction: all of them are stored, or none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_past_one_statement_are_one_transaction() {
+    let Some((store, _db)) = store_on(Duration::from_secs(60)).await else {
+        return;
+    };
+    // 40 calls of 1 MiB: 15 to a statement of at most 16 MiB.
+    let big = |id: String| row_saying("a", &id, &"x".repeat(1 << 20));
+    // The last statement is refused (TEXT cannot hold U+0000): the first
+    // two roll back with it.
+    let mut rows: Vec<Row> = (0..40).map(|i| big(format!("n{i}"))).collect();
+    rows.push(big("bad\0id".into()));
+    let r = store.insert(rows, vec![refused("a", T0, "{}")]).await;
+    assert!(matches!(r, Err(StoreError::Unavailable(_))), "{r:?}");
+    let stats = store.stats(T0).await.unwrap();
+    assert_eq!((stats.pending, stats.rejected), (0, 0), "nothing stored");
+
+    let rows: Vec<Row> = (0..40).map(|i| big(format!("m{i}"))).collect();
+    let before = store.statements();
+    assert_eq!(
+        store.insert(rows, vec![refused("a", T0, "{}")]).await,
+        Ok(40)
+    );
+    assert_eq!(
+        store.statements() - before,
+        5,
+        "BEGIN, three INSERTs, COMMIT"
+    );
+    let stats = store.stats(T0).await.unwrap();
+    assert_eq!((stats.pending, stats.rejected), (40, 1));
     store.close().await;
 }
 

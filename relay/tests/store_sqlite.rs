@@ -2,7 +2,12 @@
 //! file's mode and lock, migrations from older relays, the writer's time
 //! limit and group commit).
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::print_stderr
+)]
 
 #[path = "store_contract/mod.rs"]
 #[macro_use]
@@ -36,7 +41,7 @@ contract_tests!(fresh);
 
 // -- SQLite only -------------------------------------------------------------
 
-use callpost_relay::store::{Finish, ReplayFilter, Retention, StoreError};
+use callpost_relay::store::{Finish, ReplayFilter, Retention, Row, StoreError};
 use contract::{refused, row, T0};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -485,6 +490,200 @@ async fn concurrent_inserts_share_commits() {
         commits.len()
     );
     assert_eq!(store.stats(T0).await.unwrap().pending, 200);
+    store.close().await;
+}
+
+/// Single-call inserts that wait together are stored by one multi-row
+/// INSERT, and their refused calls by one more, not by statements of their
+/// own: a group costs BEGIN, at most two INSERTs and COMMIT, whatever the
+/// number of requests in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_call_inserts_in_a_group_share_statements() {
+    const N: usize = 200;
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Arc::new(open_at(&path, true).await.unwrap());
+    let commits: Arc<Mutex<Vec<usize>>> = Arc::default();
+    {
+        let commits = commits.clone();
+        store.set_commit_observer(Arc::new(move |_took, calls| {
+            commits.lock().unwrap().push(calls);
+        }));
+    }
+    let blocker = side_connection(&path);
+    blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let s0 = store.statements();
+    let mut tasks = vec![];
+    for i in 0..N {
+        let store = store.clone();
+        // Every tenth request also carries a refused call.
+        let rejected = if i % 10 == 0 {
+            vec![refused("a", T0, "{}")]
+        } else {
+            vec![]
+        };
+        tasks.push(tokio::spawn(async move {
+            store
+                .insert(vec![row("a", &format!("m{i}"), T0)], rejected)
+                .await
+        }));
+    }
+    eventually("all queued", || store.backlog() == N + N / 10).await;
+    blocker.execute_batch("COMMIT").unwrap();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), Ok(1));
+    }
+    let statements = store.statements() - s0;
+    let commits = commits.lock().unwrap().len() as u64;
+    eprintln!(
+        "{N} single-call inserts: {statements} statements in {commits} commits, \
+         {:.3} per call",
+        statements as f64 / N as f64
+    );
+    assert!(
+        statements <= 4 * commits,
+        "{statements} statements in {commits} commits"
+    );
+    assert!(
+        statements * 10 <= N as u64,
+        "{statements} statements for {N} calls"
+    );
+    let stats = store.stats(T0).await.unwrap();
+    assert_eq!((stats.pending, stats.rejected), (N as i64, N as i64 / 10));
+    store.close().await;
+}
+
+/// Spawns a store call once it is queued: its first poll runs it up to
+/// its wait for the writer, so calls queued this way reach the writer in
+/// this order.
+async fn queue<F>(call: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let mut call = Box::pin(call);
+    tokio::select! {
+        biased;
+        done = &mut call => tokio::spawn(async move { done }),
+        () = std::future::ready(()) => tokio::spawn(call),
+    }
+}
+
+/// `row` with its own message text, to tell which of two rows with the
+/// same key was stored.
+fn row_saying(source: &str, message_id: &str, message: &str) -> Row {
+    Row {
+        message: message.into(),
+        ..row(source, message_id, T0)
+    }
+}
+
+/// Inserts stored together each get the count of their own new calls, as
+/// if they had run one after the other: a call an earlier insert of the
+/// group carries is not new for a later one (and the earlier one's row is
+/// the one stored), nor is a call stored before, nor a call repeated inside
+/// one insert. Another operation in the group (a replay) runs beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_insert_in_a_group_counts_its_own_new_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    let store = Arc::new(open_at(&path, true).await.unwrap());
+    assert_eq!(store.insert(vec![row("a", "old", T0)], vec![]).await, Ok(1));
+    // The writer's next commit waits in the observer until released, so
+    // everything queued meanwhile goes in one group after it.
+    let (entered, entered_rx) = std::sync::mpsc::channel::<()>();
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let gate = Arc::new(Mutex::new(Some((entered, held))));
+    let groups: Arc<Mutex<Vec<usize>>> = Arc::default();
+    {
+        let groups = groups.clone();
+        store.set_commit_observer(Arc::new(move |_, calls| {
+            groups.lock().unwrap().push(calls);
+            if let Some((entered, held)) = gate.lock().unwrap().take() {
+                entered.send(()).unwrap();
+                // A hang guard: the test releases it long before.
+                let _ = held.recv_timeout(Duration::from_secs(30));
+            }
+        }));
+    }
+    let plug = {
+        let store = store.clone();
+        tokio::spawn(async move { store.insert(vec![row("p", "plug", T0)], vec![]).await })
+    };
+    tokio::task::spawn_blocking(move || entered_rx.recv_timeout(Duration::from_secs(30)))
+        .await
+        .unwrap()
+        .unwrap();
+
+    let inserts: Vec<(Vec<Row>, usize, usize)> = vec![
+        // (calls, refused calls, how many new)
+        (
+            vec![row_saying("a", "x", "first x"), row("a", "old", T0)],
+            0,
+            1,
+        ),
+        (
+            vec![row_saying("a", "x", "second x"), row("a", "y", T0)],
+            1,
+            1,
+        ),
+        (vec![row("a", "old", T0)], 0, 0),
+        (vec![row("a", "y", T0), row("b", "x", T0)], 0, 1),
+        (vec![row("a", "z", T0), row("a", "z", T0)], 2, 1),
+    ];
+    let mut queued = 1;
+    let mut tasks = vec![];
+    for (k, (rows, refusals, _)) in inserts.iter().enumerate() {
+        if k == 2 {
+            let store = store.clone();
+            let filter = ReplayFilter {
+                message_ids: Some(vec!["none".into()]),
+                ..ReplayFilter::default()
+            };
+            tasks.push(
+                queue(async move { store.replay(T0, filter).await.map(|n| n as usize) }).await,
+            );
+        }
+        let rows = rows.clone();
+        let rejected = (0..*refusals).map(|_| refused("a", T0, "{}")).collect();
+        queued += rows.len() + refusals;
+        let store = store.clone();
+        tasks.push(queue(async move { store.insert(rows, rejected).await }).await);
+    }
+    assert_eq!(store.backlog(), queued);
+    let s0 = store.statements();
+    release.send(()).unwrap();
+    assert_eq!(plug.await.unwrap(), Ok(1));
+    let mut results = vec![];
+    for t in tasks {
+        results.push(t.await.unwrap().unwrap());
+    }
+    let expected: Vec<usize> = inserts.iter().map(|(_, _, new)| *new).collect();
+    assert_eq!(results[..2], expected[..2]);
+    assert_eq!(results[2], 0, "the replay");
+    assert_eq!(results[3..], expected[2..]);
+    assert_eq!(
+        *groups.lock().unwrap(),
+        vec![1, queued - 1],
+        "one group after the plug's"
+    );
+    assert_eq!(
+        store.statements() - s0,
+        5,
+        "BEGIN, one INSERT of calls, one of refused calls, the replay's UPDATE, COMMIT"
+    );
+    let claimed = store.claim(T0, "a", 100, 20_000).await.unwrap();
+    let mut stored: Vec<(String, String)> = claimed
+        .into_iter()
+        .map(|c| (c.message_id, c.message))
+        .collect();
+    stored.sort();
+    let x = stored.iter().find(|(id, _)| id == "x").unwrap();
+    assert_eq!(x.1, "first x", "the first insert's row is the one stored");
+    let ids: Vec<&str> = stored.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, vec!["old", "x", "y", "z"]);
+    assert_eq!(store.claim(T0, "b", 100, 20_000).await.unwrap().len(), 1);
+    assert_eq!(store.stats(T0).await.unwrap().rejected, 3);
     store.close().await;
 }
 

@@ -3,11 +3,13 @@
 //! Two connections. The writer is a thread of its own that takes every
 //! operation waiting for it and commits them in one transaction (group
 //! commit): requests that arrive together share one fsync, and no two
-//! writers ever contend for the file. If a group fails, each of its
-//! operations runs again alone, so one bad operation fails only its own
-//! caller. The reader answers status queries (counts, dead letters,
-//! refused calls, audience state) from a blocking task; in WAL mode it
-//! never waits for the writer.
+//! writers ever contend for the file. The calls of a group's inserts go in
+//! together, by multi-row INSERTs of up to 500 rows whatever insert they
+//! came with, so a group of single-call requests costs BEGIN, one INSERT
+//! and COMMIT. If a group fails, each of its operations runs again alone,
+//! so one bad operation fails only its own caller. The reader answers
+//! status queries (counts, dead letters, refused calls, audience state)
+//! from a blocking task; in WAL mode it never waits for the writer.
 //!
 //! Every call waits at most [`StoreOptions::timeout`]. An operation whose
 //! caller stopped waiting may still commit afterwards (the insert is
@@ -19,6 +21,7 @@
 use super::*;
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, ErrorCode, OptionalExtension};
+use std::collections::hash_map::{Entry, HashMap};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -44,6 +47,9 @@ pub fn path_of(url: &str) -> Result<PathBuf, String> {
 /// Rows per multi-row INSERT: 8 parameters each, far below SQLite's
 /// 32,766 per statement.
 const INSERT_CHUNK: usize = 500;
+
+/// Refused calls per multi-row INSERT: 5 parameters each.
+const REJECTED_CHUNK: usize = 500;
 
 /// Tokens per renewal statement.
 const IN_CHUNK: usize = 500;
@@ -151,8 +157,58 @@ trait Job: Send {
     /// Runs it inside the open transaction, keeping its result until the
     /// commit. Runs again if its group fails.
     fn run(&mut self, db: &Db) -> rusqlite::Result<()>;
+    /// An insert's calls and refused calls: the writer stores those of a
+    /// whole group together, then hands each insert its count with
+    /// [`Job::stored`] instead of calling [`Job::run`].
+    fn to_store(&self) -> Option<(&[Row], &[RejectedRow])> {
+        None
+    }
+    /// Keeps how many of its calls were new, as `run` would have.
+    fn stored(&mut self, _new: usize) {}
     /// Sends the result kept by `run`, or `error`.
     fn answer(self: Box<Self>, error: Option<StoreError>);
+}
+
+/// [`Store::insert`]'s operation.
+struct Insert {
+    rows: Vec<Row>,
+    rejected: Vec<RejectedRow>,
+    new: Option<usize>,
+    tx: oneshot::Sender<Result<usize, StoreError>>,
+}
+
+impl Job for Insert {
+    fn calls(&self) -> usize {
+        self.rows.len() + self.rejected.len()
+    }
+
+    fn abandoned(&self) -> bool {
+        self.tx.is_closed()
+    }
+
+    fn run(&mut self, db: &Db) -> rusqlite::Result<()> {
+        self.new = None;
+        let new = store_calls(db, &[(&self.rows, &self.rejected)])?;
+        self.new = new.first().copied();
+        Ok(())
+    }
+
+    fn to_store(&self) -> Option<(&[Row], &[RejectedRow])> {
+        Some((&self.rows, &self.rejected))
+    }
+
+    fn stored(&mut self, new: usize) {
+        self.new = Some(new);
+    }
+
+    fn answer(self: Box<Self>, error: Option<StoreError>) {
+        let result = match (error, self.new) {
+            (Some(e), _) => Err(e),
+            (None, Some(n)) => Ok(n),
+            (None, None) => Err(StoreError::Unavailable("the operation did not run".into())),
+        };
+        let _ = self.tx.send(result);
+    }
 }
 
 struct Op<R, F> {
@@ -259,12 +315,23 @@ impl SqliteStore {
         F: FnMut(&Db) -> rusqlite::Result<R> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let job: Box<dyn Job> = Box::new(Op {
+        let job = Box::new(Op {
             f,
             out: None,
             tx,
             calls,
         });
+        self.submit(job, calls, rx).await
+    }
+
+    /// Queues `job` for the writer and waits for its answer on `rx`, at
+    /// most the store's time limit.
+    async fn submit<R>(
+        &self,
+        job: Box<dyn Job>,
+        calls: usize,
+        rx: oneshot::Receiver<Result<R, StoreError>>,
+    ) -> Result<R, StoreError> {
         {
             let queue = lock(&self.queue);
             let Some(queue) = queue.as_ref() else {
@@ -543,9 +610,14 @@ fn commit(db: &Db, mut group: Vec<Box<dyn Job>>, shared: &Shared) {
             }
         }
         Err(GroupError::Work(_)) if group.len() > 1 => {
-            // One bad operation must not fail the others: each again, alone.
+            // One bad operation must not fail the others: each again, alone
+            // (but not one whose caller has stopped waiting meanwhile).
             for job in group {
-                commit(db, vec![job], shared);
+                if job.abandoned() {
+                    settle(shared, job, Some(StoreError::Timeout));
+                } else {
+                    commit(db, vec![job], shared);
+                }
             }
         }
         Err(GroupError::Begin(e) | GroupError::Work(e)) => {
@@ -560,15 +632,38 @@ fn commit(db: &Db, mut group: Vec<Box<dyn Job>>, shared: &Shared) {
 
 fn run_group(db: &Db, group: &mut [Box<dyn Job>]) -> Result<(), GroupError> {
     db.exec("BEGIN IMMEDIATE", []).map_err(GroupError::Begin)?;
-    for job in group.iter_mut() {
-        if let Err(e) = job.run(db) {
-            db.rollback();
-            return Err(GroupError::Work(e));
-        }
+    if let Err(e) = run_jobs(db, group) {
+        db.rollback();
+        return Err(GroupError::Work(e));
     }
     if let Err(e) = db.exec("COMMIT", []) {
         db.rollback();
         return Err(GroupError::Work(e));
+    }
+    Ok(())
+}
+
+/// The group's work: first every insert's calls together (the operations
+/// of a group wait together, so any order of them is one their callers
+/// could have seen), then the other operations in the order they came.
+fn run_jobs(db: &Db, group: &mut [Box<dyn Job>]) -> rusqlite::Result<()> {
+    let inserts: Vec<usize> = (0..group.len())
+        .filter(|&i| group[i].to_store().is_some())
+        .collect();
+    if !inserts.is_empty() {
+        let parts: Vec<_> = inserts
+            .iter()
+            .filter_map(|&i| group[i].to_store())
+            .collect();
+        let new = store_calls(db, &parts)?;
+        for (&i, n) in inserts.iter().zip(new) {
+            group[i].stored(n);
+        }
+    }
+    for job in group.iter_mut() {
+        if job.to_store().is_none() {
+            job.run(db)?;
+        }
     }
     Ok(())
 }
@@ -592,8 +687,8 @@ fn probe(db: &Db, shared: &Shared) {
 
 // -- statements ------------------------------------------------------------
 
-fn insert_sql(n: usize) -> String {
-    let mut sql = String::with_capacity(200 + n * 18);
+fn insert_sql(n: usize, returning: bool) -> String {
+    let mut sql = String::with_capacity(250 + n * 18);
     sql.push_str(
         "INSERT INTO deliveries \
          (source, message_id, kind, message, received_at, status, due_at, finished_at) VALUES ",
@@ -605,18 +700,58 @@ fn insert_sql(n: usize) -> String {
         sql.push_str("(?,?,?,?,?,?,?,?)");
     }
     sql.push_str(" ON CONFLICT (source, message_id) DO NOTHING");
+    if returning {
+        sql.push_str(" RETURNING source, message_id");
+    }
     sql
 }
 
-/// One multi-row INSERT per chunk; returns how many rows were new. A row
-/// is due when it is received; a row stored already finished
+fn rejected_sql(n: usize) -> String {
+    let mut sql = String::with_capacity(80 + n * 12);
+    sql.push_str("INSERT INTO rejected (source, received_at, code, reason, text) VALUES ");
+    for i in 0..n {
+        if i > 0 {
+            sql.push(',');
+        }
+        sql.push_str("(?,?,?,?,?)");
+    }
+    sql
+}
+
+/// Stores the calls and refused calls of one or more inserts in as few
+/// statements as their number allows; returns how many of each insert's
+/// calls were new, as if the inserts had run one after the other: a call
+/// whose (source, messageId) an earlier insert of the same group carries
+/// is not new, and only the first one is stored.
+///
+/// A row is due when it is received; a row stored already finished
 /// (undeliverable) finished then, which is where its retention starts.
-fn insert_rows(db: &Db, rows: &[Row]) -> rusqlite::Result<usize> {
-    let mut new = 0;
+fn store_calls(db: &Db, parts: &[(&[Row], &[RejectedRow])]) -> rusqlite::Result<Vec<usize>> {
+    let mut new = vec![0; parts.len()];
+    let mut owner: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut rows: Vec<(&Row, usize)> = Vec::new();
+    for (i, (part, _)) in parts.iter().enumerate() {
+        for r in *part {
+            if let Entry::Vacant(e) = owner.entry((&r.source, &r.message_id)) {
+                e.insert(i);
+                rows.push((r, i));
+            }
+        }
+    }
     for chunk in rows.chunks(INSERT_CHUNK) {
-        let mut stmt = db.conn.prepare_cached(&insert_sql(chunk.len()))?;
+        // Rows come in their inserts' order: a chunk whose first and last
+        // rows are one insert's is that insert's alone, and the count of
+        // rows changed is its count. Otherwise the new rows are named, and
+        // each counts for the insert that carried it first.
+        let alone = match (chunk.first(), chunk.last()) {
+            (Some(first), Some(last)) if first.1 == last.1 => Some(first.1),
+            _ => None,
+        };
+        let mut stmt = db
+            .conn
+            .prepare_cached(&insert_sql(chunk.len(), alone.is_none()))?;
         let mut i = 0;
-        for r in chunk {
+        for (r, _) in chunk {
             let finished_at = (r.status != Status::Pending).then_some(r.received_at);
             stmt.raw_bind_parameter(i + 1, &r.source)?;
             stmt.raw_bind_parameter(i + 2, &r.message_id)?;
@@ -629,23 +764,34 @@ fn insert_rows(db: &Db, rows: &[Row]) -> rusqlite::Result<usize> {
             i += 8;
         }
         db.tick(1);
-        new += stmt.raw_execute()?;
+        if let Some(only) = alone {
+            new[only] += stmt.raw_execute()?;
+        } else {
+            let mut stored = stmt.raw_query();
+            while let Some(r) = stored.next()? {
+                let key = (r.get_ref(0)?.as_str()?, r.get_ref(1)?.as_str()?);
+                if let Some(&i) = owner.get(&key) {
+                    new[i] += 1;
+                }
+            }
+        }
+    }
+    let rejected: Vec<&RejectedRow> = parts.iter().flat_map(|(_, r)| r.iter()).collect();
+    for chunk in rejected.chunks(REJECTED_CHUNK) {
+        let mut stmt = db.conn.prepare_cached(&rejected_sql(chunk.len()))?;
+        let mut i = 0;
+        for r in chunk {
+            stmt.raw_bind_parameter(i + 1, &r.source)?;
+            stmt.raw_bind_parameter(i + 2, r.received_at)?;
+            stmt.raw_bind_parameter(i + 3, r.code)?;
+            stmt.raw_bind_parameter(i + 4, &r.reason)?;
+            stmt.raw_bind_parameter(i + 5, &r.text)?;
+            i += 5;
+        }
+        db.tick(1);
+        stmt.raw_execute()?;
     }
     Ok(new)
-}
-
-fn insert_rejected(db: &Db, rejected: &[RejectedRow]) -> rusqlite::Result<()> {
-    if rejected.is_empty() {
-        return Ok(());
-    }
-    let mut stmt = db.conn.prepare_cached(
-        "INSERT INTO rejected (source, received_at, code, reason, text) VALUES (?,?,?,?,?)",
-    )?;
-    for r in rejected {
-        db.tick(1);
-        stmt.execute(params![r.source, r.received_at, r.code, r.reason, r.text])?;
-    }
-    Ok(())
 }
 
 /// `?,?,…` for `n` values.
@@ -763,12 +909,14 @@ impl Store for SqliteStore {
         if calls == 0 {
             return Ok(0);
         }
-        self.write(calls, move |db| {
-            let new = insert_rows(db, &rows)?;
-            insert_rejected(db, &rejected)?;
-            Ok(new)
-        })
-        .await
+        let (tx, rx) = oneshot::channel();
+        let job = Box::new(Insert {
+            rows,
+            rejected,
+            new: None,
+            tx,
+        });
+        self.submit(job, calls, rx).await
     }
 
     async fn claim(
@@ -1133,7 +1281,10 @@ impl Store for SqliteStore {
                  SET state = excluded.state, updated_at = excluded.updated_at",
                 params![source, audience, state, now],
             )?;
-            insert_rows(db, &rows)
+            Ok(store_calls(db, &[(&rows, &[])])?
+                .first()
+                .copied()
+                .unwrap_or(0))
         })
         .await
     }
