@@ -888,9 +888,15 @@ async fn a_request_without_a_known_write_key_is_401_before_its_body_is_parsed() 
     let r = t.post("/v1/batch", &[], broken).await;
     assert_eq!((r.status, r.code()), (401, "missing_write_key".to_owned()));
     let r = t
-        .post("/v1/batch", &[], b"{\"writeKey\": \"nope\", \"batch\": [ {")
+        .post("/v1/batch", &[], b"{\"writeKey\": \"nope\", \"batch\": []}")
         .await;
     assert_eq!((r.status, r.code()), (401, "unknown_write_key".to_owned()));
+    // A key is read only from a body that is JSON (the last writeKey
+    // counts, as JSON.parse reads it): a broken one has none.
+    let r = t
+        .post("/v1/batch", &[], b"{\"writeKey\": \"nope\", \"batch\": [ {")
+        .await;
+    assert_eq!((r.status, r.code()), (401, "missing_write_key".to_owned()));
     let r = t
         .post("/v1/track", &[], b"{\"writeKey\": \"\", \"userId\": ")
         .await;

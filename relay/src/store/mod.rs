@@ -5,8 +5,12 @@
 //! * [`sqlite`]: the default, one file, WAL, `synchronous = FULL`, one
 //!   writer thread that commits whatever is waiting in one transaction
 //!   (group commit);
-//! * [`postgres`]: several relays on one database, `COPY` + group commit,
-//!   `FOR UPDATE SKIP LOCKED` claims.
+//! * [`postgres`]: several relays on one database, group commit with up
+//!   to 4 transactions at once, `FOR UPDATE SKIP LOCKED` claims.
+//!
+//! Both merge the inserts of a group: the calls of every request that
+//! waited together go in by shared statements, each request still told how
+//! many of its calls were new.
 //!
 //! One table holds a call and its delivery, so the life of a call is three
 //! statements: the insert (shared by the whole batch), the claim (one for
