@@ -261,6 +261,7 @@ fn store_options(cfg: &Config, exclusive: bool) -> StoreOptions {
         synchronous: cfg.synchronous,
         timeout: cfg.database_timeout,
         exclusive,
+        ca_file: cfg.ca_file.as_ref().map(std::path::PathBuf::from),
     }
 }
 

@@ -2,14 +2,16 @@
 //! (migrations from the Python relay's database and under concurrent
 //! starts, group commit with one bad write, conflicts run again, the time
 //! limit on a stuck database, a restart of the server, secrets kept out of
-//! errors).
+//! errors, TLS as `sslmode` says).
 //!
 //! Needs a server: `bash scripts/postgres.sh start` prints its URL; pass it
 //! as `CALLPOST_PG_URL`. Without it every test here fails, unless
 //! `CALLPOST_SKIP_PG=1` says to skip them. Each test makes a database of
 //! its own and drops it at the end. The restart test starts and stops a
 //! second throwaway cluster of its own (port 25439, under
-//! target/pg-store-test), so the shared one is never stopped.
+//! target/pg-store-test), so the shared one is never stopped; the TLS test
+//! likewise (port 25437, under target/pg-tls-test, with `ssl = on` and a
+//! self-signed certificate).
 
 #![allow(
     clippy::unwrap_used,
@@ -60,6 +62,7 @@ fn options(timeout: Duration) -> StoreOptions {
         synchronous: Synchronous::Full,
         timeout,
         exclusive: true,
+        ca_file: None,
     }
 }
 
@@ -1032,4 +1035,238 @@ async fn undeliverable_rows_are_stored_finished() {
         .get(0);
     assert_eq!(finished, Some(T0));
     store.close().await;
+}
+
+// -- TLS ------------------------------------------------------------------
+
+/// `url` with `param` added to its query.
+fn with_param(url: &str, param: &str) -> String {
+    if url.contains('?') {
+        format!("{url}&{param}")
+    } else {
+        format!("{url}?{param}")
+    }
+}
+
+/// Whether the store's connections to `db` (the pool's, named
+/// callpost-relay) use TLS, as the server sees them: `None` when it has
+/// none.
+async fn store_tls(db: &Db) -> Option<bool> {
+    let row = connect(&db.admin)
+        .await
+        .query_one(
+            "SELECT bool_and(s.ssl), count(*) FROM pg_stat_ssl s \
+             JOIN pg_stat_activity a USING (pid) \
+             WHERE a.datname = $1 AND a.application_name = 'callpost-relay'",
+            &[&db.name],
+        )
+        .await
+        .unwrap();
+    let n: i64 = row.get(1);
+    (n > 0).then(|| row.get(0))
+}
+
+/// A cluster of this test's own with `ssl = on` and a self-signed
+/// certificate for 127.0.0.1 (written into its data directory, as the
+/// postgres user's, 0600), reloaded until new connections see it.
+/// Returns the admin URL and the certificate's PEM.
+async fn tls_cluster(cluster: &Cluster) -> (String, String) {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let url = cluster.run_async("start").await;
+    let cert =
+        rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+            .unwrap();
+    let data = std::path::Path::new(&cluster.dir).join("data");
+    let owner = std::fs::metadata(&data).unwrap();
+    for (name, pem) in [
+        ("server.crt", cert.cert.pem()),
+        ("server.key", cert.signing_key.serialize_pem()),
+    ] {
+        let path = data.join(name);
+        let _ = std::fs::remove_file(&path);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, pem.as_bytes()).unwrap();
+        std::os::unix::fs::chown(&path, Some(owner.uid()), Some(owner.gid())).unwrap();
+    }
+    let admin = connect(&url).await;
+    // Separate statements: ALTER SYSTEM refuses a multi-statement batch.
+    admin
+        .batch_execute("ALTER SYSTEM SET ssl = on")
+        .await
+        .unwrap();
+    admin
+        .batch_execute("SELECT pg_reload_conf()")
+        .await
+        .unwrap();
+    // The postmaster reloads on its own time: a new backend shows it.
+    tokio::time::timeout(HANG, async {
+        loop {
+            let on: String = connect(&url)
+                .await
+                .query_one("SHOW ssl", &[])
+                .await
+                .unwrap()
+                .get(0);
+            if on == "on" {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the server turns ssl on");
+    (url, cert.cert.pem())
+}
+
+/// Against a server with TLS and a certificate of a private CA:
+/// `sslmode=require` (and libpq's `verify-full`) connects over TLS with the
+/// CA as `ca_file` and refuses without it, in an error that says why and
+/// holds no password; `disable` connects without TLS; `prefer` (the
+/// default) uses TLS when the certificate verifies and otherwise connects
+/// without it, as libpq does. A `ca_file` with no certificate is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_as_the_url_sslmode_says() {
+    if admin_url().is_none() {
+        return;
+    }
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let cluster = Cluster {
+        script: format!("{root}/scripts/postgres.sh"),
+        port: "25437".into(),
+        dir: format!("{root}/target/pg-tls-test"),
+    };
+    let _stopper = Stopper(cluster.clone());
+    let (url, ca_pem) = tls_cluster(&cluster).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &ca_pem).unwrap();
+    let with_ca = || StoreOptions {
+        ca_file: Some(ca_file.clone()),
+        ..options(Duration::from_secs(10))
+    };
+    let secret = "hunter2-tls-s3cret";
+
+    // Opens, stores, and every connection of the store is TLS.
+    for mode in ["require", "verify-full", "verify-ca", "prefer"] {
+        let db = Db::new(&url).await;
+        let store =
+            PostgresStore::open(&with_param(&db.url, &format!("sslmode={mode}")), with_ca())
+                .await
+                .unwrap_or_else(|e| panic!("sslmode={mode}: {e}"));
+        assert_eq!(
+            store
+                .insert(vec![row("a", "m1", T0)], vec![])
+                .await
+                .unwrap(),
+            1
+        );
+        assert_eq!(store_tls(&db).await, Some(true), "sslmode={mode}");
+        store.close().await;
+    }
+    // The default is prefer.
+    let db = Db::new(&url).await;
+    let store = PostgresStore::open(&db.url, with_ca()).await.unwrap();
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    assert_eq!(store_tls(&db).await, Some(true), "the default sslmode");
+    store.close().await;
+
+    // Without the CA, require refuses: the certificate is not trusted.
+    let db = Db::new(&url).await;
+    let err = PostgresStore::open(
+        &with_param(&with_password(&db.url, secret), "sslmode=require"),
+        options(Duration::from_secs(10)),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    let text = format!("{err} {err:?}");
+    assert!(
+        text.contains("TLS") && text.contains("certificate"),
+        "{text}"
+    );
+    assert!(!text.contains(secret), "{text}");
+    assert!(!text.contains("postgresql://"), "{text}");
+    assert_eq!(store_tls(&db).await, None, "no connection was made");
+
+    // Without the CA, prefer connects without TLS; disable never tries it.
+    for param in ["sslmode=prefer", "sslmode=disable"] {
+        let db = Db::new(&url).await;
+        let store = PostgresStore::open(
+            &with_param(&db.url, param),
+            options(Duration::from_secs(10)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{param}: {e}"));
+        store
+            .insert(vec![row("a", "m1", T0)], vec![])
+            .await
+            .unwrap();
+        assert_eq!(store_tls(&db).await, Some(false), "{param}");
+        store.close().await;
+    }
+    // disable with the CA: still no TLS.
+    let db = Db::new(&url).await;
+    let store = PostgresStore::open(&with_param(&db.url, "sslmode=disable"), with_ca())
+        .await
+        .unwrap();
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    assert_eq!(store_tls(&db).await, Some(false), "sslmode=disable");
+    store.close().await;
+
+    // A ca_file that holds no certificate is refused, naming it.
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    let err = PostgresStore::open(
+        &with_param(&db.url, "sslmode=require"),
+        StoreOptions {
+            ca_file: Some(empty),
+            ..options(Duration::from_secs(10))
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err:?}");
+    assert!(err.to_string().contains("ca_file"), "{err}");
+}
+
+/// An sslmode the relay does not take is refused before any connection,
+/// and the error says which values it takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_sslmode_is_refused() {
+    let err = PostgresStore::open(
+        "postgresql://postgres:hunter2@127.0.0.1:1/postgres?sslmode=allow",
+        options(Duration::from_secs(10)),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, StoreError::Refused(_)), "{err:?}");
+    assert!(err.to_string().contains("verify-full"), "{err}");
+    assert!(!err.to_string().contains("hunter2"), "{err}");
+}
+
+/// `sslmode=require` against a server without TLS (the shared one) fails
+/// and says so; the default, prefer, connects (the other tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_refuses_a_server_without_tls() {
+    let Some(admin) = admin_url() else { return };
+    let db = Db::new(&admin).await;
+    let err = PostgresStore::open(
+        &with_param(&db.url, "sslmode=require"),
+        options(Duration::from_secs(10)),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    assert!(err.to_string().contains("TLS"), "{err}");
 }

@@ -24,6 +24,7 @@ fn options() -> StoreOptions {
         synchronous: Synchronous::Full,
         timeout: Duration::from_secs(10),
         exclusive: true,
+        ca_file: None,
     }
 }
 

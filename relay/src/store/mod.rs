@@ -354,6 +354,9 @@ pub struct StoreOptions {
     /// relay on the file). False for the CLI's commands, which run beside
     /// a live relay.
     pub exclusive: bool,
+    /// Postgres: PEM certificates trusted for TLS besides the system's
+    /// (`[security] ca_file`).
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// SQLite's durability setting.

@@ -21,21 +21,31 @@
 //! ([`StoreError::Timeout`]). Either way the store reports itself unhealthy
 //! until a call succeeds, and the pool opens new connections once the
 //! database answers again.
+//!
+//! TLS follows the URL's `sslmode` (disable, prefer, require); certificates are
+//! verified, chain and host name, against the system's roots plus
+//! [`StoreOptions::ca_file`].
 
 use super::*;
 use deadpool_postgres::{
-    GenericClient, HookError, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod,
-    Runtime,
+    Connect, GenericClient, HookError, Manager, ManagerConfig, Object, Pool, PoolError,
+    RecyclingMethod, Runtime,
 };
+use rustls::pki_types::{pem::PemObject, CertificateDer};
 use std::collections::hash_map::{Entry, HashMap};
+use std::future::Future;
 use std::ops::Range;
+use std::path::Path;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 use std::time::Instant;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
+use tokio_postgres::config::SslMode;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::NoTls;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// Connections per relay: the writers' transactions, plus room for claims'
 /// readers, status queries and the CLI.
@@ -193,9 +203,16 @@ impl PostgresStore {
     /// the schema current).
     pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
         let mut secrets = vec![url.to_owned()];
-        let mut pg: tokio_postgres::Config = url.parse().map_err(|_| {
-            StoreError::Refused("the database URL is not a Postgres URL that can be parsed".into())
-        })?;
+        let mut pg: tokio_postgres::Config =
+            verified_modes_as_require(url).parse().map_err(|_| {
+                StoreError::Refused(if has_unknown_sslmode(url) {
+                    "the database URL's sslmode must be disable, prefer, require, \
+                     verify-ca or verify-full"
+                        .into()
+                } else {
+                    "the database URL is not a Postgres URL that can be parsed".into()
+                })
+            })?;
         if let Some(password) = pg.get_password() {
             if let Ok(p) = std::str::from_utf8(password) {
                 if !p.is_empty() {
@@ -214,9 +231,10 @@ impl PostgresStore {
         let server_ms = options.timeout.as_millis() + options.timeout.as_millis() / 10 + 100;
         let setup = format!("SET statement_timeout = {server_ms}");
         let counter = statements.clone();
-        let manager = Manager::from_config(
+        let connect = Connector::new(pg.get_ssl_mode(), options.ca_file.as_deref())?;
+        let manager = Manager::from_connect(
             pg,
-            NoTls,
+            connect,
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -411,6 +429,168 @@ impl From<PoolError> for Failure {
             other => Self::Pool(other.to_string()),
         }
     }
+}
+
+/// `url` with libpq's `sslmode=verify-ca` and `sslmode=verify-full`, which
+/// the driver does not know, as `require`: the relay verifies the server's
+/// certificate chain and host name whenever it uses TLS, which is what
+/// `verify-full` asks for (and more than `verify-ca`).
+fn verified_modes_as_require(url: &str) -> std::borrow::Cow<'_, str> {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.into();
+    };
+    let mut changed = false;
+    let params: Vec<&str> = query
+        .split('&')
+        .map(|param| match param {
+            "sslmode=verify-ca" | "sslmode=verify-full" => {
+                changed = true;
+                "sslmode=require"
+            }
+            other => other,
+        })
+        .collect();
+    if changed {
+        format!("{base}?{}", params.join("&")).into()
+    } else {
+        url.into()
+    }
+}
+
+/// The URL's query has an `sslmode` the relay does not take (libpq's
+/// `allow`, a typo).
+fn has_unknown_sslmode(url: &str) -> bool {
+    let Some((_, query)) = url.split_once('?') else {
+        return false;
+    };
+    query.split('&').any(|param| {
+        param.strip_prefix("sslmode=").is_some_and(|mode| {
+            !matches!(
+                mode,
+                "disable" | "prefer" | "require" | "verify-ca" | "verify-full"
+            )
+        })
+    })
+}
+
+/// Opens the pool's connections as the URL's `sslmode` says: `disable`,
+/// no TLS; `require`, TLS with a verified certificate or no connection;
+/// `prefer`, TLS when the server offers it, and when the handshake fails
+/// (the server's certificate does not verify) a new connection without
+/// TLS, as libpq's `prefer` does.
+struct Connector {
+    tls: MakeRustlsConnect,
+    mode: SslMode,
+    /// The fallback of `prefer` has been logged (once per store).
+    warned: AtomicBool,
+}
+
+impl Connector {
+    fn new(mode: SslMode, ca_file: Option<&Path>) -> Result<Self, StoreError> {
+        // `disable` never reads the roots, so a bad `ca_file` is no reason
+        // to refuse it.
+        let roots = match mode {
+            SslMode::Disable => rustls::RootCertStore::empty(),
+            _ => roots(ca_file)?,
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| StoreError::Refused(format!("TLS for Postgres: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(Self {
+            tls: MakeRustlsConnect::new(config),
+            mode,
+            warned: AtomicBool::new(false),
+        })
+    }
+}
+
+type Connected = (tokio_postgres::Client, JoinHandle<()>);
+
+impl Connect for Connector {
+    fn connect(
+        &self,
+        pg: &tokio_postgres::Config,
+    ) -> Pin<Box<dyn Future<Output = Result<Connected, tokio_postgres::Error>> + Send + '_>> {
+        let pg = pg.clone();
+        Box::pin(async move {
+            let (client, connection) = match pg.connect(self.tls.clone()).await {
+                Ok((client, connection)) => (client, tokio::spawn(drive(connection))),
+                Err(e) if self.mode == SslMode::Prefer && is_tls_failure(&e) => {
+                    if !self.warned.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(
+                            "TLS to the database failed ({}): connecting without TLS, \
+                             as sslmode=prefer allows (set sslmode=require to refuse, \
+                             and ca_file to trust the server's CA)",
+                            describe(&e)
+                        );
+                    }
+                    let mut plain = pg.clone();
+                    plain.ssl_mode(SslMode::Disable);
+                    let (client, connection) = plain.connect(NoTls).await?;
+                    (client, tokio::spawn(drive(connection)))
+                }
+                Err(e) => return Err(e),
+            };
+            Ok((client, connection))
+        })
+    }
+}
+
+/// Runs a connection until it ends; its error reaches the caller through
+/// the client.
+async fn drive<F: Future>(connection: F) {
+    let _ = connection.await;
+}
+
+/// The TLS handshake failed (rustls said why), as opposed to the server
+/// being unreachable or refusing the login.
+fn is_tls_failure(e: &tokio_postgres::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        if cause.downcast_ref::<rustls::Error>().is_some() {
+            return true;
+        }
+        if let Some(io) = cause.downcast_ref::<std::io::Error>() {
+            if io
+                .get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+            {
+                return true;
+            }
+        }
+        source = cause.source();
+    }
+    false
+}
+
+/// The system's roots plus the PEM certificates in `ca_file` (a private CA
+/// is added to what the system trusts, never in its place).
+fn roots(ca_file: Option<&Path>) -> Result<rustls::RootCertStore, StoreError> {
+    let mut roots = rustls::RootCertStore::empty();
+    let native = rustls_native_certs::load_native_certs();
+    for e in &native.errors {
+        tracing::warn!("a system CA certificate could not be read: {e}");
+    }
+    roots.add_parsable_certificates(native.certs);
+    if let Some(path) = ca_file {
+        let bad = |e: &dyn fmt::Display| {
+            StoreError::Refused(format!("ca_file {} cannot be used: {e}", path.display()))
+        };
+        let certs = CertificateDer::pem_file_iter(path)
+            .map_err(|e| bad(&e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(&e))?;
+        if certs.is_empty() {
+            return Err(bad(&"it holds no PEM certificate"));
+        }
+        for cert in certs {
+            roots.add(cert).map_err(|e| bad(&e))?;
+        }
+    }
+    Ok(roots)
 }
 
 /// The driver's words for an error, without anything that could carry the
