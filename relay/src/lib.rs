@@ -18,7 +18,7 @@
 //!   HTTP client (per-host pools, a cap per endpoint, the private-network
 //!   rule at every connection);
 //! * [`ops`]: delete notifications, audience syncs, replays, status;
-//! * [`config`], [`cli`], [`metrics`], [`clock`].
+//! * [`config`], [`cli`], [`metrics`], [`clock`], [`tls`].
 
 pub mod api;
 pub mod app;
@@ -29,6 +29,7 @@ pub mod deliver;
 pub mod metrics;
 pub mod ops;
 pub mod store;
+pub mod tls;
 
 pub use app::Relay;
 pub use config::Config;

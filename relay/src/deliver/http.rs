@@ -16,8 +16,6 @@ use hyper::body::Incoming;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::CertificateDer;
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::io;
@@ -241,30 +239,8 @@ fn tls_config(ca_file: Option<&str>) -> io::Result<rustls::ClientConfig> {
 /// The system's roots plus the PEM certificates in `ca_file`: a private
 /// CA is added to what the system trusts, never in its place.
 fn roots(ca_file: Option<&str>) -> io::Result<rustls::RootCertStore> {
-    let mut roots = rustls::RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    for e in &native.errors {
-        tracing::warn!("a system CA certificate could not be read: {e}");
-    }
-    roots.add_parsable_certificates(native.certs);
-    if let Some(path) = ca_file {
-        let bad = |e: &dyn std::fmt::Display| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("ca_file {path} cannot be used: {e}"),
-            )
-        };
-        let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|e| bad(&e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad(&e))?;
-        if certs.is_empty() {
-            return Err(bad(&"it holds no PEM certificate"));
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|e| bad(&e))?;
-        }
-    }
+    let roots = crate::tls::roots(ca_file.map(std::path::Path::new))
+        .map_err(|m| io::Error::new(io::ErrorKind::InvalidInput, m))?;
     if roots.is_empty() {
         tracing::warn!(
             "no trusted CA certificate (the system has none and ca_file is not set): \

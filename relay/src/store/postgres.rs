@@ -31,7 +31,6 @@ use deadpool_postgres::{
     Connect, GenericClient, HookError, Manager, ManagerConfig, Object, Pool, PoolError,
     RecyclingMethod, Runtime,
 };
-use rustls::pki_types::{pem::PemObject, CertificateDer};
 use std::collections::hash_map::{Entry, HashMap};
 use std::future::Future;
 use std::ops::Range;
@@ -491,7 +490,7 @@ impl Connector {
         // to refuse it.
         let roots = match mode {
             SslMode::Disable => rustls::RootCertStore::empty(),
-            _ => roots(ca_file)?,
+            _ => crate::tls::roots(ca_file).map_err(StoreError::Refused)?,
         };
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
@@ -564,33 +563,6 @@ fn is_tls_failure(e: &tokio_postgres::Error) -> bool {
         source = cause.source();
     }
     false
-}
-
-/// The system's roots plus the PEM certificates in `ca_file` (a private CA
-/// is added to what the system trusts, never in its place).
-fn roots(ca_file: Option<&Path>) -> Result<rustls::RootCertStore, StoreError> {
-    let mut roots = rustls::RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    for e in &native.errors {
-        tracing::warn!("a system CA certificate could not be read: {e}");
-    }
-    roots.add_parsable_certificates(native.certs);
-    if let Some(path) = ca_file {
-        let bad = |e: &dyn fmt::Display| {
-            StoreError::Refused(format!("ca_file {} cannot be used: {e}", path.display()))
-        };
-        let certs = CertificateDer::pem_file_iter(path)
-            .map_err(|e| bad(&e))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad(&e))?;
-        if certs.is_empty() {
-            return Err(bad(&"it holds no PEM certificate"));
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|e| bad(&e))?;
-        }
-    }
-    Ok(roots)
 }
 
 /// The driver's words for an error, without anything that could carry the
