@@ -503,17 +503,7 @@ async fn command_on(
                 include_delivered,
                 include_undeliverable,
             };
-            let unfiltered = filter.message_ids.is_none()
-                && filter.source.is_none()
-                && filter.since.is_none()
-                && filter.until.is_none();
-            if unfiltered && !all {
-                return Err(
-                    "name what to replay (--message-id, --source, --since, --until), or --all for every dead letter"
-                        .into(),
-                );
-            }
-            let n = ops::replay(store, clock, filter)
+            let n = ops::replay(store, clock, filter, all)
                 .await
                 .map_err(|e| e.to_string())?;
             out(&format!("replaying {n} deliveries"));

@@ -182,12 +182,28 @@ fn originate(call: Call, now: callpost_core::Timestamp) -> Result<Accepted, OpEr
 /// Makes the matching dead letters (and, as the filter says, delivered and
 /// undeliverable calls) pending again, due now, with a fresh 4-hour window
 /// and the same `messageId` (so the same `Idempotency-Key`). Returns how
-/// many.
+/// many. A replay names what it replays, or says `all`: an empty id list
+/// or no filter is refused, never read as "everything".
 pub async fn replay(
     store: &dyn Store,
     clock: &Clock,
     filter: ReplayFilter,
+    all: bool,
 ) -> Result<u64, OpError> {
+    if filter.message_ids.as_ref().is_some_and(Vec::is_empty) {
+        return Err(core_error(
+            Code::InvalidArgument,
+            "the list of messageIds is empty: list the calls to replay, or leave it out".into(),
+        ));
+    }
+    if !filter.names_calls() && !all {
+        return Err(core_error(
+            Code::InvalidArgument,
+            "name what to replay (messageIds, a source, since or until), or ask for all of them \
+             (\"all\": true, --all) to replay every dead letter"
+                .into(),
+        ));
+    }
     Ok(store.replay(clock.now_ms(), filter).await?)
 }
 

@@ -1333,7 +1333,7 @@ async fn admin_bodies_are_type_checked_and_a_replay_must_say_what_it_replays() {
         (
             "/admin/replay",
             json!({"messageIds": []}),
-            "messageIds must not be empty",
+            "the list of messageIds is empty",
         ),
         ("/admin/replay", json!({}), "\"all\": true"),
         (

@@ -282,8 +282,8 @@ async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Res
         }
         Route::Replay => {
             no_query(query)?;
-            let filter = replay_filter(&mut f)?;
-            let n = ops::replay(store, &relay.clock, filter).await?;
+            let (filter, all) = replay_filter(&mut f)?;
+            let n = ops::replay(store, &relay.clock, filter, all).await?;
             relay.wake.notify_one();
             Ok(json_value(200, &json!({ "replayed": n })))
         }
@@ -312,9 +312,9 @@ async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Res
     }
 }
 
-/// The replay's filter. With no filter at all a replay would take every
-/// dead letter, so that must be asked for in so many words.
-fn replay_filter(f: &mut Fields) -> Result<ReplayFilter> {
+/// The replay's filter, and whether it asks for every dead letter (the
+/// rules on what a replay must name are `ops::replay`'s).
+fn replay_filter(f: &mut Fields) -> Result<(ReplayFilter, bool)> {
     let message_ids = f.strings("messageIds")?;
     let source = f.string("source")?;
     let since = f.time("since")?;
@@ -323,22 +323,17 @@ fn replay_filter(f: &mut Fields) -> Result<ReplayFilter> {
     let include_undeliverable = f.bool("includeUndeliverable")?;
     let all = f.bool("all")?;
     f.done()?;
-    if message_ids.as_ref().is_some_and(Vec::is_empty) {
-        return bad("messageIds must not be empty: list the calls to replay, or leave it out");
-    }
-    let filtered = message_ids.is_some() || source.is_some() || since.is_some() || until.is_some();
-    if !filtered && !all {
-        return bad("name what to replay (messageIds, source, since or until), \
-             or send \"all\": true to replay every dead letter");
-    }
-    Ok(ReplayFilter {
-        message_ids,
-        source,
-        since,
-        until,
-        include_delivered,
-        include_undeliverable,
-    })
+    Ok((
+        ReplayFilter {
+            message_ids,
+            source,
+            since,
+            until,
+            include_delivered,
+            include_undeliverable,
+        },
+        all,
+    ))
 }
 
 fn no_query(query: Option<&str>) -> Result<()> {

@@ -232,6 +232,17 @@ pub struct ReplayFilter {
     pub include_undeliverable: bool,
 }
 
+impl ReplayFilter {
+    /// Whether it names calls (ids, a source or a time range): without
+    /// any, a replay would take every dead letter.
+    pub fn names_calls(&self) -> bool {
+        self.message_ids.is_some()
+            || self.source.is_some()
+            || self.since.is_some()
+            || self.until.is_some()
+    }
+}
+
 /// Row counts by state, for `/admin/status`, the CLI and the metrics'
 /// gauges (read on an interval, never per scrape).
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
