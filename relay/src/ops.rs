@@ -52,9 +52,10 @@ fn core_error(code: Code, message: String) -> OpError {
     }
 }
 
-/// Sixteen OS-random bytes for each `messageId` the core fills in. An OS
-/// without randomness fails the operation rather than repeat ids.
-fn with_ids<T>(f: impl FnOnce(&mut dyn FnMut() -> [u8; 16]) -> T) -> Result<T, OpError> {
+/// Runs `f` with sixteen OS-random bytes for each `messageId` the core
+/// fills in. `None` when the OS gave none: the caller stores nothing
+/// rather than repeat ids. Ingest and the operations share it.
+pub(crate) fn with_random_ids<T>(f: impl FnOnce(&mut dyn FnMut() -> [u8; 16]) -> T) -> Option<T> {
     let mut failed = false;
     let mut ids = || {
         let mut b = [0u8; 16];
@@ -64,14 +65,15 @@ fn with_ids<T>(f: impl FnOnce(&mut dyn FnMut() -> [u8; 16]) -> T) -> Result<T, O
         b
     };
     let out = f(&mut ids);
-    if failed {
-        return Err(OpError {
-            status: 503,
-            code: Code::Unavailable.as_str(),
-            message: "the operating system gave no random bytes".into(),
-        });
-    }
-    Ok(out)
+    (!failed).then_some(out)
+}
+
+fn with_ids<T>(f: impl FnOnce(&mut dyn FnMut() -> [u8; 16]) -> T) -> Result<T, OpError> {
+    with_random_ids(f).ok_or_else(|| OpError {
+        status: 503,
+        code: Code::Unavailable.as_str(),
+        message: "the operating system gave no random bytes".into(),
+    })
 }
 
 fn row(source: &str, a: Accepted, now: i64, status: Status) -> Row {

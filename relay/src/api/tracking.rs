@@ -144,20 +144,14 @@ async fn ingest(relay: &Relay, req: Request<Incoming>, headers_in: Instant) -> R
         }
     };
     let now = relay.clock.now();
-    let mut no_random = false;
-    let mut ids = || {
-        let mut b = [0u8; 16];
-        if getrandom::fill(&mut b).is_err() {
-            no_random = true;
-        }
-        b
-    };
-    let parsed = ingest::parse_request(route, &body, now, &mut ids)?;
-    if no_random {
+    let Some(parsed) =
+        crate::ops::with_random_ids(|ids| ingest::parse_request(route, &body, now, ids))
+    else {
         // Never repeat ids: an OS with no randomness stores nothing.
         tracing::error!("the operating system gave no random bytes for messageIds; answered 503");
         return Err(IngestError::Unavailable.into());
-    }
+    };
+    let parsed = parsed?;
     let received_at = now.as_millis();
     let routed = source.destination().is_some();
     let mut rows = Vec::with_capacity(parsed.calls.len());

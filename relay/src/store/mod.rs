@@ -486,6 +486,14 @@ pub trait Store: Send + Sync + 'static {
     async fn close(&self);
 }
 
+/// A fresh claim token: 62 random bits, positive in any signed 64-bit
+/// column (Postgres's BIGINT included), as the Python relay's were.
+pub(crate) fn claim_token() -> Result<i64, StoreError> {
+    let bits = getrandom::u64()
+        .map_err(|e| StoreError::Unavailable(format!("no randomness for a claim token: {e}")))?;
+    Ok(i64::try_from(bits >> 2).unwrap_or(1))
+}
+
 /// Called after each commit with its latency and the calls it stored.
 pub type CommitObserver = Arc<dyn Fn(Duration, usize) + Send + Sync>;
 

@@ -1391,7 +1391,7 @@ impl Store for PostgresStore {
             source: source.to_owned(),
             limit: limit_of(limit),
             lease_until: now.saturating_add(lease_ms),
-            token: new_token()?,
+            token: claim_token()?,
         };
         match self.write(work, 0).await? {
             Done::Claimed(claimed) => Ok(claimed),
@@ -1595,11 +1595,4 @@ impl Store for PostgresStore {
         }
         self.inner.pool.close();
     }
-}
-
-/// A fresh claim token: 62 random bits, positive in a BIGINT.
-fn new_token() -> Result<i64, StoreError> {
-    let bits = getrandom::u64()
-        .map_err(|e| StoreError::Unavailable(format!("no randomness for a claim token: {e}")))?;
-    Ok(i64::try_from(bits >> 2).unwrap_or(1))
 }

@@ -926,14 +926,7 @@ impl Store for SqliteStore {
         limit: usize,
         lease_ms: i64,
     ) -> Result<Vec<Claimed>, StoreError> {
-        // 62 bits, as the Python relay's tokens: positive in any signed
-        // 64-bit column, Postgres's included.
-        let token = i64::try_from(
-            getrandom::u64()
-                .map_err(|e| StoreError::Unavailable(format!("no randomness for a token: {e}")))?
-                >> 2,
-        )
-        .unwrap_or(0);
+        let token = claim_token()?;
         let source = source.to_owned();
         let limit = sql_int(limit);
         self.write(0, move |db| {
