@@ -19,8 +19,9 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any
 
 import orjson
 
@@ -29,8 +30,15 @@ import callpost.segment
 
 SMOKE = "--smoke" in sys.argv
 FIXTURES_DIR = pathlib.Path(__file__).parent / "fixtures"
-NAMES = ["track_423", "track_4k", "identify_200_traits", "unicode_text", "number_arrays", "product_list_32k",
-         "order_completed"]
+NAMES = [
+    "track_423",
+    "track_4k",
+    "identify_200_traits",
+    "unicode_text",
+    "number_arrays",
+    "product_list_32k",
+    "order_completed",
+]
 SECRET = b"whsec-bench"
 
 
@@ -38,9 +46,9 @@ def fixture(name: str, form: str = "") -> bytes:
     return (FIXTURES_DIR / f"{name}{form}.json").read_bytes()
 
 
-def bench(candidates: Dict[str, Callable[[], Any]], n: int, rounds: int) -> Dict[str, float]:
+def bench(candidates: dict[str, Callable[[], Any]], n: int, rounds: int) -> dict[str, float]:
     """Median seconds per call for each candidate, interleaved."""
-    times: Dict[str, List[float]] = {k: [] for k in candidates}
+    times: dict[str, list[float]] = {k: [] for k in candidates}
     for _ in range(rounds):
         for name, fn in candidates.items():
             t = time.perf_counter()
@@ -55,7 +63,7 @@ def ratio(ours: float, theirs: float) -> float:
     return theirs / ours
 
 
-def report(title: str, result: Dict[str, float], ours: str) -> None:
+def report(title: str, result: dict[str, float], ours: str) -> None:
     print(f"\n{title}")
     for name, t in result.items():
         r = "" if name == ours else f"  callpost {ratio(result[ours], t):.2f}x"
@@ -68,7 +76,7 @@ def iterations(size: int) -> int:
     return max(200, min(20_000, 4_000_000 // max(size, 1)))
 
 
-def request_benches() -> List[Tuple[str, float, float, float]]:
+def request_benches() -> list[tuple[str, float, float, float]]:
     """Per fixture: the dict, compact bytes and json.dumps bytes, each
     against orjson. Returns (fixture, dict ratio, bytes ratio, dumps ratio)."""
     hooks = callpost.Webhooks(["https://hooks.example.com/segment"], SECRET)
@@ -85,9 +93,9 @@ def request_benches() -> List[Tuple[str, float, float, float]]:
             {
                 # `.body`: the bytes to send, as the peers' `dumps` returns
                 # them (the Request makes them on access).
-                ours: lambda: hooks.request(call).body,
-                "orjson.dumps + hmac": lambda: hmac.new(SECRET, orjson.dumps(call), hashlib.sha1).hexdigest(),
-                "json.dumps + hmac": lambda: hmac.new(
+                ours: lambda call=call: hooks.request(call).body,
+                "orjson.dumps + hmac": lambda call=call: hmac.new(SECRET, orjson.dumps(call), hashlib.sha1).hexdigest(),
+                "json.dumps + hmac": lambda call=call: hmac.new(
                     SECRET, json.dumps(call, separators=(",", ":"), ensure_ascii=False).encode(), hashlib.sha1
                 ).hexdigest(),
             },
@@ -102,12 +110,13 @@ def request_benches() -> List[Tuple[str, float, float, float]]:
             ours_b = f"callpost Webhooks.request(bytes, {form})"
             result = bench(
                 {
-                    ours_b: lambda: hooks.request(raw).body,
-                    "orjson.loads + orjson.dumps + hmac": lambda: hmac.new(
+                    ours_b: lambda raw=raw: hooks.request(raw).body,
+                    "orjson.loads + orjson.dumps + hmac": lambda raw=raw: hmac.new(
                         SECRET, orjson.dumps(orjson.loads(raw)), hashlib.sha1
                     ).hexdigest(),
-                    "json.loads + json.dumps + hmac": lambda: hmac.new(
-                        SECRET, json.dumps(json.loads(raw), separators=(",", ":"), ensure_ascii=False).encode(),
+                    "json.loads + json.dumps + hmac": lambda raw=raw: hmac.new(
+                        SECRET,
+                        json.dumps(json.loads(raw), separators=(",", ":"), ensure_ascii=False).encode(),
                         hashlib.sha1,
                     ).hexdigest(),
                 },
@@ -124,8 +133,14 @@ def track_cpu() -> None:
     from segment.analytics import Client as SegmentClient
 
     n = 300 if SMOKE else 20_000
-    ours = callpost.Client("wk", endpoint="http://127.0.0.1:9", flush_at=10**6, flush_after=3600, max_queue=10**7,
-                           on_error=lambda e, m: None)
+    ours = callpost.Client(
+        "wk",
+        endpoint="http://127.0.0.1:9",
+        flush_at=10**6,
+        flush_after=3600,
+        max_queue=10**7,
+        on_error=lambda e, m: None,
+    )
     theirs = SegmentClient("wk", host="http://127.0.0.1:9", send=False, max_queue_size=10**7)
     # The drop-in, as Segment's SDK here: checked and completed, then
     # dropped (send=False); it also builds the (success, msg) return.
@@ -138,14 +153,22 @@ def track_cpu() -> None:
             fn()
         return (time.process_time() - t) / n
 
-    rounds: Dict[str, List[float]] = {"callpost Client.track()": [], "callpost.segment track()": [],
-                                      "segment-analytics-python track()": []}
+    rounds: dict[str, list[float]] = {
+        "callpost Client.track()": [],
+        "callpost.segment track()": [],
+        "segment-analytics-python track()": [],
+    }
     for _ in range(2 if SMOKE else 5):
         rounds["callpost Client.track()"].append(cpu(lambda: ours.track("user-8f3a2c91", "Order Completed", props)))
         rounds["callpost.segment track()"].append(cpu(lambda: drop_in.track("user-8f3a2c91", "Order Completed", props)))
-        rounds["segment-analytics-python track()"].append(cpu(lambda: theirs.track("user-8f3a2c91", "Order Completed", props)))
-    report("Client.track() of track_423: CPU time per call (enqueue; process_time, all threads)",
-           {k: statistics.median(v) for k, v in rounds.items()}, "callpost Client.track()")
+        rounds["segment-analytics-python track()"].append(
+            cpu(lambda: theirs.track("user-8f3a2c91", "Order Completed", props))
+        )
+    report(
+        "Client.track() of track_423: CPU time per call (enqueue; process_time, all threads)",
+        {k: statistics.median(v) for k, v in rounds.items()},
+        "callpost Client.track()",
+    )
     ours.close(timeout=0)
 
 
@@ -160,7 +183,7 @@ class Ingest:
         class H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 with outer.lock:
                     outer.count += len(json.loads(body)["batch"])
@@ -182,7 +205,7 @@ def end_to_end() -> None:
 
     n = 500 if SMOKE else 20_000
     props = json.loads(fixture("track_423"))["properties"]
-    results: Dict[str, float] = {}
+    results: dict[str, float] = {}
     for name in ("callpost Client", "segment-analytics-python Client"):
         srv = Ingest()
         t = time.perf_counter()
@@ -205,7 +228,9 @@ def end_to_end() -> None:
     print(f"\nend to end: {n} track calls delivered to a local ingest server (batches of 100)")
     for k, v in results.items():
         print(f"  {k:<44} {1 / v:9.0f} messages/s")
-    print(f"  callpost delivers {results['segment-analytics-python Client'] / results['callpost Client']:.2f}x the messages per second")
+    print(
+        f"  callpost delivers {results['segment-analytics-python Client'] / results['callpost Client']:.2f}x the messages per second"
+    )
 
 
 if __name__ == "__main__":

@@ -96,7 +96,8 @@ import threading
 import time
 import urllib.request
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORK = ROOT / "target" / "relay-bench"
@@ -127,7 +128,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 # "The relay (`benches/relay.sh`)" (two runs on 2026-11-23; ranges over
 # them). That relay (uvicorn + aiohttp around the core) no longer exists to
 # run. It measured batches only: no single-call, CPU or memory figures.
-BEFORE: Dict[str, Dict[str, str]] = {
+BEFORE: dict[str, dict[str, str]] = {
     "sqlite": {
         # 20,335-21,087 calls/s of 20-call batches; 1,054 requests/s is
         # the section's own anchor.
@@ -165,7 +166,7 @@ BEFORE_BEST = {
 # -- bodies ---------------------------------------------------------------
 
 
-def fixture(name: str) -> Dict[str, Any]:
+def fixture(name: str) -> dict[str, Any]:
     return dict(json.loads((ROOT / "benches" / "fixtures" / f"{name}.json").read_text()))
 
 
@@ -184,7 +185,7 @@ def batch_template() -> str:
     return compact({"batch": calls, "sentAt": "2026-11-22T11:59:00.000Z", "writeKey": WRITE_KEY})
 
 
-def single_templates() -> List[str]:
+def single_templates() -> list[str]:
     """/v1/track bodies, one call each (messageId __ID0__), in the batch's
     mix: the large call, then three small ones."""
     small, large = fixture("track_423"), fixture("track_4k")
@@ -198,7 +199,7 @@ def single_templates() -> List[str]:
     return out
 
 
-def signed_webhooks(n: int = 1000) -> List[Tuple[str, str]]:
+def signed_webhooks(n: int = 1000) -> list[tuple[str, str]]:
     """(X-Signature, body) of ``n`` webhook POSTs of the same calls, as the
     core writes them: the call with its messageId and the times ingest
     adds."""
@@ -219,7 +220,8 @@ def signed_webhooks(n: int = 1000) -> List[Tuple[str, str]]:
 # __ID<k>__ becomes <tag>-<n>-<k>. The bodies are cut at their placeholders
 # once, in init, and joined per request: a gsub over 25 KB per request
 # made wrk itself the limit.
-POST_LUA = r"""
+POST_LUA = (
+    r"""
 local templates, n, path, tag = {}, 0, nil, nil
 local function split(t)
   local parts, keys, pos = {}, {}, 1
@@ -253,7 +255,8 @@ function request()
   buf[2 * #keys + 1] = parts[#parts]
   return wrk.format(nil, path, nil, table.concat(buf))
 end
-""" + r"""
+"""
+    + r"""
 function done(summary, latency, requests)
   local e = summary.errors
   io.write(string.format("RESULT %d %d %d %d %d %d\n", summary.requests, summary.duration,
@@ -261,6 +264,7 @@ function done(summary, latency, requests)
     latency:percentile(50), latency:percentile(99), latency:percentile(99.9)))
 end
 """
+)
 
 # wrk's script for the receiver's ceiling: signed webhook POSTs, formatted
 # once and sent in turn.
@@ -279,7 +283,7 @@ function request()
   n = n % #items + 1
   return items[n]
 end
-""" + POST_LUA[POST_LUA.index("function done"):]
+""" + POST_LUA[POST_LUA.index("function done") :]
 
 
 class Bodies:
@@ -297,7 +301,7 @@ class Bodies:
         self.signed_lua = WORK / "signed.lua"
         self.signed_lua.write_text(SIGNED_LUA)
 
-    def kind(self, kind: str) -> Tuple[pathlib.Path, str, str, int]:
+    def kind(self, kind: str) -> tuple[pathlib.Path, str, str, int]:
         """(file, path, content type, calls a request) of a body kind."""
         if kind == "batch":
             return self.batch, "/v1/batch", "application/json", CALLS_PER_BATCH
@@ -325,7 +329,7 @@ class Peak:
     """The largest resident memory of some processes, sampled every 100 ms
     until stopped."""
 
-    def __init__(self, pids: List[int]) -> None:
+    def __init__(self, pids: list[int]) -> None:
         self.pids = pids
         self.peak = max(rss_mb(p) for p in pids)
         self.done = threading.Event()
@@ -356,11 +360,12 @@ class Server:
     port; its output is kept (the last lines, for errors) and never fills
     the pipe."""
 
-    def __init__(self, args: List[str], pattern: str, env: Optional[Dict[str, str]] = None) -> None:
+    def __init__(self, args: list[str], pattern: str, env: dict[str, str] | None = None) -> None:
         self.args = args
-        self.log: Deque[str] = deque(maxlen=40)
-        self.proc = subprocess.Popen(args, cwd=WORK, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+        self.log: deque[str] = deque(maxlen=40)
+        self.proc = subprocess.Popen(
+            args, cwd=WORK, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         self.port = self.wait(pattern)
         threading.Thread(target=self.drain, daemon=True).start()
 
@@ -403,7 +408,7 @@ class Server:
                 self.proc.wait()
 
 
-def get(url: str, token: Optional[str] = None) -> str:
+def get(url: str, token: str | None = None) -> str:
     req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
     with urllib.request.urlopen(req, timeout=10) as r:
         return str(r.read().decode())
@@ -429,10 +434,11 @@ class Relay(Server):
     """The native relay, run directly with a configuration file."""
 
     def __init__(self, config: pathlib.Path) -> None:
-        super().__init__([str(RELAY_BIN), "--config", str(config)],
-                         r"callpost relay listening on http://127\.0\.0\.1:(\d+)")
+        super().__init__(
+            [str(RELAY_BIN), "--config", str(config)], r"callpost relay listening on http://127\.0\.0\.1:(\d+)"
+        )
 
-    def counters(self) -> Dict[str, float]:
+    def counters(self) -> dict[str, float]:
         text = get(f"http://127.0.0.1:{self.port}/metrics", ADMIN_TOKEN)
         return {
             "statements": metric(text, "callpost_relay_sql_statements_total"),
@@ -442,8 +448,8 @@ class Relay(Server):
         }
 
 
-def start_all(configs: List[pathlib.Path]) -> List[Relay]:
-    started: List[Relay] = []
+def start_all(configs: list[pathlib.Path]) -> list[Relay]:
+    started: list[Relay] = []
     try:
         for c in configs:
             started.append(Relay(c))
@@ -457,47 +463,81 @@ def start_all(configs: List[pathlib.Path]) -> List[Relay]:
 # -- senders --------------------------------------------------------------
 
 
-def wrk(port: int, script: pathlib.Path, args: List[str], connections: int, seconds: int) -> Dict[str, float]:
+def wrk(port: int, script: pathlib.Path, args: list[str], connections: int, seconds: int) -> dict[str, float]:
     out = subprocess.run(
-        ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(script), f"http://127.0.0.1:{port}", "--",
-         *args],
-        check=True, capture_output=True, text=True,
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-s", str(script), f"http://127.0.0.1:{port}", "--", *args],
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     m = re.search(r"RESULT (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)", out)
     if not m:
         raise RuntimeError(f"wrk gave no result:\n{out}")
     requests, duration_us, errors, p50, p99, p999 = map(int, m.groups())
-    return dict(requests=requests, rps=requests / (duration_us / 1e6), errors=errors,
-                p50_ms=p50 / 1000, p99_ms=p99 / 1000, p999_ms=p999 / 1000)
+    return dict(
+        requests=requests,
+        rps=requests / (duration_us / 1e6),
+        errors=errors,
+        p50_ms=p50 / 1000,
+        p99_ms=p99 / 1000,
+        p999_ms=p999 / 1000,
+    )
 
 
-def paced(port: int, bodies: Bodies, kind: str, rate: float, seconds: int, tag: str) -> Dict[str, float]:
+def paced(port: int, bodies: Bodies, kind: str, rate: float, seconds: int, tag: str) -> dict[str, float]:
     file, path, ctype, _ = bodies.kind(kind)
     out = subprocess.run(
-        [str(LOAD_BIN), "--url", f"http://127.0.0.1:{port}{path}", "--rate", str(rate), "--seconds", str(seconds),
-         "--content-type", ctype, "--tag", tag, str(file)],
-        check=True, capture_output=True, text=True,
+        [
+            str(LOAD_BIN),
+            "--url",
+            f"http://127.0.0.1:{port}{path}",
+            "--rate",
+            str(rate),
+            "--seconds",
+            str(seconds),
+            "--content-type",
+            ctype,
+            "--tag",
+            tag,
+            str(file),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     m = re.search(r"RESULT (\d+) (\d+) (\d+) (\d+) (\d+) (\d+) (\d+)", out)
     if not m:
         raise RuntimeError(f"bench_load gave no result:\n{out}")
     requests, errors, p50, p99, p999, top, lag = map(int, m.groups())
-    return dict(requests=requests, rps=rate, errors=errors, p50_ms=p50 / 1000, p99_ms=p99 / 1000,
-                p999_ms=p999 / 1000, max_ms=top / 1000, lag_p99_ms=lag / 1000)
+    return dict(
+        requests=requests,
+        rps=rate,
+        errors=errors,
+        p50_ms=p50 / 1000,
+        p99_ms=p99 / 1000,
+        p999_ms=p999 / 1000,
+        max_ms=top / 1000,
+        lag_p99_ms=lag / 1000,
+    )
 
 
-def split_wrk(servers: List[Server], bodies: Bodies, kind: str, tag: str) -> Dict[str, float]:
+def split_wrk(servers: list[Server], bodies: Bodies, kind: str, tag: str) -> dict[str, float]:
     """wrk at every server at once, the connections split between them:
     summed requests/s, the worst percentiles."""
     file, path, ctype, _ = bodies.kind(kind)
-    results: List[Dict[str, float]] = [{} for _ in servers]
-    failed: List[BaseException] = []
+    results: list[dict[str, float]] = [{} for _ in servers]
+    failed: list[BaseException] = []
 
     def one(k: int) -> None:
         try:
-            results[k] = wrk(servers[k].port, bodies.post_lua, [str(file), path, ctype, f"{tag}{k}"],
-                             CONNECTIONS // len(servers), SECONDS)
-        except BaseException as e:  # noqa: BLE001 - raised again below
+            results[k] = wrk(
+                servers[k].port,
+                bodies.post_lua,
+                [str(file), path, ctype, f"{tag}{k}"],
+                CONNECTIONS // len(servers),
+                SECONDS,
+            )
+        except BaseException as e:
             failed.append(e)
 
     threads = [threading.Thread(target=one, args=(k,)) for k in range(len(servers))]
@@ -507,12 +547,17 @@ def split_wrk(servers: List[Server], bodies: Bodies, kind: str, tag: str) -> Dic
         t.join()
     if failed:
         raise failed[0]
-    return dict(requests=sum(r["requests"] for r in results), rps=sum(r["rps"] for r in results),
-                errors=sum(r["errors"] for r in results), p50_ms=max(r["p50_ms"] for r in results),
-                p99_ms=max(r["p99_ms"] for r in results), p999_ms=max(r["p999_ms"] for r in results))
+    return dict(
+        requests=sum(r["requests"] for r in results),
+        rps=sum(r["rps"] for r in results),
+        errors=sum(r["errors"] for r in results),
+        p50_ms=max(r["p50_ms"] for r in results),
+        p99_ms=max(r["p99_ms"] for r in results),
+        p999_ms=max(r["p999_ms"] for r in results),
+    )
 
 
-def measured(servers: List[Server], send: Callable[[], Dict[str, float]]) -> Dict[str, float]:
+def measured(servers: list[Server], send: Callable[[], dict[str, float]]) -> dict[str, float]:
     """``send()`` with the servers' CPU, peak memory and (relays) counters
     around it, and the sender's CPU."""
     relays = [s for s in servers if isinstance(s, Relay)]
@@ -531,19 +576,20 @@ def measured(servers: List[Server], send: Callable[[], Dict[str, float]]) -> Dic
     if relays:
         after = [r.counters() for r in relays]
         for key in ("statements", "delivered", "commits", "commit_seconds"):
-            result[key] = sum(a[key] - b[key] for a, b in zip(after, before))
+            result[key] = sum(a[key] - b[key] for a, b in zip(after, before, strict=True))
     return result
 
 
 # -- steps ----------------------------------------------------------------
 
 
-def ingest_steps(servers: List[Server], bodies: Bodies, tag: str, paced_too: bool,
-                 stored: Optional[Callable[[], int]] = None) -> Dict[str, Dict[str, float]]:
+def ingest_steps(
+    servers: list[Server], bodies: Bodies, tag: str, paced_too: bool, stored: Callable[[], int] | None = None
+) -> dict[str, dict[str, float]]:
     """Steps 2 and 3 against ``servers``: the echo, or ingest-only relays
     whose store ``stored()`` counts the calls in (read between steps, never
     during one)."""
-    out: Dict[str, Dict[str, float]] = {}
+    out: dict[str, dict[str, float]] = {}
     label = {"batch": "batches", "single": "single calls"}
     for kind in ("batch", "single"):
         calls = bodies.kind(kind)[3]
@@ -566,24 +612,33 @@ def ingest_steps(servers: List[Server], bodies: Bodies, tag: str, paced_too: boo
         # after it stops counting: more may be stored, never fewer.
         r["lost"] = max(acknowledged - r["stored"], 0)
         out[f"{kind}_sat"] = r
-        print(f"  {label[kind]} at saturation: {r['rps']:,.0f} requests/s = {r['calls_s']:,.0f} calls/s, p50 {r['p50_ms']:.2f} ms, "
-              f"p99 {r['p99_ms']:.2f} ms; {r['errors']:.0f} errors; server {r['cores']:.2f} cores "
-              f"({r['cpu_per_1000']:.3f} CPU-s per 1,000 calls), sender {r['sender_cores']:.2f} cores; "
-              f"peak RSS {r['rss_peak_mb']:.1f} MB"
-              + (f"; {r['sql_per_call']:.3f} SQL statements per call; {r['commits']:,.0f} commits of "
-                 f"{r['calls_per_commit']:.1f} calls, {r['commit_ms']:.2f} ms each" if "sql_per_call" in r else ""))
+        print(
+            f"  {label[kind]} at saturation: {r['rps']:,.0f} requests/s = {r['calls_s']:,.0f} calls/s, p50 {r['p50_ms']:.2f} ms, "
+            f"p99 {r['p99_ms']:.2f} ms; {r['errors']:.0f} errors; server {r['cores']:.2f} cores "
+            f"({r['cpu_per_1000']:.3f} CPU-s per 1,000 calls), sender {r['sender_cores']:.2f} cores; "
+            f"peak RSS {r['rss_peak_mb']:.1f} MB"
+            + (
+                f"; {r['sql_per_call']:.3f} SQL statements per call; {r['commits']:,.0f} commits of "
+                f"{r['calls_per_commit']:.1f} calls, {r['commit_ms']:.2f} ms each"
+                if "sql_per_call" in r
+                else ""
+            )
+        )
     if paced_too:
         for kind, rate in (("batch", BATCH_RATE), ("single", SINGLE_RATE)):
-            r = measured(servers, functools.partial(paced, servers[0].port, bodies, kind, rate, SECONDS,
-                                                    f"{tag}-{kind}-paced"))
+            r = measured(
+                servers, functools.partial(paced, servers[0].port, bodies, kind, rate, SECONDS, f"{tag}-{kind}-paced")
+            )
             out[f"{kind}_paced"] = r
-            print(f"  {label[kind]} at {rate:,} requests/s (open loop): p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
-                  f"p99.9 {r['p999_ms']:.2f} ms, max {r['max_ms']:.1f} ms; {r['errors']:.0f} errors; "
-                  f"server {r['cores']:.2f} cores; sender timer lag p99 {r['lag_p99_ms']:.2f} ms")
+            print(
+                f"  {label[kind]} at {rate:,} requests/s (open loop): p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} ms, "
+                f"p99.9 {r['p999_ms']:.2f} ms, max {r['max_ms']:.1f} ms; {r['errors']:.0f} errors; "
+                f"server {r['cores']:.2f} cores; sender timer lag p99 {r['lag_p99_ms']:.2f} ms"
+            )
     return out
 
 
-def receiver_counts(port: int) -> Dict[str, int]:
+def receiver_counts(port: int) -> dict[str, int]:
     return {k: int(v) for k, v in json.loads(get(f"http://127.0.0.1:{port}/count")).items()}
 
 
@@ -591,7 +646,7 @@ class Backend:
     """One database for the relays under test: a SQLite file, or a fresh
     database on the Postgres cluster."""
 
-    def __init__(self, kind: str, admin_url: Optional[str] = None) -> None:
+    def __init__(self, kind: str, admin_url: str | None = None) -> None:
         self.kind = kind
         if kind == "sqlite":
             db = WORK / "relay.db"
@@ -604,12 +659,16 @@ class Backend:
             for sql in ("DROP DATABASE IF EXISTS callpost_bench WITH (FORCE)", "CREATE DATABASE callpost_bench"):
                 subprocess.run([psql, "-X", "-q", "-d", admin_url, "-c", sql], check=True, capture_output=True)
             self.url = admin_url.rsplit("/", 1)[0] + "/callpost_bench"
-        subprocess.run([str(RELAY_BIN), "migrate", "--database", self.url], cwd=WORK, check=True,
-                       capture_output=True)
+        subprocess.run([str(RELAY_BIN), "migrate", "--database", self.url], cwd=WORK, check=True, capture_output=True)
 
     def pending(self) -> int:
-        out = subprocess.run([str(RELAY_BIN), "status", "--json", "--database", self.url], cwd=WORK, check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [str(RELAY_BIN), "status", "--json", "--database", self.url],
+            cwd=WORK,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         return int(json.loads(out)["pending"])
 
     def config(self, recv_port: int, name: str, deliver: bool) -> pathlib.Path:
@@ -634,18 +693,18 @@ allow_private_networks = true
 synchronous = "FULL"
 
 [delivery]
-enabled = {'true' if deliver else 'false'}
+enabled = {"true" if deliver else "false"}
 """)
         return path
 
 
-def run_backend(backend: Backend, relays: int, recv_port: int, bodies: Bodies) -> Dict[str, Any]:
+def run_backend(backend: Backend, relays: int, recv_port: int, bodies: Bodies) -> dict[str, Any]:
     """Steps 1 to 4 on one backend with ``relays`` relays."""
     name = f"{backend.kind}" if backend.kind == "sqlite" else f"{backend.kind}, {relays} relay{'s' * (relays > 1)}"
     print(f"\n{name}")
     ingest_cfg = [backend.config(recv_port, f"{backend.kind}-{k}", False) for k in range(relays)]
     deliver_cfg = [backend.config(recv_port, f"{backend.kind}-{k}", True) for k in range(relays)]
-    res: Dict[str, Any] = {"name": name, "key": "sqlite" if backend.kind == "sqlite" else f"postgres-{relays}"}
+    res: dict[str, Any] = {"name": name, "key": "sqlite" if backend.kind == "sqlite" else f"postgres-{relays}"}
 
     started = start_all(deliver_cfg)
     try:
@@ -667,7 +726,8 @@ def run_backend(backend: Backend, relays: int, recv_port: int, bodies: Bodies) -
     verified = receiver_counts(recv_port)
     started = start_all(deliver_cfg)
     try:
-        def drain() -> Dict[str, float]:
+
+        def drain() -> dict[str, float]:
             t0 = time.monotonic()
             base = sum(r.counters()["delivered"] for r in started)
             while time.monotonic() - t0 < DRAIN_SECONDS:
@@ -689,11 +749,13 @@ def run_backend(backend: Backend, relays: int, recv_port: int, bodies: Bodies) -
     d["verified"] = got["verified"] - verified["verified"]
     d["bad"] = got["bad"] - verified["bad"]
     res["delivery"] = d
-    print(f"  delivery of a backlog of {backlog:,} calls: {d['posts_s']:,.0f} webhook POSTs/s "
-          f"({d['delivered']:,.0f} in {took:.1f} s); relay {d['cores']:.2f} cores "
-          f"({d['cpu_per_1000']:.3f} CPU-s per 1,000 deliveries), peak RSS {d['rss_peak_mb']:.1f} MB; "
-          f"{d['sql_per_call']:.3f} SQL statements per delivery; receiver: {d['verified']:,} verified, "
-          f"{d['bad']} bad signatures")
+    print(
+        f"  delivery of a backlog of {backlog:,} calls: {d['posts_s']:,.0f} webhook POSTs/s "
+        f"({d['delivered']:,.0f} in {took:.1f} s); relay {d['cores']:.2f} cores "
+        f"({d['cpu_per_1000']:.3f} CPU-s per 1,000 deliveries), peak RSS {d['rss_peak_mb']:.1f} MB; "
+        f"{d['sql_per_call']:.3f} SQL statements per delivery; receiver: {d['verified']:,} verified, "
+        f"{d['bad']} bad signatures"
+    )
     return res
 
 
@@ -704,7 +766,7 @@ def num(v: float) -> str:
     return f"{v:,.0f}"
 
 
-def ms(r: Dict[str, float]) -> str:
+def ms(r: dict[str, float]) -> str:
     return f"{r['p50_ms']:.2f} / {r['p99_ms']:.2f}"
 
 
@@ -712,12 +774,12 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}×" if b else "—"
 
 
-def verdict(checks: List[Tuple[str, bool]]) -> str:
+def verdict(checks: list[tuple[str, bool]]) -> str:
     missed = [what for what, ok in checks if not ok]
     return "met" if not missed else "missed: " + ", ".join(missed)
 
 
-def table(res: Dict[str, Any], echo: Dict[str, Dict[str, float]], receiver: Dict[str, float]) -> List[str]:
+def table(res: dict[str, Any], echo: dict[str, dict[str, float]], receiver: dict[str, float]) -> list[str]:
     key = res["key"]
     before = BEFORE[key]
     best = BEFORE_BEST[key]
@@ -725,62 +787,143 @@ def table(res: Dict[str, Any], echo: Dict[str, Dict[str, float]], receiver: Dict
     b, s, d = res["batch_sat"], res["single_sat"], res["delivery"]
     eb, es = echo["batch_sat"], echo["single_sat"]
     sql_goal = 1.1 if sqlite else 0.3
-    rows: List[List[str]] = []
+    rows: list[list[str]] = []
 
-    def row(measure: str, ceiling: str, relay: str, vs_ceiling: str = "", was: str = "—", vs_was: str = "",
-            goal: str = "", met: str = "") -> None:
+    def row(
+        measure: str,
+        ceiling: str,
+        relay: str,
+        vs_ceiling: str = "",
+        was: str = "—",
+        vs_was: str = "",
+        goal: str = "",
+        met: str = "",
+    ) -> None:
         rows.append([measure, ceiling, relay, vs_ceiling, was, vs_was, goal, met])
 
-    row("batches of 20: requests/s (wrk -c32)", num(eb["rps"]), num(b["rps"]), ratio(b["rps"], eb["rps"]),
-        before.get("batch_rps", "—"), ratio(b["rps"], best["batch_rps"]), "≥ 0.5× echo",
-        verdict([("0.5× echo", b["rps"] >= 0.5 * eb["rps"])]))
-    row("batches of 20: calls/s", num(eb["calls_s"]), num(b["calls_s"]), ratio(b["calls_s"], eb["calls_s"]),
-        before.get("batch_calls", "—"), ratio(b["calls_s"], best["batch_calls"]),
+    row(
+        "batches of 20: requests/s (wrk -c32)",
+        num(eb["rps"]),
+        num(b["rps"]),
+        ratio(b["rps"], eb["rps"]),
+        before.get("batch_rps", "—"),
+        ratio(b["rps"], best["batch_rps"]),
+        "≥ 0.5× echo",
+        verdict([("0.5× echo", b["rps"] >= 0.5 * eb["rps"])]),
+    )
+    row(
+        "batches of 20: calls/s",
+        num(eb["calls_s"]),
+        num(b["calls_s"]),
+        ratio(b["calls_s"], eb["calls_s"]),
+        before.get("batch_calls", "—"),
+        ratio(b["calls_s"], best["batch_calls"]),
         "≥ 60,000 (SQLite, FULL)" if sqlite else "",
-        verdict([("60,000", b["calls_s"] >= 60_000)]) if sqlite else "")
-    row("single calls to /v1/track: requests/s (wrk -c32)", num(es["rps"]), num(s["rps"]),
-        ratio(s["rps"], es["rps"]), "—", "", "≥ 0.5× echo; ≥ 8,000",
-        verdict([("0.5× echo", s["rps"] >= 0.5 * es["rps"]), ("8,000", s["rps"] >= 8000)]))
+        verdict([("60,000", b["calls_s"] >= 60_000)]) if sqlite else "",
+    )
+    row(
+        "single calls to /v1/track: requests/s (wrk -c32)",
+        num(es["rps"]),
+        num(s["rps"]),
+        ratio(s["rps"], es["rps"]),
+        "—",
+        "",
+        "≥ 0.5× echo; ≥ 8,000",
+        verdict([("0.5× echo", s["rps"] >= 0.5 * es["rps"]), ("8,000", s["rps"] >= 8000)]),
+    )
     row("batches: p50 / p99 ms at saturation", ms(eb), ms(b), "", before.get("batch_sat", "—"))
     row("single calls: p50 / p99 ms at saturation", ms(es), ms(s))
-    def paced_ms(of: Dict[str, Dict[str, float]], kind: str, rate: int) -> str:
+
+    def paced_ms(of: dict[str, dict[str, float]], kind: str, rate: int) -> str:
         # A rate over what the server took at saturation builds a queue
         # that only grows: its latencies measure the queue, not the server.
         over = rate > of[f"{kind}_sat"]["rps"]
         return ms(of[f"{kind}_paced"]) + (" (rate over capacity)" if over else "")
 
     if "batch_paced" in res:
-        row(f"batches: p50 / p99 ms at {BATCH_RATE:,} requests/s (open loop)", paced_ms(echo, "batch", BATCH_RATE),
-            paced_ms(res, "batch", BATCH_RATE), "", before.get("batch_paced", "—"))
-        row(f"single calls: p50 / p99 ms at {SINGLE_RATE:,} requests/s (open loop)",
-            paced_ms(echo, "single", SINGLE_RATE), paced_ms(res, "single", SINGLE_RATE))
-    row("CPU seconds per 1,000 calls: batches", f"{eb['cpu_per_1000']:.3f}", f"{b['cpu_per_1000']:.3f}",
-        ratio(b["cpu_per_1000"], eb["cpu_per_1000"]))
-    row("CPU seconds per 1,000 calls: single calls", f"{es['cpu_per_1000']:.3f}", f"{s['cpu_per_1000']:.3f}",
-        ratio(s["cpu_per_1000"], es["cpu_per_1000"]))
-    row("delivery: webhook POSTs/s (ceiling: the receiver's)", num(receiver["rps"]), num(d["posts_s"]),
-        ratio(d["posts_s"], receiver["rps"]), before.get("posts", "—"), ratio(d["posts_s"], best["posts"]),
+        row(
+            f"batches: p50 / p99 ms at {BATCH_RATE:,} requests/s (open loop)",
+            paced_ms(echo, "batch", BATCH_RATE),
+            paced_ms(res, "batch", BATCH_RATE),
+            "",
+            before.get("batch_paced", "—"),
+        )
+        row(
+            f"single calls: p50 / p99 ms at {SINGLE_RATE:,} requests/s (open loop)",
+            paced_ms(echo, "single", SINGLE_RATE),
+            paced_ms(res, "single", SINGLE_RATE),
+        )
+    row(
+        "CPU seconds per 1,000 calls: batches",
+        f"{eb['cpu_per_1000']:.3f}",
+        f"{b['cpu_per_1000']:.3f}",
+        ratio(b["cpu_per_1000"], eb["cpu_per_1000"]),
+    )
+    row(
+        "CPU seconds per 1,000 calls: single calls",
+        f"{es['cpu_per_1000']:.3f}",
+        f"{s['cpu_per_1000']:.3f}",
+        ratio(s["cpu_per_1000"], es["cpu_per_1000"]),
+    )
+    row(
+        "delivery: webhook POSTs/s (ceiling: the receiver's)",
+        num(receiver["rps"]),
+        num(d["posts_s"]),
+        ratio(d["posts_s"], receiver["rps"]),
+        before.get("posts", "—"),
+        ratio(d["posts_s"], best["posts"]),
         "≥ 8,000 or ≥ 0.7× receiver",
-        verdict([("8,000 or 0.7× receiver", d["posts_s"] >= 8000 or d["posts_s"] >= 0.7 * receiver["rps"])]))
+        verdict([("8,000 or 0.7× receiver", d["posts_s"] >= 8000 or d["posts_s"] >= 0.7 * receiver["rps"])]),
+    )
     row("CPU seconds per 1,000 deliveries", "", f"{d['cpu_per_1000']:.3f}")
-    row("resident memory, idle (MB)", "", f"{res['rss_idle_mb']:.1f}", "", "—", "", "≤ 64",
-        verdict([("64 MB", res["rss_idle_mb"] <= 64)]))
-    row("resident memory, peak, ingest at saturation (MB)", f"{max(eb['rss_peak_mb'], es['rss_peak_mb']):.1f}",
-        f"{max(b['rss_peak_mb'], s['rss_peak_mb']):.1f}")
-    row(f"resident memory, peak, delivering a backlog of {num(d['backlog'])} calls (MB)", "",
-        f"{d['rss_peak_mb']:.1f}")
+    row(
+        "resident memory, idle (MB)",
+        "",
+        f"{res['rss_idle_mb']:.1f}",
+        "",
+        "—",
+        "",
+        "≤ 64",
+        verdict([("64 MB", res["rss_idle_mb"] <= 64)]),
+    )
+    row(
+        "resident memory, peak, ingest at saturation (MB)",
+        f"{max(eb['rss_peak_mb'], es['rss_peak_mb']):.1f}",
+        f"{max(b['rss_peak_mb'], s['rss_peak_mb']):.1f}",
+    )
+    row(f"resident memory, peak, delivering a backlog of {num(d['backlog'])} calls (MB)", "", f"{d['rss_peak_mb']:.1f}")
     for kind, r in (("batches", b), ("single calls", s)):
         total = r["sql_per_call"] + d["sql_per_call"]
-        row(f"SQL statements per call, {kind} (ingest + delivery)", "",
-            f"{total:.2f} ({r['sql_per_call']:.3f} + {d['sql_per_call']:.3f})", "",
-            before.get("sql_batch", "—") if kind == "batches" else "—", "",
-            f"≤ {sql_goal}", verdict([(f"{sql_goal}", total <= sql_goal)]))
-    row("ingest commits at saturation: calls per commit, batches / single calls", "",
-        f"{b['calls_per_commit']:.1f} / {s['calls_per_commit']:.1f}")
-    row("ingest commits at saturation: mean ms, batches / single calls", "",
-        f"{b['commit_ms']:.2f} / {s['commit_ms']:.2f}")
-    head = ["measure", "ceiling (native echo)", "native relay", "relay ÷ ceiling", "Python relay (before)",
-            "relay ÷ before", "goal", "met?"]
+        row(
+            f"SQL statements per call, {kind} (ingest + delivery)",
+            "",
+            f"{total:.2f} ({r['sql_per_call']:.3f} + {d['sql_per_call']:.3f})",
+            "",
+            before.get("sql_batch", "—") if kind == "batches" else "—",
+            "",
+            f"≤ {sql_goal}",
+            verdict([(f"{sql_goal}", total <= sql_goal)]),
+        )
+    row(
+        "ingest commits at saturation: calls per commit, batches / single calls",
+        "",
+        f"{b['calls_per_commit']:.1f} / {s['calls_per_commit']:.1f}",
+    )
+    row(
+        "ingest commits at saturation: mean ms, batches / single calls",
+        "",
+        f"{b['commit_ms']:.2f} / {s['commit_ms']:.2f}",
+    )
+    head = [
+        "measure",
+        "ceiling (native echo)",
+        "native relay",
+        "relay ÷ ceiling",
+        "Python relay (before)",
+        "relay ÷ before",
+        "goal",
+        "met?",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     return lines
@@ -789,7 +932,7 @@ def table(res: Dict[str, Any], echo: Dict[str, Dict[str, float]], receiver: Dict
 # -- main -----------------------------------------------------------------
 
 
-def problems(res: Dict[str, Any]) -> List[str]:
+def problems(res: dict[str, Any]) -> list[str]:
     """What went wrong (not slow) in one backend's run."""
     out = []
     for step in ("batch_sat", "single_sat", "batch_paced", "single_paced"):
@@ -813,19 +956,30 @@ def describe() -> str:
     commit, marked when relay/ or core/ had changes not committed."""
     built = time.strftime("%Y-%m-%d %H:%M", time.localtime(RELAY_BIN.stat().st_mtime))
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True, capture_output=True,
-                              text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "relay", "core"], cwd=ROOT, check=True,
-                               capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "relay", "core"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return f"{RELAY_BIN.relative_to(ROOT)} built {built}"
-    return (f"{RELAY_BIN.relative_to(ROOT)} built {built}, tree at {head}"
-            + (" with uncommitted changes in relay/ or core/" if dirty else ""))
+    return f"{RELAY_BIN.relative_to(ROOT)} built {built}, tree at {head}" + (
+        " with uncommitted changes in relay/ or core/" if dirty else ""
+    )
 
 
 def main() -> int:
-    for tool, hint in (("wrk", "benches/relay.sh installs it"), (str(RELAY_BIN), "benches/relay.sh builds it"),
-                       (str(ECHO_BIN), "benches/relay.sh builds it"), (str(LOAD_BIN), "benches/relay.sh builds it")):
+    for tool, hint in (
+        ("wrk", "benches/relay.sh installs it"),
+        (str(RELAY_BIN), "benches/relay.sh builds it"),
+        (str(ECHO_BIN), "benches/relay.sh builds it"),
+        (str(LOAD_BIN), "benches/relay.sh builds it"),
+    ):
         if shutil.which(tool) is None:
             print(f"{tool} is missing ({hint})", file=sys.stderr)
             return 1
@@ -834,17 +988,21 @@ def main() -> int:
     bodies = Bodies()
     node_dir = ROOT / "target" / "bench-node"
     shutil.copy(ROOT / "benches" / "relay" / "receiver.mjs", node_dir / "relay_receiver.mjs")
-    servers: List[Server] = []
+    servers: list[Server] = []
     try:
         receiver = Server(["node", str(node_dir / "relay_receiver.mjs"), "0", SECRET], r"^(\d+)$")
         servers.append(receiver)
         cores = os.cpu_count()
         print(f"relay benchmark: {describe()}")
-        print(f"  load average at the start: {os.getloadavg()[0]:.2f} (every process shares the cores: run it on a "
-              f"quiet machine)")
-        print(f"  {cores} cores, {SECONDS} s a step, wrk -t1 -c{CONNECTIONS}; batches of "
-              f"{CALLS_PER_BATCH} calls ({bodies.batch.stat().st_size - 1:,} B), single calls of "
-              f"{min(len(t) for t in single_templates()):,}–{max(len(t) for t in single_templates()):,} B")
+        print(
+            f"  load average at the start: {os.getloadavg()[0]:.2f} (every process shares the cores: run it on a "
+            f"quiet machine)"
+        )
+        print(
+            f"  {cores} cores, {SECONDS} s a step, wrk -t1 -c{CONNECTIONS}; batches of "
+            f"{CALLS_PER_BATCH} calls ({bodies.batch.stat().st_size - 1:,} B), single calls of "
+            f"{min(len(t) for t in single_templates()):,}–{max(len(t) for t in single_templates()):,} B"
+        )
 
         print("\nceiling: native echo (tokio + hyper 1, the relay's stack)")
         echo = Server([str(ECHO_BIN)], r"listening on http://127\.0\.0\.1:(\d+)")
@@ -855,19 +1013,24 @@ def main() -> int:
         # Unmeasured: Node compiles its hot paths in the first second.
         wrk(receiver.port, bodies.signed_lua, [str(bodies.signed), "/hook"], CONNECTIONS, 1)
         before = receiver_counts(receiver.port)
-        recv = measured([receiver], lambda: wrk(receiver.port, bodies.signed_lua, [str(bodies.signed), "/hook"],
-                                                CONNECTIONS, SECONDS))
+        recv = measured(
+            [receiver],
+            lambda: wrk(receiver.port, bodies.signed_lua, [str(bodies.signed), "/hook"], CONNECTIONS, SECONDS),
+        )
         after = receiver_counts(receiver.port)
-        print(f"\nceiling: the receiver (Node, verifying each signature), wrk -c{CONNECTIONS} with signed webhook "
-              f"bodies: {recv['rps']:,.0f} POSTs/s, p99 {recv['p99_ms']:.2f} ms; receiver {recv['cores']:.2f} cores, "
-              f"sender {recv['sender_cores']:.2f}; {after['verified'] - before['verified']:,} verified, "
-              f"{after['bad'] - before['bad']} bad")
+        print(
+            f"\nceiling: the receiver (Node, verifying each signature), wrk -c{CONNECTIONS} with signed webhook "
+            f"bodies: {recv['rps']:,.0f} POSTs/s, p99 {recv['p99_ms']:.2f} ms; receiver {recv['cores']:.2f} cores, "
+            f"sender {recv['sender_cores']:.2f}; {after['verified'] - before['verified']:,} verified, "
+            f"{after['bad'] - before['bad']} bad"
+        )
         bad_ceiling = after["bad"] - before["bad"] + recv["errors"]
 
         results = [run_backend(Backend("sqlite"), 1, receiver.port, bodies)]
         if POSTGRES:
-            admin = subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "start"], check=True,
-                                   capture_output=True, text=True).stdout.strip()
+            admin = subprocess.run(
+                ["bash", str(ROOT / "scripts" / "postgres.sh"), "start"], check=True, capture_output=True, text=True
+            ).stdout.strip()
             for n in (1, 2):
                 results.append(run_backend(Backend("postgres", admin), n, receiver.port, bodies))
 
@@ -876,10 +1039,12 @@ def main() -> int:
             print("\n".join(table(res, echo_res, recv)))
         if POSTGRES:
             one, two = results[1], results[2]
-            print(f"\npostgres, 2 relays ÷ 1 relay: batches {two['batch_sat']['calls_s'] / one['batch_sat']['calls_s']:.2f}×, "
-                  f"single calls {two['single_sat']['rps'] / one['single_sat']['rps']:.2f}×, delivery "
-                  f"{two['delivery']['posts_s'] / max(one['delivery']['posts_s'], 1):.2f}× "
-                  f"(on {cores} cores shared with the sender, the receiver and Postgres)")
+            print(
+                f"\npostgres, 2 relays ÷ 1 relay: batches {two['batch_sat']['calls_s'] / one['batch_sat']['calls_s']:.2f}×, "
+                f"single calls {two['single_sat']['rps'] / one['single_sat']['rps']:.2f}×, delivery "
+                f"{two['delivery']['posts_s'] / max(one['delivery']['posts_s'], 1):.2f}× "
+                f"(on {cores} cores shared with the sender, the receiver and Postgres)"
+            )
 
         wrong = [p for res in results for p in problems(res)]
         if bad_ceiling:

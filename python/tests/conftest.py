@@ -10,8 +10,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator, List, Optional, Tuple
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ class Received:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.requests: List[Tuple[str, dict, bytes]] = []
+        self.requests: list[tuple[str, dict, bytes]] = []
         self.connections = 0
 
     def add(self, path: str, headers: dict, body: bytes) -> None:
@@ -39,7 +40,7 @@ class Received:
             return len(self.requests)
 
 
-Handler = Callable[[int, dict, bytes], Tuple[int, dict, bytes]]
+Handler = Callable[[int, dict, bytes], tuple[int, dict, bytes]]
 """(request number from 0, headers, body) -> (status, headers, body). A
 negative status closes the connection without answering; a float status
 sleeps that many seconds first and then answers 200."""
@@ -62,7 +63,7 @@ class _QuietServer(ThreadingHTTPServer):
 
 
 class Server:
-    def __init__(self, handler: Handler, tls: Optional[ssl.SSLContext] = None) -> None:
+    def __init__(self, handler: Handler, tls: ssl.SSLContext | None = None) -> None:
         self.received = Received()
         received = self.received
         counter = [0]
@@ -71,7 +72,7 @@ class Server:
         class H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 with lock:
                     n = counter[0]
@@ -113,9 +114,9 @@ class Server:
 
 @pytest.fixture
 def serve() -> Iterator[Callable[..., Server]]:
-    servers: List[Server] = []
+    servers: list[Server] = []
 
-    def start(handler: Handler, tls: Optional[ssl.SSLContext] = None) -> Server:
+    def start(handler: Handler, tls: ssl.SSLContext | None = None) -> Server:
         s = Server(handler, tls)
         servers.append(s)
         return s
@@ -130,16 +131,33 @@ def self_signed(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
     """A genuinely self-signed certificate for 127.0.0.1, made with openssl."""
     d = tmp_path_factory.mktemp("tls")
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(d / "key.pem"), "-out", str(d / "cert.pem")],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(d / "key.pem"),
+            "-out",
+            str(d / "cert.pem"),
+        ],
+        check=True,
+        capture_output=True,
     )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(d / "cert.pem", d / "key.pem")
     return ctx
 
 
-def ok(n: int, headers: dict, body: bytes) -> Tuple[int, dict, bytes]:
+def ok(n: int, headers: dict, body: bytes) -> tuple[int, dict, bytes]:
     return 200, {}, b"ok"
 
 
@@ -162,8 +180,9 @@ def postgres_url() -> Iterator[str]:
         try:
             psycopg.connect(url, connect_timeout=2).close()
         except psycopg.OperationalError:
-            url = subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), "start"], check=True,
-                                 capture_output=True, text=True).stdout.strip()
+            url = subprocess.run(
+                ["bash", str(ROOT / "scripts" / "postgres.sh"), "start"], check=True, capture_output=True, text=True
+            ).stdout.strip()
             started = True
     yield url
     if started:

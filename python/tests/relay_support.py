@@ -6,8 +6,8 @@ from __future__ import annotations
 import base64
 import json
 import os
-import random
 import pathlib
+import random
 import re
 import signal
 import socket
@@ -18,7 +18,8 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union
+from collections.abc import Callable
+from typing import Any
 
 import callpost
 
@@ -41,10 +42,10 @@ def basic(key: str) -> str:
 class Delivery:
     """One webhook request the receiver got."""
 
-    def __init__(self, key: str, body: bytes, headers: Dict[str, str], verified: bool, started: float) -> None:
+    def __init__(self, key: str, body: bytes, headers: dict[str, str], verified: bool, started: float) -> None:
         self.key = key
         self.body = body
-        self.json: Dict[str, Any] = json.loads(body)
+        self.json: dict[str, Any] = json.loads(body)
         self.headers = headers
         self.verified = verified
         self.started = started
@@ -52,7 +53,7 @@ class Delivery:
         self.status = 0
 
 
-Behaviour = Callable[[Delivery], Union[int, float]]
+Behaviour = Callable[[Delivery], int | float]
 """What to answer: a status, or a float: sleep that many seconds, then 200."""
 
 
@@ -61,17 +62,23 @@ class Hook:
     verifies every ``X-Signature`` and records each request with its
     ``Idempotency-Key`` and when it was in progress."""
 
-    def __init__(self, serve: Callable[..., Any], behaviour: Optional[Behaviour] = None, secret: str = SECRET,
-                 tls: Any = None) -> None:
+    def __init__(
+        self, serve: Callable[..., Any], behaviour: Behaviour | None = None, secret: str = SECRET, tls: Any = None
+    ) -> None:
         self.lock = threading.Lock()
-        self.deliveries: List[Delivery] = []
+        self.deliveries: list[Delivery] = []
         self.behaviour: Behaviour = behaviour or (lambda d: 200)
         self.secret = secret
 
-        def handle(n: int, headers: Dict[str, str], body: bytes) -> Tuple[int, Dict[str, str], bytes]:
+        def handle(n: int, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
             lower = {k.lower(): v for k, v in headers.items()}
-            d = Delivery(lower.get("idempotency-key", ""), body, lower,
-                         callpost.verify_request(body, headers, self.secret), time.time())
+            d = Delivery(
+                lower.get("idempotency-key", ""),
+                body,
+                lower,
+                callpost.verify_request(body, headers, self.secret),
+                time.time(),
+            )
             with self.lock:
                 self.deliveries.append(d)
             answer = self.behaviour(d)
@@ -85,14 +92,14 @@ class Hook:
         self.server = serve(handle, tls)
         self.url = self.server.url + "/hook"
 
-    def ok(self) -> List[Delivery]:
+    def ok(self) -> list[Delivery]:
         """The deliveries it answered 2xx."""
         with self.lock:
             return [d for d in self.deliveries if 200 <= d.status < 300]
 
-    def keys(self) -> Dict[str, int]:
+    def keys(self) -> dict[str, int]:
         """Idempotency-Key → times it was answered 2xx."""
-        out: Dict[str, int] = {}
+        out: dict[str, int] = {}
         for d in self.ok():
             out[d.key] = out.get(d.key, 0) + 1
         return out
@@ -102,7 +109,7 @@ class Database:
     """A relay database for one test: a SQLite file, or a fresh database on
     the test Postgres cluster (scripts/postgres.sh)."""
 
-    def __init__(self, backend: str, tmp: pathlib.Path, postgres: Optional[str]) -> None:
+    def __init__(self, backend: str, tmp: pathlib.Path, postgres: str | None) -> None:
         self.backend = backend
         if backend == "sqlite":
             self.path = tmp / "relay.db"
@@ -117,7 +124,7 @@ class Database:
             self.admin_url = postgres
             self.url = postgres.rsplit("/", 1)[0] + "/" + self.name
 
-    def query(self, sql: str, params: Tuple[Any, ...] = ()) -> List[Tuple[Any, ...]]:
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         """Rows of a query (``?`` placeholders), straight from the database."""
         if self.backend == "sqlite":
             with sqlite3.connect(self.path) as conn:
@@ -153,8 +160,15 @@ class Database:
                 conn.execute(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
 
 
-def config_text(database: Union[str, "Database"], urls: List[str], *, extra: str = "", sources: str = "",
-                secret: str = SECRET, write_key: str = WRITE_KEY) -> str:
+def config_text(
+    database: str | Database,
+    urls: list[str],
+    *,
+    extra: str = "",
+    sources: str = "",
+    secret: str = SECRET,
+    write_key: str = WRITE_KEY,
+) -> str:
     hooks = ", ".join(json.dumps(u) for u in urls)
     url = database.url if isinstance(database, Database) else database
     return f"""
@@ -181,28 +195,46 @@ class RelayProcess:
     in a subprocess, on a fixed port across restarts (as an SDK would point
     at it)."""
 
-    def __init__(self, config: str, tmp: pathlib.Path, *, port: Optional[int] = None, args: Tuple[str, ...] = (),
-                 env: Optional[Dict[str, str]] = None) -> None:
+    def __init__(
+        self,
+        config: str,
+        tmp: pathlib.Path,
+        *,
+        port: int | None = None,
+        args: tuple[str, ...] = (),
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.tmp = tmp
         self.path = tmp / "relay.toml"
         self.path.write_text(config)
         self.port = port or free_port()
         self.args = args
         self.env = env or {}
-        self.proc: Optional[subprocess.Popen[str]] = None
-        self.log: List[str] = []
+        self.proc: subprocess.Popen[str] | None = None
+        self.log: list[str] = []
         self.starts = 0
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, *args: str, wait: bool = True) -> "RelayProcess":
-        cmd = [sys.executable, "-m", "callpost", "relay", "--config", str(self.path),
-               "--listen", f"127.0.0.1:{self.port}", *self.args, *args]
+    def start(self, *args: str, wait: bool = True) -> RelayProcess:
+        cmd = [
+            sys.executable,
+            "-m",
+            "callpost",
+            "relay",
+            "--config",
+            str(self.path),
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            *self.args,
+            *args,
+        ]
         env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
-        self.proc = subprocess.Popen(cmd, cwd=self.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            cmd, cwd=self.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         self.starts += 1
         ready = threading.Event()
         proc = self.proc
@@ -216,9 +248,8 @@ class RelayProcess:
             ready.set()
 
         threading.Thread(target=drain, daemon=True).start()
-        if wait:
-            if not ready.wait(60) or proc.poll() is not None:
-                raise RuntimeError("relay did not start:\n" + "\n".join(self.log[-30:]))
+        if wait and (not ready.wait(60) or proc.poll() is not None):
+            raise RuntimeError("relay did not start:\n" + "\n".join(self.log[-30:]))
         return self
 
     def stop(self, timeout: float = 60) -> int:
@@ -234,8 +265,9 @@ class RelayProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def post(self, path: str, body: Union[bytes, str, Dict[str, Any]], headers: Optional[Dict[str, str]] = None,
-             timeout: float = 30) -> Tuple[int, Dict[str, str], bytes]:
+    def post(
+        self, path: str, body: bytes | str | dict[str, Any], headers: dict[str, str] | None = None, timeout: float = 30
+    ) -> tuple[int, dict[str, str], bytes]:
         data = body if isinstance(body, bytes) else (body if isinstance(body, str) else json.dumps(body)).encode()
         h = {"Content-Type": "application/json", **(headers or {})}
         req = urllib.request.Request(self.url + path, data=data, headers=h, method="POST")
@@ -245,15 +277,18 @@ class RelayProcess:
         except urllib.error.HTTPError as e:
             return e.code, {k.lower(): v for k, v in e.headers.items()}, e.read()
 
-    def admin(self, method: str, path: str, body: Optional[Dict[str, Any]] = None) -> Any:
-        req = urllib.request.Request(self.url + path, data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"},
-                                     method=method)
+    def admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        req = urllib.request.Request(
+            self.url + path,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"},
+            method=method,
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             return json.loads(r.read())
 
-    def status(self) -> Dict[str, Any]:
-        result: Dict[str, Any] = self.admin("GET", "/admin/status")
+    def status(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.admin("GET", "/admin/status")
         return result
 
     def metrics(self) -> str:
@@ -280,13 +315,24 @@ class RelayProcess:
         self.wait(lambda: self.status()["pending"] == 0, timeout, "the queue to drain")
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "callpost", "relay", *args, "--config", str(self.path)],
-                              cwd=self.tmp, capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "callpost", "relay", *args, "--config", str(self.path)],
+            cwd=self.tmp,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
 
-def track(n: Union[int, str], **extra: Any) -> Dict[str, Any]:
-    return {"type": "track", "userId": f"u{n}", "event": "Order Completed", "messageId": f"m-{n}",
-            "properties": {"n": n, "total": 25.5}, **extra}
+def track(n: int | str, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "track",
+        "userId": f"u{n}",
+        "event": "Order Completed",
+        "messageId": f"m-{n}",
+        "properties": {"n": n, "total": 25.5},
+        **extra,
+    }
 
 
 class Sender(threading.Thread):
@@ -294,14 +340,14 @@ class Sender(threading.Thread):
     acknowledged (connection refused or reset, 5xx) is sent again, the same
     batch, until it is."""
 
-    def __init__(self, ports: List[int], seed: int, prefix: str = "c") -> None:
+    def __init__(self, ports: list[int], seed: int, prefix: str = "c") -> None:
         super().__init__(daemon=True)
         # Several relays: each batch goes to one at random, and a batch that
         # is not acknowledged goes to the next, as behind a load balancer.
         self.urls = [f"http://127.0.0.1:{p}/v1/batch" for p in ports]
         self.prefix = prefix
         self.rng = random.Random(seed)
-        self.acked: Set[str] = set()
+        self.acked: set[str] = set()
         self.in_flight = False
         self.stopping = False
         self.batches = 0
@@ -313,14 +359,28 @@ class Sender(threading.Thread):
             size = self.rng.randint(1, 20)
             ids = [f"{self.prefix}{n + i}" for i in range(size)]
             n += size
-            body = json.dumps({"batch": [
-                {"type": "track", "userId": "u", "event": "Crash Test", "messageId": m, "properties": {"seq": m}}
-                for m in ids
-            ]}).encode()
+            body = json.dumps(
+                {
+                    "batch": [
+                        {
+                            "type": "track",
+                            "userId": "u",
+                            "event": "Crash Test",
+                            "messageId": m,
+                            "properties": {"seq": m},
+                        }
+                        for m in ids
+                    ]
+                }
+            ).encode()
             target = self.rng.randrange(len(self.urls))
             while True:
-                req = urllib.request.Request(self.urls[target], data=body, method="POST", headers={
-                    "Content-Type": "application/json", "Authorization": basic(WRITE_KEY)})
+                req = urllib.request.Request(
+                    self.urls[target],
+                    data=body,
+                    method="POST",
+                    headers={"Content-Type": "application/json", "Authorization": basic(WRITE_KEY)},
+                )
                 self.in_flight = True
                 try:
                     with urllib.request.urlopen(req, timeout=10) as r:
@@ -345,7 +405,7 @@ this close before it may not have been stored, and its delivery counts as
 unsettled then."""
 
 
-def delivered_ids(database: Database) -> Set[str]:
+def delivered_ids(database: Database) -> set[str]:
     """The calls the store holds as delivered, read straight after a kill:
     the killed relay can store nothing more, so a call answered before the
     kill and missing here had its result lost, and may be sent again."""
@@ -362,10 +422,11 @@ class Tally:
     sets, answered at most ``SETTLE_S`` before it. A call may be delivered
     again only after an unsettled delivery."""
 
-    def __init__(self, hook: Hook, acked: Set[str], windows: List[Tuple[float, float]],
-                 settled: Optional[List[Set[str]]] = None) -> None:
+    def __init__(
+        self, hook: Hook, acked: set[str], windows: list[tuple[float, float]], settled: list[set[str]] | None = None
+    ) -> None:
         assert settled is None or len(settled) == len(windows)
-        self.got: Dict[str, List[Delivery]] = {}
+        self.got: dict[str, list[Delivery]] = {}
         for d in hook.deliveries:
             seq = d.json["properties"]["seq"]
             assert d.key == seq, "every delivery of a call carries its messageId as Idempotency-Key"
@@ -379,8 +440,9 @@ class Tally:
         self.unexplained = [m for m, ds in self.twice.items() if not any(self.unsettled(m, d) for d in ds[:-1])]
         # Calls sent again because an answer was lost at a kill rather than
         # cut off in flight.
-        self.answered_then_lost = [m for m, ds in self.twice.items()
-                                   if any(self.unsettled(m, d) and not self.in_flight(d) for d in ds[:-1])]
+        self.answered_then_lost = [
+            m for m, ds in self.twice.items() if any(self.unsettled(m, d) and not self.in_flight(d) for d in ds[:-1])
+        ]
 
     def in_flight(self, d: Delivery) -> bool:
         end = d.ended or float("inf")
@@ -393,4 +455,7 @@ class Tally:
             return False
         if self.settled is None:
             return any(start - SETTLE_S <= d.ended < start for start, _ in self.windows)
-        return any(d.ended < start and message_id not in held for (start, _), held in zip(self.windows, self.settled))
+        return any(
+            d.ended < start and message_id not in held
+            for (start, _), held in zip(self.windows, self.settled, strict=True)
+        )

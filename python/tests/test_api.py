@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
+import json
+import math
+import os
 import pathlib
 import re
 import subprocess
 import sys
-
-import datetime as dt
-import json
-import math
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, List
+from typing import Any
 
 import pytest
 
@@ -23,8 +22,10 @@ import callpost
 
 
 def test_stringify_matches_json_stringify_rules() -> None:
-    assert callpost.stringify({"b": 1, "10": 2, "a": [1.0, -0.0, 1e21, 1.5e-7], "2": None}) == \
-        '{"2":null,"10":2,"b":1,"a":[1,0,1e+21,1.5e-7]}'
+    assert (
+        callpost.stringify({"b": 1, "10": 2, "a": [1.0, -0.0, 1e21, 1.5e-7], "2": None})
+        == '{"2":null,"10":2,"b":1,"a":[1,0,1e+21,1.5e-7]}'
+    )
     assert callpost.stringify("é😀\u2028\x00\x1f\x7f") == '"é😀\u2028\\u0000\\u001f\x7f"'
     assert callpost.stringify((1, True, False)) == "[1,true,false]"
     assert callpost.stringify(10**16) == "10000000000000000"
@@ -33,8 +34,10 @@ def test_stringify_matches_json_stringify_rules() -> None:
 
 def test_datetimes_become_iso_strings() -> None:
     t = dt.datetime(2026, 11, 22, 12, 4, 5, 123456, tzinfo=dt.timezone(dt.timedelta(hours=2)))
-    assert callpost.stringify({"at": t, "day": dt.date(2026, 11, 22)}) == \
-        '{"at":"2026-11-22T10:04:05.123Z","day":"2026-11-22"}'
+    assert (
+        callpost.stringify({"at": t, "day": dt.date(2026, 11, 22)})
+        == '{"at":"2026-11-22T10:04:05.123Z","day":"2026-11-22"}'
+    )
     with pytest.raises(callpost.InvalidCallError) as e:
         callpost.stringify(dt.datetime(2026, 1, 1))
     assert e.value.code == "invalid_timestamp"
@@ -47,8 +50,11 @@ def test_index_keys_go_first_at_any_depth() -> None:
     assert callpost.stringify(value) == '{"3":[{"0":2,"z":1}],"x":{"a":1,"b":{"5":3,"c":2,"d":{"7":0}}},"y":1}'
     assert callpost.stringify(value) == json.dumps(json.loads(callpost.stringify(value)), separators=(",", ":"))
     hooks = callpost.Webhooks(["https://example.com/"])
-    body = json.loads(hooks.request({"type": "track", "userId": "u", "event": "e",
-                                     "properties": {"z": 1, "0": {"b": 1, "1": 2}}}).body)
+    body = json.loads(
+        hooks.request(
+            {"type": "track", "userId": "u", "event": "e", "properties": {"z": 1, "0": {"b": 1, "1": 2}}}
+        ).body
+    )
     assert list(body["properties"]) == ["0", "z"] and list(body["properties"]["0"]) == ["1", "b"]
 
 
@@ -188,7 +194,9 @@ def test_verify_request_reads_the_header_case_insensitively() -> None:
 
 
 def test_secrets_and_credentials_never_show() -> None:
-    hooks = callpost.Webhooks([{"url": "https://a.example/", "headers": {"Authorization": "Bearer TOPSECRET"}}], "SHAREDKEY")
+    hooks = callpost.Webhooks(
+        [{"url": "https://a.example/", "headers": {"Authorization": "Bearer TOPSECRET"}}], "SHAREDKEY"
+    )
     req = hooks.request({"type": "identify", "userId": "u", "traits": {"ssn": "123"}}, 0, 0)
     for text in (repr(hooks), repr(req), str(hooks)):
         assert "TOPSECRET" not in text and "SHAREDKEY" not in text and "123" not in text
@@ -199,7 +207,9 @@ def test_secrets_and_credentials_never_show() -> None:
     assert "TOPSECRET" not in str(e.value)
     with pytest.raises(callpost.ConfigError) as e3:
         callpost.Client("wk", endpoint="https://wk:TOPSECRET@api.example/")
-    assert e3.value.code == "invalid_endpoint" and "TOPSECRET" not in str(e3.value) and "***@api.example" in str(e3.value)
+    assert (
+        e3.value.code == "invalid_endpoint" and "TOPSECRET" not in str(e3.value) and "***@api.example" in str(e3.value)
+    )
     c.close(timeout=0)
 
 
@@ -215,8 +225,14 @@ def test_settings_errors_are_raised_at_construction() -> None:
 
 
 def test_error_hierarchy() -> None:
-    for cls in (callpost.InvalidCallError, callpost.JSONValueError, callpost.SettingsError, callpost.SignatureError,
-                callpost.ConfigError, callpost.MessageTooLargeError):
+    for cls in (
+        callpost.InvalidCallError,
+        callpost.JSONValueError,
+        callpost.SettingsError,
+        callpost.SignatureError,
+        callpost.ConfigError,
+        callpost.MessageTooLargeError,
+    ):
         assert issubclass(cls, callpost.CallpostError) and issubclass(cls, ValueError)
     assert issubclass(callpost.NotJSONError, TypeError)
     assert issubclass(callpost.QueueFullError, callpost.CallpostError)
@@ -260,8 +276,10 @@ def test_values_under_keys_the_model_ignores_are_still_checked() -> None:
 
 
 def test_field_errors_do_not_depend_on_key_order() -> None:
-    for call in ({"timestamp": 5, "userId": [], "type": "track", "event": "e"},
-                 {"type": "track", "event": "e", "userId": [], "timestamp": 5}):
+    for call in (
+        {"timestamp": 5, "userId": [], "type": "track", "event": "e"},
+        {"type": "track", "event": "e", "userId": [], "timestamp": 5},
+    ):
         with pytest.raises(callpost.InvalidCallError) as e:
             HOOKS.request(call)
         assert e.value.code == "invalid_field" and "userId" in str(e.value)
@@ -291,11 +309,21 @@ def test_handle_fields_queues_what_handle_call_queues_for_the_same_dict() -> Non
     # The clients pass their arguments as fields (no dict); every kind must
     # give the bytes its dict gives, and the same errors.
     when = dt.datetime(2026, 11, 22, 10, 4, 5, 123000, tzinfo=dt.timezone.utc)
-    common = {"anonymousId": "a-1", "context": {"ip": "10.0.0.1"}, "integrations": {"All": False, "Webhooks": True},
-              "timestamp": when, "messageId": "m-1"}
+    common = {
+        "anonymousId": "a-1",
+        "context": {"ip": "10.0.0.1"},
+        "integrations": {"All": False, "Webhooks": True},
+        "timestamp": when,
+        "messageId": "m-1",
+    }
     calls = [
         {"type": "identify", "userId": 42, "traits": {"plan": "pro", "seats": 3}},
-        {"type": "track", "userId": "u-1", "event": "Order Completed", "properties": {"total": 129.95, "items": [1, 2]}},
+        {
+            "type": "track",
+            "userId": "u-1",
+            "event": "Order Completed",
+            "properties": {"total": 129.95, "items": [1, 2]},
+        },
         {"type": "page", "userId": "u-1", "name": "Home", "category": "Docs", "properties": {"path": "/"}},
         {"type": "screen", "userId": "u-1", "name": "Cart", "properties": {"n": 1}},
         {"type": "group", "userId": "u-1", "groupId": "g-1", "traits": {"name": "Acme"}},
@@ -305,15 +333,25 @@ def test_handle_fields_queues_what_handle_call_queues_for_the_same_dict() -> Non
         call = {**common, **call}
         by_dict = callpost.Batcher("wk", seed=1, now=0, flush_at=1)
         by_fields = callpost.Batcher("wk", seed=1, now=0, flush_at=1)
-        assert by_dict.handle_call(0, call) == by_fields.handle_fields(call["type"], *(call.get(f) for f in _FIELDS)) == "m-1"
+        assert (
+            by_dict.handle_call(0, call)
+            == by_fields.handle_fields(call["type"], *(call.get(f) for f in _FIELDS))
+            == "m-1"
+        )
         bodies = [b.poll_request(1000).request.body for b in (by_dict, by_fields)]  # type: ignore[union-attr]
         assert bodies[0] == bodies[1], call["type"]
         assert b'"messageId":"m-1"' in bodies[0]
     # A missing field, a wrong type and a value with no JSON form fail alike.
-    for bad in ({"type": "track", "userId": "u"}, {"type": "track", "userId": "u", "event": "e", "properties": [1]},
-                {"type": "group", "userId": "u", "groupId": "g", "traits": {"x": object()}}):
+    for bad in (
+        {"type": "track", "userId": "u"},
+        {"type": "track", "userId": "u", "event": "e", "properties": [1]},
+        {"type": "group", "userId": "u", "groupId": "g", "traits": {"x": object()}},
+    ):
         errors = []
-        for queue in (lambda b: b.handle_call(0, bad), lambda b: b.handle_fields(bad["type"], *(bad.get(f) for f in _FIELDS))):
+        for queue in (
+            lambda b, bad=bad: b.handle_call(0, bad),
+            lambda b, bad=bad: b.handle_fields(bad["type"], *(bad.get(f) for f in _FIELDS)),
+        ):
             with pytest.raises(callpost.CallpostError) as e:
                 queue(callpost.Batcher("wk", seed=1, now=0))
             errors.append((type(e.value), e.value.code, str(e.value)))
@@ -324,7 +362,7 @@ def test_handle_fields_queues_what_handle_call_queues_for_the_same_dict() -> Non
 
 
 def test_on_wake_is_called_when_a_call_moves_the_wake_up_time_earlier() -> None:
-    wakes: List[int] = []
+    wakes: list[int] = []
     b = callpost.Batcher("wk", seed=1, now=0, flush_at=3, flush_after_ms=1000, on_wake=lambda: wakes.append(b.queued))
     call = {"type": "track", "userId": "u", "event": "e"}
     assert b.poll_timeout() is None
@@ -357,7 +395,7 @@ def test_a_batcher_is_shared_between_threads() -> None:
     # Calls from several threads, with a sender polling at the same time:
     # every message is queued once and sent once.
     b = callpost.Batcher("wk", seed=1, now=0, flush_at=7, max_queue=100_000)
-    sent: List[int] = []
+    sent: list[int] = []
     done = threading.Event()
 
     def sender() -> None:
@@ -372,9 +410,11 @@ def test_a_batcher_is_shared_between_threads() -> None:
             sent.append(r.message_count)
             b.handle_response(0, r.batch_id, 200)
 
-    def caller(i: int) -> List[str]:
-        return [b.handle_fields("track", f"u{i}", None, "e", None, None, None, None, {"n": n}, None, None, None, None,
-                                None) for n in range(2000)]
+    def caller(i: int) -> list[str]:
+        return [
+            b.handle_fields("track", f"u{i}", None, "e", None, None, None, None, {"n": n}, None, None, None, None, None)
+            for n in range(2000)
+        ]
 
     t = threading.Thread(target=sender)
     t.start()
@@ -408,14 +448,28 @@ def test_forked_processes_never_share_message_ids() -> None:
 
 def test_python_defaults_are_the_cores() -> None:
     d = callpost.DEFAULTS
-    seconds = lambda name: d[name] / 1000  # noqa: E731
+
+    def seconds(name: str) -> float:
+        return d[name] / 1000
+
     want = {
-        callpost.Client: dict(flush_at=d["flush_at"], flush_after=seconds("flush_after_ms"), max_queue=d["max_queue"],
-                              max_attempts=d["max_attempts"], max_retry=seconds("max_retry_ms"),
-                              timeout=seconds("request_timeout_ms"), backoff_base=seconds("batch_backoff_base_ms"),
-                              backoff_cap=seconds("batch_backoff_cap_ms"), shutdown_timeout=seconds("shutdown_timeout_ms")),
-        callpost.Webhooks: dict(timeout=seconds("webhook_timeout_ms"), retry_window=seconds("retry_window_ms"),
-                                backoff_base=seconds("delivery_backoff_base_ms"), backoff_cap=seconds("delivery_backoff_cap_ms")),
+        callpost.Client: dict(
+            flush_at=d["flush_at"],
+            flush_after=seconds("flush_after_ms"),
+            max_queue=d["max_queue"],
+            max_attempts=d["max_attempts"],
+            max_retry=seconds("max_retry_ms"),
+            timeout=seconds("request_timeout_ms"),
+            backoff_base=seconds("batch_backoff_base_ms"),
+            backoff_cap=seconds("batch_backoff_cap_ms"),
+            shutdown_timeout=seconds("shutdown_timeout_ms"),
+        ),
+        callpost.Webhooks: dict(
+            timeout=seconds("webhook_timeout_ms"),
+            retry_window=seconds("retry_window_ms"),
+            backoff_base=seconds("delivery_backoff_base_ms"),
+            backoff_cap=seconds("delivery_backoff_cap_ms"),
+        ),
     }
     want[callpost.AsyncClient] = {k: v for k, v in want[callpost.Client].items() if k != "shutdown_timeout"}
     for cls, params in want.items():
@@ -427,7 +481,7 @@ def test_python_defaults_are_the_cores() -> None:
     b = callpost.Batcher("wk", now=0)
     b.handle_call(0, {"type": "track", "userId": "u", "event": "e"})
     assert b.poll_timeout() == d["flush_after_ms"]
-    assert callpost.MAX_MESSAGE_BYTES == d["max_message_bytes"] and callpost.MAX_BATCH_BYTES == d["max_batch_bytes"]
+    assert d["max_message_bytes"] == callpost.MAX_MESSAGE_BYTES and d["max_batch_bytes"] == callpost.MAX_BATCH_BYTES
 
 
 def test_the_stub_leaves_defaults_to_the_core() -> None:
@@ -464,6 +518,7 @@ def test_version_has_one_source() -> None:
     version = re.search(r'^version = "([^"]+)"', cargo, re.M)
     assert version is not None and callpost.__version__ == version.group(1)
     from importlib.metadata import version as dist_version
+
     assert dist_version("callpost") == callpost.__version__
     out = subprocess.run([sys.executable, "-m", "callpost", "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == f"callpost {callpost.__version__}"

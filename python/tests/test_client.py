@@ -11,19 +11,19 @@ import os
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import pytest
-
-import callpost
 from conftest import ok
 
+import callpost
 
-def batches(srv: Any) -> List[Dict[str, Any]]:
+
+def batches(srv: Any) -> list[dict[str, Any]]:
     return [json.loads(body) for _, _, body in srv.received.requests]
 
 
-def ids(srv: Any) -> List[str]:
+def ids(srv: Any) -> list[str]:
     return [m["messageId"] for b in batches(srv) for m in b["batch"]]
 
 
@@ -62,7 +62,7 @@ def test_each_method_sends_its_arguments_under_their_segment_names(serve: Any) -
     srv = serve(ok)
     when = datetime.datetime(2026, 11, 22, 10, 4, 5, 123000, tzinfo=datetime.timezone.utc)
     ctx, integ = {"ip": "10.0.0.1"}, {"All": False, "Webhooks": True}
-    common: Dict[str, Any] = {"context": ctx, "integrations": integ, "timestamp": when}
+    common: dict[str, Any] = {"context": ctx, "integrations": integ, "timestamp": when}
     with callpost.Client("wk", endpoint=srv.url, flush_at=100, flush_after=60) as c:
         c.identify("u-1", {"plan": "pro"}, anonymous_id="a-1", message_id="m-1", **common)
         c.track("u-1", "Bought", {"n": 1}, anonymous_id="a-1", message_id="m-2", **common)
@@ -71,21 +71,57 @@ def test_each_method_sends_its_arguments_under_their_segment_names(serve: Any) -
         c.group("u-1", "g-1", {"name": "Acme"}, anonymous_id="a-1", message_id="m-5", **common)
         c.alias("u-0", "u-1", message_id="m-6", **common)
     same = {"context": ctx, "integrations": integ, "timestamp": when}
-    as_dicts: List[Dict[str, Any]] = [
-        {"type": "identify", "userId": "u-1", "traits": {"plan": "pro"}, "anonymousId": "a-1", "messageId": "m-1", **same},
-        {"type": "track", "userId": "u-1", "event": "Bought", "properties": {"n": 1}, "anonymousId": "a-1", "messageId": "m-2",
-         **same},
-        {"type": "page", "userId": "u-1", "name": "Home", "properties": {"path": "/"}, "category": "Docs", "anonymousId": "a-1",
-         "messageId": "m-3", **same},
-        {"type": "screen", "userId": "u-1", "name": "Cart", "properties": {"n": 2}, "anonymousId": "a-1", "messageId": "m-4",
-         **same},
-        {"type": "group", "userId": "u-1", "groupId": "g-1", "traits": {"name": "Acme"}, "anonymousId": "a-1", "messageId": "m-5",
-         **same},
+    as_dicts: list[dict[str, Any]] = [
+        {
+            "type": "identify",
+            "userId": "u-1",
+            "traits": {"plan": "pro"},
+            "anonymousId": "a-1",
+            "messageId": "m-1",
+            **same,
+        },
+        {
+            "type": "track",
+            "userId": "u-1",
+            "event": "Bought",
+            "properties": {"n": 1},
+            "anonymousId": "a-1",
+            "messageId": "m-2",
+            **same,
+        },
+        {
+            "type": "page",
+            "userId": "u-1",
+            "name": "Home",
+            "properties": {"path": "/"},
+            "category": "Docs",
+            "anonymousId": "a-1",
+            "messageId": "m-3",
+            **same,
+        },
+        {
+            "type": "screen",
+            "userId": "u-1",
+            "name": "Cart",
+            "properties": {"n": 2},
+            "anonymousId": "a-1",
+            "messageId": "m-4",
+            **same,
+        },
+        {
+            "type": "group",
+            "userId": "u-1",
+            "groupId": "g-1",
+            "traits": {"name": "Acme"},
+            "anonymousId": "a-1",
+            "messageId": "m-5",
+            **same,
+        },
         {"type": "alias", "previousId": "u-0", "userId": "u-1", "messageId": "m-6", **same},
     ]
     sent = [m for b in batches(srv) for m in b["batch"]]
     assert len(sent) == len(as_dicts)
-    for got, call in zip(sent, as_dicts):
+    for got, call in zip(sent, as_dicts, strict=True):
         b = callpost.Batcher("wk", flush_at=1, now=0)
         b.handle_call(0, call)
         req = b.poll_request(0)
@@ -116,12 +152,12 @@ def test_tracks_from_many_threads_are_sent_without_close(serve: Any) -> None:
     # batch sent before close().
     srv = serve(ok)
     c = callpost.Client("wk", endpoint=srv.url, flush_at=21, flush_after=3600)
-    sent: List[str] = []
+    sent: list[str] = []
     with ThreadPoolExecutor(4) as pool:
         for r in range(10):
             sent.append(c.track("u", "e", {"round": r}))
             time.sleep(0.05)
-            for batch in pool.map(lambda i: [c.track(f"u{i}", "e", {"round": r}) for _ in range(5)], range(4)):
+            for batch in pool.map(lambda i, r=r: [c.track(f"u{i}", "e", {"round": r}) for _ in range(5)], range(4)):
                 sent.extend(batch)
             deadline = time.monotonic() + 5
             while len(ids(srv)) < len(sent) and time.monotonic() < deadline:
@@ -182,17 +218,23 @@ def test_integer_ids_of_any_size_are_sent_as_their_exact_digits(serve: Any) -> N
         c.track(157963456373623802, "Big", anonymous_id=-(2**64), message_id=10**30)
         c.group("u", int("9" * 50))
         c.alias(2**53 + 1, 0)
-        for bad, code in ((lambda: c.track(1.5, "e"), "invalid_field"), (lambda: c.track(True, "e"), "invalid_field"),
-                          (lambda: c.track(float(2**53), "e"), "integer_out_of_range"),
-                          # Other fields keep the JSON rule for integers.
-                          (lambda: c.track("u", "e", {"n": 2**53 + 1}), "integer_out_of_range"),
-                          (lambda: c.track("u", 2**64), "integer_out_of_range")):
+        for bad, code in (
+            (lambda: c.track(1.5, "e"), "invalid_field"),
+            (lambda: c.track(True, "e"), "invalid_field"),
+            (lambda: c.track(float(2**53), "e"), "integer_out_of_range"),
+            # Other fields keep the JSON rule for integers.
+            (lambda: c.track("u", "e", {"n": 2**53 + 1}), "integer_out_of_range"),
+            (lambda: c.track("u", 2**64), "integer_out_of_range"),
+        ):
             with pytest.raises(callpost.CallpostError) as e:
                 bad()
             assert e.value.code == code
     track, group, alias = (m for b in batches(srv) for m in b["batch"])
     assert (track["userId"], track["anonymousId"], track["messageId"]) == (
-        "157963456373623802", "-18446744073709551616", "1" + "0" * 30)
+        "157963456373623802",
+        "-18446744073709551616",
+        "1" + "0" * 30,
+    )
     assert group["groupId"] == "9" * 50
     assert (alias["previousId"], alias["userId"]) == ("9007199254740993", "0")
 
@@ -212,9 +254,15 @@ def test_invalid_calls_raise_typed_errors(serve: Any) -> None:
 
 def test_500_three_times_then_200_loses_nothing(serve: Any) -> None:
     srv = serve(lambda n, h, b: (500, {}, b"") if n < 3 else (200, {}, b""))
-    errors: List[Any] = []
-    c = callpost.Client("wk", endpoint=srv.url, flush_at=10, backoff_base=0.05, backoff_cap=0.2,
-                        on_error=lambda err, msgs: errors.append((err, msgs)))
+    errors: list[Any] = []
+    c = callpost.Client(
+        "wk",
+        endpoint=srv.url,
+        flush_at=10,
+        backoff_base=0.05,
+        backoff_cap=0.2,
+        on_error=lambda err, msgs: errors.append((err, msgs)),
+    )
     sent = [c.track("u", "e", {"i": i}) for i in range(10)]
     assert c.flush(timeout=10)
     c.close()
@@ -225,7 +273,7 @@ def test_500_three_times_then_200_loses_nothing(serve: Any) -> None:
 
 def test_4xx_hands_the_messages_to_on_error(serve: Any) -> None:
     srv = serve(lambda n, h, b: (400, {}, b"bad"))
-    errors: List[Tuple[Any, List[Dict[str, Any]]]] = []
+    errors: list[tuple[Any, list[dict[str, Any]]]] = []
     c = callpost.Client("wk", endpoint=srv.url, flush_at=3, on_error=lambda err, msgs: errors.append((err, msgs)))
     sent = [c.track("u", "e", {"i": i}) for i in range(3)]
     c.close()
@@ -237,9 +285,14 @@ def test_4xx_hands_the_messages_to_on_error(serve: Any) -> None:
 
 
 def test_close_with_the_server_down_reports_every_message(serve: Any) -> None:
-    errors: List[Any] = []
-    c = callpost.Client("wk", endpoint="http://127.0.0.1:9", flush_at=5, backoff_base=0.05,
-                        on_error=lambda err, msgs: errors.extend(m["messageId"] for m in msgs))
+    errors: list[Any] = []
+    c = callpost.Client(
+        "wk",
+        endpoint="http://127.0.0.1:9",
+        flush_at=5,
+        backoff_base=0.05,
+        on_error=lambda err, msgs: errors.extend(m["messageId"] for m in msgs),
+    )
     sent = [c.track("u", "e", {"i": i}) for i in range(12)]
     c.close(timeout=0.5)
     assert sorted(errors) == sorted(sent)
@@ -271,6 +324,7 @@ def test_a_forked_child_can_send(serve: Any) -> None:
 def test_messages_queued_at_exit_are_sent(serve: Any, tmp_path: Any) -> None:
     import subprocess
     import sys
+
     srv = serve(ok)
     script = tmp_path / "app.py"
     script.write_text(
@@ -287,7 +341,7 @@ def test_messages_queued_at_exit_are_sent(serve: Any, tmp_path: Any) -> None:
 def test_async_client(serve: Any) -> None:
     srv = serve(ok)
 
-    async def main() -> List[str]:
+    async def main() -> list[str]:
         async with callpost.AsyncClient("wk", endpoint=srv.url, flush_at=4, flush_after=60) as c:
             return [c.track("u", "e", {"i": i}) for i in range(10)]
 
@@ -301,8 +355,16 @@ def test_debug_env_turns_on_logging_when_a_client_is_made(tmp_path: Any) -> None
     # takes effect when a client is made, and on the callpost logger only.
     import subprocess
     import sys
-    code = ("import logging, callpost; print(logging.getLogger('callpost').level); "
-            "callpost.Client('wk', send=False); print(logging.getLogger('callpost').level)")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DEBUG": "analytics"}, capture_output=True,
-                         text=True, check=True)
+
+    code = (
+        "import logging, callpost; print(logging.getLogger('callpost').level); "
+        "callpost.Client('wk', send=False); print(logging.getLogger('callpost').level)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "DEBUG": "analytics"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.split() == ["0", "10"]

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import pytest
-
-import callpost
 from conftest import ok
 
-CALL: Dict[str, Any] = {"type": "track", "userId": "u1", "event": "Tested", "messageId": "m-1", "properties": {"n": 1}}
+import callpost
+
+CALL: dict[str, Any] = {"type": "track", "userId": "u1", "event": "Tested", "messageId": "m-1", "properties": {"n": 1}}
 FAST = dict(backoff_base=0.05, backoff_cap=0.2)
 
 
@@ -37,7 +37,7 @@ def test_500_then_200_is_retried_and_delivered_once(serve: Any) -> None:
 def test_a_receiver_slower_than_the_timeout_is_retried(serve: Any) -> None:
     slow_answered = threading.Event()
 
-    def handler(n: int, h: dict, b: bytes) -> Tuple[int, dict, bytes]:
+    def handler(n: int, h: dict, b: bytes) -> tuple[int, dict, bytes]:
         if n == 0:
             time.sleep(2.0)
             slow_answered.set()
@@ -62,7 +62,9 @@ def test_4xx_and_3xx_are_not_retried(serve: Any, status: int) -> None:
 
 
 def test_408_and_429_are_retried_and_retry_after_is_honoured(serve: Any) -> None:
-    srv = serve(lambda n, h, b: (429, {"Retry-After": "1"}, b"") if n == 0 else (408, {}, b"") if n == 1 else (200, {}, b""))
+    srv = serve(
+        lambda n, h, b: (429, {"Retry-After": "1"}, b"") if n == 0 else (408, {}, b"") if n == 1 else (200, {}, b"")
+    )
     hooks = callpost.Webhooks([srv.url], **FAST)
     result = hooks.deliver(CALL)
     assert result.attempts == 3
@@ -75,8 +77,9 @@ def test_failover_to_the_second_url(serve: Any) -> None:
     down = serve(lambda n, h, b: (503, {}, b""))
     up = serve(ok)
     third = serve(ok)
-    hooks = callpost.Webhooks([down.url, {"url": up.url, "headers": {"Authorization": "Bearer t"}}, third.url], "k",
-                              mode="failover", **FAST)
+    hooks = callpost.Webhooks(
+        [down.url, {"url": up.url, "headers": {"Authorization": "Bearer t"}}, third.url], "k", mode="failover", **FAST
+    )
     result = hooks.deliver(CALL)
     assert result.endpoint == 1 and result.attempts == 2
     assert len(down.received) == 1 and len(up.received) == 1 and len(third.received) == 0
@@ -126,7 +129,7 @@ def test_deliver_async(serve: Any) -> None:
     srv = serve(lambda n, h, b: (503, {}, b"") if n < 2 else (200, {}, b""))
     hooks = callpost.Webhooks([srv.url], "k", **FAST)
 
-    async def main() -> Tuple[callpost.DeliveryResult, int]:
+    async def main() -> tuple[callpost.DeliveryResult, int]:
         ticks = 0
         task = asyncio.ensure_future(hooks.deliver_async(CALL))
         while not task.done():  # the loop keeps running while it waits
@@ -144,7 +147,7 @@ def together(parties: int, status: int = 200) -> Any:
     never do: requests sent one after another cannot pass it."""
     barrier = threading.Barrier(parties, timeout=2.0)
 
-    def handler(n: int, h: dict, b: bytes) -> Tuple[int, dict, bytes]:
+    def handler(n: int, h: dict, b: bytes) -> tuple[int, dict, bytes]:
         try:
             barrier.wait()
         except threading.BrokenBarrierError:
@@ -164,7 +167,9 @@ def test_parallel_sends_each_round_to_every_url_at_once(serve: Any) -> None:
     result = hooks.deliver(CALL)
     assert all(len(s.received) == 2 for s in servers), "every url, every round"
     assert [r["round"] for r in result.log] == [1, 1, 1, 2, 2, 2]
-    assert [r["outcome"]["status"] for r in result.log] == [503] * 3 + [200] * 3, "each round's requests were in flight together"
+    assert [r["outcome"]["status"] for r in result.log] == [503] * 3 + [200] * 3, (
+        "each round's requests were in flight together"
+    )
     assert result.delivered
     bodies = {s.received.requests[1][2] for s in servers}
     assert len(bodies) == 1, "the same signed bytes to every url"
@@ -193,7 +198,7 @@ def test_four_hour_window_on_a_fake_clock() -> None:
     t0 = 1_795_341_845_123
     d = hooks.delivery(CALL, t0, seed=5)
     now = t0
-    sent: List[int] = []
+    sent: list[int] = []
     while True:
         attempts = []
         while (a := d.poll_request(now)) is not None:

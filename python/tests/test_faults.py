@@ -15,19 +15,19 @@ import random
 import threading
 import time
 from collections import Counter
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 import callpost
 
 N = 1000
 
 
-def faulty(seed: int) -> Tuple[Any, Counter]:
+def faulty(seed: int) -> tuple[Any, Counter]:
     rng = random.Random(seed)
     lock = threading.Lock()
     acked: Counter = Counter()
 
-    def handler(n: int, headers: Dict[str, str], body: bytes) -> Tuple[Any, Dict[str, str], bytes]:
+    def handler(n: int, headers: dict[str, str], body: bytes) -> tuple[Any, dict[str, str], bytes]:
         with lock:
             r = rng.random()
         if r < 0.30:
@@ -51,10 +51,12 @@ def faulty(seed: int) -> Tuple[Any, Counter]:
 def test_webhook_deliveries_under_faults(serve: Any) -> None:
     handler, acked = faulty(7)
     srv = serve(handler)
-    hooks = callpost.Webhooks([srv.url + "/hook"], "k", timeout=0.2, backoff_base=0.01, backoff_cap=0.05, retry_window=30)
-    delivered: List[str] = []
-    reported: List[str] = []
-    attempts: List[int] = []
+    hooks = callpost.Webhooks(
+        [srv.url + "/hook"], "k", timeout=0.2, backoff_base=0.01, backoff_cap=0.05, retry_window=30
+    )
+    delivered: list[str] = []
+    reported: list[str] = []
+    attempts: list[int] = []
 
     async def one(i: int, sem: asyncio.Semaphore) -> None:
         mid = f"m-{i}"
@@ -73,8 +75,10 @@ def test_webhook_deliveries_under_faults(serve: Any) -> None:
 
     asyncio.run(main())
     lost = N - len(delivered) - len(reported)
-    print(f"\nwebhooks under faults: sent={N} delivered={len(delivered)} reported={len(reported)} lost={lost} "
-          f"attempts={sum(attempts)}")
+    print(
+        f"\nwebhooks under faults: sent={N} delivered={len(delivered)} reported={len(reported)} lost={lost} "
+        f"attempts={sum(attempts)}"
+    )
     assert lost == 0
     assert sum(attempts) > N * 1.4, "the faults really happened"
     for mid in delivered:
@@ -83,11 +87,11 @@ def test_webhook_deliveries_under_faults(serve: Any) -> None:
 
 
 def test_batching_client_under_faults(serve: Any) -> None:
-    handler, acked_first = faulty(11)
-    acked_batches: List[List[str]] = []
+    handler, _acked = faulty(11)
+    acked_batches: list[list[str]] = []
     lock = threading.Lock()
 
-    def recording(n: int, headers: Dict[str, str], body: bytes) -> Tuple[Any, Dict[str, str], bytes]:
+    def recording(n: int, headers: dict[str, str], body: bytes) -> tuple[Any, dict[str, str], bytes]:
         status, h, reply = handler(n, headers, body)
         if status == 200:
             with lock:
@@ -95,15 +99,26 @@ def test_batching_client_under_faults(serve: Any) -> None:
         return status, h, reply
 
     srv = serve(recording)
-    failed: List[str] = []
-    c = callpost.Client("wk", endpoint=srv.url, flush_at=10, flush_after=0.05, timeout=0.2, backoff_base=0.01,
-                        backoff_cap=0.05, max_attempts=4, on_error=lambda e, msgs: failed.extend(m["messageId"] for m in msgs))
+    failed: list[str] = []
+    c = callpost.Client(
+        "wk",
+        endpoint=srv.url,
+        flush_at=10,
+        flush_after=0.05,
+        timeout=0.2,
+        backoff_base=0.01,
+        backoff_cap=0.05,
+        max_attempts=4,
+        on_error=lambda e, msgs: failed.extend(m["messageId"] for m in msgs),
+    )
     sent = [c.track("u", "e", {"i": i}) for i in range(N)]
     c.close(timeout=60)
     acked = Counter(mid for b in acked_batches for mid in b)
     delivered = [m for m in sent if acked[m] > 0]
-    print(f"\nclient under faults: sent={N} delivered={len(delivered)} reported={len(failed)} "
-          f"lost={N - len(delivered) - len(set(failed) - set(delivered))} acked_twice={sum(1 for v in acked.values() if v > 1)}")
+    print(
+        f"\nclient under faults: sent={N} delivered={len(delivered)} reported={len(failed)} "
+        f"lost={N - len(delivered) - len(set(failed) - set(delivered))} acked_twice={sum(1 for v in acked.values() if v > 1)}"
+    )
     assert set(delivered) | set(failed) == set(sent), "every accepted message is delivered or reported"
     assert len(failed) == len(set(failed)), "reported once"
 
@@ -111,7 +126,7 @@ def test_batching_client_under_faults(serve: Any) -> None:
 def test_a_receiver_that_never_answers_blocks_nothing(serve: Any) -> None:
     answered = threading.Event()
 
-    def hang(n: int, h: dict, b: bytes) -> Tuple[int, dict, bytes]:
+    def hang(n: int, h: dict, b: bytes) -> tuple[int, dict, bytes]:
         time.sleep(30)
         answered.set()
         return 200, {}, b""

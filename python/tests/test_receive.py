@@ -8,8 +8,9 @@ import json
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any
 
 import httpx
 import pytest
@@ -21,11 +22,11 @@ SECRET = "whsec-frameworks"
 SERVE = Path(__file__).parent / "receivers" / "serve.py"
 
 
-def call(event: str = "Order Completed", **extra: Any) -> Dict[str, Any]:
+def call(event: str = "Order Completed", **extra: Any) -> dict[str, Any]:
     return {"type": "track", "userId": "u1", "event": event, "messageId": str(uuid.uuid4()), **extra}
 
 
-def signed(body: str, header: str = "X-Signature", secret: str = SECRET) -> Dict[str, str]:
+def signed(body: str, header: str = "X-Signature", secret: str = SECRET) -> dict[str, str]:
     return {"Content-Type": "application/json", header: callpost.sign(secret, body)}
 
 
@@ -46,7 +47,11 @@ def test_receive_returns_the_call_and_names_each_refusal() -> None:
         with pytest.raises(SignatureError) as e:
             callpost.receive(body, headers, SECRET)
         codes[name] = e.value.code
-    assert codes == {"missing": "missing_signature", "malformed": "malformed_signature", "mismatch": "signature_mismatch"}
+    assert codes == {
+        "missing": "missing_signature",
+        "malformed": "malformed_signature",
+        "mismatch": "signature_mismatch",
+    }
 
 
 def test_a_parsed_body_is_refused_with_the_fix() -> None:
@@ -80,7 +85,15 @@ def test_receiver_drops_duplicates_and_forgets_failed_ones() -> None:
 def test_seen_ids_is_a_bounded_lru() -> None:
     seen = SeenIds(capacity=2)
     # "a" is used again, so "b" is the one evicted by "c"; then "b" evicts "a".
-    assert [seen("a"), seen("b"), seen("a"), seen("c"), seen("b"), seen("c"), seen("a")] == [False, False, True, False, False, True, False]
+    assert [seen("a"), seen("b"), seen("a"), seen("c"), seen("b"), seen("c"), seen("a")] == [
+        False,
+        False,
+        True,
+        False,
+        False,
+        True,
+        False,
+    ]
     assert len(seen) == 2
 
 
@@ -117,7 +130,7 @@ def app(request: pytest.FixtureRequest) -> Iterator[str]:
         proc.wait(10)
 
 
-def processed(base: str) -> List[str]:
+def processed(base: str) -> list[str]:
     return list(httpx.get(f"{base}/processed").json())
 
 

@@ -13,12 +13,14 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+from relay_support import ADMIN, SECRET, WRITE_KEY, Database, Hook, RelayProcess, basic, config_text, track
 
 import callpost
-from relay_support import ADMIN, SECRET, WRITE_KEY, Database, Hook, RelayProcess, basic, config_text, track
+
 
 @pytest.fixture
 def hook(serve: Callable[..., Any]) -> Hook:
@@ -34,14 +36,18 @@ def relay(tmp_path: pathlib.Path, hook: Hook, database: Database) -> Any:
         r.stop()
 
 
-def batch(calls: List[Dict[str, Any]], **extra: Any) -> Dict[str, Any]:
+def batch(calls: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {"batch": calls, "writeKey": WRITE_KEY, **extra}
 
 
-def test_a_batch_is_acknowledged_with_segments_answer_and_delivered_signed_and_enriched(relay: RelayProcess, hook: Hook,
-                                                                                         database: Database) -> None:
+def test_a_batch_is_acknowledged_with_segments_answer_and_delivered_signed_and_enriched(
+    relay: RelayProcess, hook: Hook, database: Database
+) -> None:
     sent_at = "2026-11-22T11:59:00.000Z"
-    calls = [track(1, timestamp="2026-11-22T11:58:59.000Z"), {"type": "identify", "userId": "u2", "traits": {"plan": "pro"}}]
+    calls = [
+        track(1, timestamp="2026-11-22T11:58:59.000Z"),
+        {"type": "identify", "userId": "u2", "traits": {"plan": "pro"}},
+    ]
     status, headers, body = relay.post("/v1/batch", batch(calls, sentAt=sent_at))
     assert (status, body) == (200, callpost._callpost.SUCCESS_BODY.encode())
     assert headers["content-type"] == "application/json"
@@ -90,7 +96,7 @@ def test_every_route_and_the_write_key_in_either_place(relay: RelayProcess, hook
     assert all(d.verified for d in hook.ok())
 
 
-def _answer(relay: RelayProcess, path: str, body: Any, headers: Dict[str, str]) -> Any:
+def _answer(relay: RelayProcess, path: str, body: Any, headers: dict[str, str]) -> Any:
     status, h, raw = relay.post(path, body, headers)
     return status, h, json.loads(raw) if raw else None
 
@@ -101,18 +107,48 @@ def test_bad_input_gets_the_documented_answer_and_nothing_crashes(relay: RelayPr
     cases = [
         ("malformed JSON", "/v1/batch", b'{"batch": [', auth, 400, "invalid_json"),
         ("not a batch", "/v1/batch", b"[1]", auth, 400, "invalid_batch"),
-        ("wrong content type", "/v1/batch", b"{}", {**auth, "Content-Type": "application/x-www-form-urlencoded"}, 415,
-         "unsupported_media_type"),
+        (
+            "wrong content type",
+            "/v1/batch",
+            b"{}",
+            {**auth, "Content-Type": "application/x-www-form-urlencoded"},
+            415,
+            "unsupported_media_type",
+        ),
         ("unknown encoding", "/v1/batch", b"{}", {**auth, "Content-Encoding": "br"}, 415, "unsupported_encoding"),
-        ("zip bomb", "/v1/batch", gzip.compress(b" " * 50_000_000), {**auth, "Content-Encoding": "gzip"}, 413,
-         "batch_too_large"),
+        (
+            "zip bomb",
+            "/v1/batch",
+            gzip.compress(b" " * 50_000_000),
+            {**auth, "Content-Encoding": "gzip"},
+            413,
+            "batch_too_large",
+        ),
         ("corrupt gzip", "/v1/batch", b"not gzip", {**auth, "Content-Encoding": "gzip"}, 400, "invalid_compression"),
-        ("oversize call", "/v1/batch", ('{"batch":[' + one.replace("PAD", "x" * 32_000) + "]}").encode(), auth, 400,
-         "call_too_large"),
-        ("oversize batch", "/v1/batch", ('{"batch":[],"pad":"' + "x" * 500_001 + '"}').encode(), auth, 400,
-         "batch_too_large"),
-        ("2,501 calls", "/v1/batch", ('{"batch":[' + ",".join([one.replace("PAD", "")] * 2501) + "]}").encode(), auth,
-         400, "too_many_calls"),
+        (
+            "oversize call",
+            "/v1/batch",
+            ('{"batch":[' + one.replace("PAD", "x" * 32_000) + "]}").encode(),
+            auth,
+            400,
+            "call_too_large",
+        ),
+        (
+            "oversize batch",
+            "/v1/batch",
+            ('{"batch":[],"pad":"' + "x" * 500_001 + '"}').encode(),
+            auth,
+            400,
+            "batch_too_large",
+        ),
+        (
+            "2,501 calls",
+            "/v1/batch",
+            ('{"batch":[' + ",".join([one.replace("PAD", "")] * 2501) + "]}").encode(),
+            auth,
+            400,
+            "too_many_calls",
+        ),
         ("unknown write key", "/v1/batch", b'{"batch":[]}', {"Authorization": basic("nope")}, 401, "unknown_write_key"),
         ("no write key", "/v1/batch", b'{"batch":[]}', {}, 401, "missing_write_key"),
         ("unknown route", "/v1/nope", b"{}", auth, 404, "unknown_route"),
@@ -160,14 +196,23 @@ def test_gzip_and_text_plain_and_cors(relay: RelayProcess, hook: Hook) -> None:
     status, _, _ = relay.post("/v1/batch", gzip.compress(raw), {"Content-Encoding": "gzip"})
     assert status == 200
     # analytics.js: text/plain (no preflight), cross-origin.
-    status, headers, _ = relay.post("/v1/t", json.dumps({**track(2), "writeKey": WRITE_KEY}),
-                                    {"Content-Type": "text/plain", "Origin": "https://shop.example"})
+    status, headers, _ = relay.post(
+        "/v1/t",
+        json.dumps({**track(2), "writeKey": WRITE_KEY}),
+        {"Content-Type": "text/plain", "Origin": "https://shop.example"},
+    )
     assert status == 200 and headers["access-control-allow-origin"] == "*"
     import urllib.request
 
-    req = urllib.request.Request(relay.url + "/v1/batch", method="OPTIONS", headers={
-        "Origin": "https://shop.example", "Access-Control-Request-Method": "POST",
-        "Access-Control-Request-Headers": "content-type,authorization"})
+    req = urllib.request.Request(
+        relay.url + "/v1/batch",
+        method="OPTIONS",
+        headers={
+            "Origin": "https://shop.example",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type,authorization",
+        },
+    )
     with urllib.request.urlopen(req) as r:
         assert r.status == 204
         assert r.headers["Access-Control-Allow-Methods"] == "POST, OPTIONS"
@@ -183,9 +228,13 @@ def test_probes_metrics_status_and_admin_auth(relay: RelayProcess) -> None:
         with urllib.request.urlopen(relay.url + path) as r:
             assert r.status == 200
     text = relay.metrics()
-    for name in ("callpost_relay_queue_depth", "callpost_relay_oldest_pending_age_seconds",
-                 "callpost_relay_dead_letters", "callpost_relay_commit_seconds_bucket",
-                 "callpost_relay_sql_statements_total"):
+    for name in (
+        "callpost_relay_queue_depth",
+        "callpost_relay_oldest_pending_age_seconds",
+        "callpost_relay_dead_letters",
+        "callpost_relay_commit_seconds_bucket",
+        "callpost_relay_sql_statements_total",
+    ):
         assert name in text
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(relay.url + "/admin/status")
@@ -202,8 +251,9 @@ def test_probes_metrics_status_and_admin_auth(relay: RelayProcess) -> None:
     assert not any(SECRET in line or ADMIN in line or WRITE_KEY in line for line in relay.log)
 
 
-def test_delete_notifications_go_to_every_enabled_source(tmp_path: pathlib.Path, hook: Hook, serve: Callable[..., Any],
-                                                         database: Database) -> None:
+def test_delete_notifications_go_to_every_enabled_source(
+    tmp_path: pathlib.Path, hook: Hook, serve: Callable[..., Any], database: Database
+) -> None:
     other = Hook(serve)
     off = Hook(serve)
     sources = f"""
@@ -236,9 +286,14 @@ enabled = false
         r.stop()
 
 
-def test_audience_syncs_send_the_changes_as_identify_calls(relay: RelayProcess, hook: Hook, tmp_path: pathlib.Path) -> None:
-    sync = lambda members: relay.admin("POST", "/admin/audiences",  # noqa: E731
-                                       {"source": "web", "audience": "High Value Users", "members": members})
+def test_audience_syncs_send_the_changes_as_identify_calls(
+    relay: RelayProcess, hook: Hook, tmp_path: pathlib.Path
+) -> None:
+    def sync(members: list[str]) -> Any:
+        return relay.admin(
+            "POST", "/admin/audiences", {"source": "web", "audience": "High Value Users", "members": members}
+        )
+
     assert sync(["a", "b", "c"]) == {"calls": 3}
     relay.wait(lambda: len(hook.ok()) == 3, what="first sync")
     assert sync(["b", "c", "d"]) == {"calls": 2}
@@ -256,8 +311,9 @@ def test_audience_syncs_send_the_changes_as_identify_calls(relay: RelayProcess, 
     assert all(d.json["type"] == "identify" and d.verified for d in hook.ok())
 
 
-def test_sigterm_finishes_or_gives_back_what_is_in_flight_and_loses_nothing(tmp_path: pathlib.Path, serve: Callable[..., Any],
-                                                                             database: Database) -> None:
+def test_sigterm_finishes_or_gives_back_what_is_in_flight_and_loses_nothing(
+    tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database
+) -> None:
     slow = Hook(serve, lambda d: 1.5)
     r = RelayProcess(config_text(database, [slow.url]), tmp_path).start()
     assert r.post("/v1/batch", batch([track(n) for n in range(20)]))[0] == 200
@@ -272,13 +328,14 @@ def test_sigterm_finishes_or_gives_back_what_is_in_flight_and_loses_nothing(tmp_
     r.stop()
 
 
-def test_backpressure_answers_503_with_retry_after_and_loses_no_acknowledged_call(tmp_path: pathlib.Path, hook: Hook,
-                                                                                  database: Database) -> None:
+def test_backpressure_answers_503_with_retry_after_and_loses_no_acknowledged_call(
+    tmp_path: pathlib.Path, hook: Hook, database: Database
+) -> None:
     r = RelayProcess(config_text(database, [hook.url], extra="[ingest]\nmax_backlog = 40\n"), tmp_path).start()
     try:
         # Storage stalls: another session holds the write lock.
         release = database.stall()
-        answers: List[Any] = []
+        answers: list[Any] = []
         lock = threading.Lock()
 
         def send(n: int) -> None:
@@ -297,7 +354,7 @@ def test_backpressure_answers_503_with_retry_after_and_loses_no_acknowledged_cal
         refused = [res for _, res in answers if res[0] == 503]
         accepted = [n for n, res in answers if res[0] == 200]
         assert refused, "a stalled store must refuse new calls"
-        for status, headers, body in refused:
+        for _status, headers, body in refused:
             assert headers["retry-after"] == "1" and json.loads(body)["code"] == "overloaded"
         assert accepted, "the calls queued before the stall are acknowledged once it ends"
         r.wait_drained(60)
@@ -310,8 +367,9 @@ def test_backpressure_answers_503_with_retry_after_and_loses_no_acknowledged_cal
 
 
 def test_destinations_on_private_addresses_are_refused_unless_allowed(tmp_path: pathlib.Path, hook: Hook) -> None:
-    text = config_text(f"sqlite:///{tmp_path / 'relay.db'}", [hook.url]).replace("allow_private_networks = true",
-                                                                  "allow_private_networks = false")
+    text = config_text(f"sqlite:///{tmp_path / 'relay.db'}", [hook.url]).replace(
+        "allow_private_networks = true", "allow_private_networks = false"
+    )
     r = RelayProcess(text, tmp_path)
     with pytest.raises(RuntimeError):
         r.start()
@@ -319,23 +377,43 @@ def test_destinations_on_private_addresses_are_refused_unless_allowed(tmp_path: 
     assert any("private or loopback address" in line for line in r.log), r.log
     # Names are resolved at start too: "localhost" is loopback; and IP
     # literals, IPv4-mapped IPv6 included, are checked as what they are.
-    for url in ("http://localhost:9/hook", "http://127.0.0.1:9/hook", "http://[::ffff:127.0.0.1]:9/hook",
-                "http://[::1]:9/hook", "http://10.0.0.1/hook"):
-        out = _run_relay(tmp_path, "--listen", "127.0.0.1:0", "--write-key", "k", "--webhook-url", url, "--database",
-                         f"sqlite:///{tmp_path / 'other.db'}")
+    for url in (
+        "http://localhost:9/hook",
+        "http://127.0.0.1:9/hook",
+        "http://[::ffff:127.0.0.1]:9/hook",
+        "http://[::1]:9/hook",
+        "http://10.0.0.1/hook",
+    ):
+        out = _run_relay(
+            tmp_path,
+            "--listen",
+            "127.0.0.1:0",
+            "--write-key",
+            "k",
+            "--webhook-url",
+            url,
+            "--database",
+            f"sqlite:///{tmp_path / 'other.db'}",
+        )
         assert out.returncode == 2 and "private or loopback address" in out.stderr, (url, out.stderr)
 
 
-def _run_relay(tmp_path: pathlib.Path, *args: str, env: Optional[Dict[str, str]] = None,
-               timeout: float = 10) -> "subprocess.CompletedProcess[str]":
+def _run_relay(
+    tmp_path: pathlib.Path, *args: str, env: dict[str, str] | None = None, timeout: float = 10
+) -> subprocess.CompletedProcess[str]:
     """The relay with ``args``, for one that is expected to stop at once."""
-    return subprocess.run([sys.executable, "-m", "callpost", "relay", *args], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "callpost", "relay", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_configuration_errors_name_the_setting(tmp_path: pathlib.Path) -> None:
-    def bad(text: str, *args: str, env: Optional[Dict[str, str]] = None) -> str:
+    def bad(text: str, *args: str, env: dict[str, str] | None = None) -> str:
         p = tmp_path / "bad.toml"
         p.write_text(text)
         out = _run_relay(tmp_path, "--config", str(p), *args, env=env)
@@ -346,9 +424,11 @@ def test_configuration_errors_name_the_setting(tmp_path: pathlib.Path) -> None:
     assert "listen" in bad('listen = "nope"')
     assert "lsten" in bad('lsten = "127.0.0.1:1"')
     assert "write key" in bad('[[sources]]\nname = "a"\nwrite_keys = []')
-    assert "too_many_endpoints" in bad('[[sources]]\nname = "a"\nwrite_keys = ["k"]\n[sources.webhooks]\n'
-                                       'urls = ["https://a.example/1","https://a.example/2","https://a.example/3",'
-                                       '"https://a.example/4","https://a.example/5","https://a.example/6"]')
+    assert "too_many_endpoints" in bad(
+        '[[sources]]\nname = "a"\nwrite_keys = ["k"]\n[sources.webhooks]\n'
+        'urls = ["https://a.example/1","https://a.example/2","https://a.example/3",'
+        '"https://a.example/4","https://a.example/5","https://a.example/6"]'
+    )
     assert "synchronous" in bad('[storage]\nsynchronous = "OFF"')
     assert "both" in bad('[[sources]]\nname = "a"\nwrite_keys = ["k"]\n[[sources]]\nname = "b"\nwrite_keys = ["k"]')
     # A short admin token is refused, and the token itself is never echoed.
@@ -364,16 +444,24 @@ def test_configuration_errors_name_the_setting(tmp_path: pathlib.Path) -> None:
 def test_the_shipped_relay_has_no_test_clock(tmp_path: pathlib.Path) -> None:
     # The wheel's binary, not the tests' build (CALLPOST_RELAY_BIN).
     env = {k: v for k, v in os.environ.items() if k != "CALLPOST_RELAY_BIN"}
-    shipped = subprocess.run([sys.executable, "-c", "from callpost._relay import relay_binary; print(relay_binary())"],
-                             capture_output=True, text=True, env=env, check=True).stdout.strip()
+    shipped = subprocess.run(
+        [sys.executable, "-c", "from callpost._relay import relay_binary; print(relay_binary())"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout.strip()
     assert shipped and shipped != os.environ.get("CALLPOST_RELAY_BIN")
-    out = subprocess.run([shipped, "--test-clock", "--listen", "127.0.0.1:0"], capture_output=True, text=True,
-                         timeout=10, cwd=tmp_path)
+    out = subprocess.run(
+        [shipped, "--test-clock", "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=10, cwd=tmp_path
+    )
     assert out.returncode == 2 and "--test-clock" in out.stderr
     assert "--test-clock" not in subprocess.run([shipped, "--help"], capture_output=True, text=True).stdout
     # The tests' build has it.
-    assert "--test-clock" in subprocess.run([os.environ["CALLPOST_RELAY_BIN"], "--help"], capture_output=True,
-                                            text=True).stdout
+    assert (
+        "--test-clock"
+        in subprocess.run([os.environ["CALLPOST_RELAY_BIN"], "--help"], capture_output=True, text=True).stdout
+    )
 
 
 def test_a_second_relay_on_the_same_sqlite_file_is_refused(tmp_path: pathlib.Path, hook: Hook) -> None:

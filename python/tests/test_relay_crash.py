@@ -18,17 +18,17 @@ import pathlib
 import random
 import threading
 import time
-from typing import Any, Callable, Dict, List, Set, Tuple
-
-import pytest
+from collections.abc import Callable
+from typing import Any
 
 from relay_support import Database, Hook, RelayProcess, Sender, Tally, config_text, delivered_ids, free_port
-
 
 KILLS = {"sqlite": 200, "postgres": 200}
 
 
-def test_kill_9_at_random_points_loses_nothing(tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database) -> None:
+def test_kill_9_at_random_points_loses_nothing(
+    tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database
+) -> None:
     seed = int(os.environ.get("CALLPOST_CRASH_SEED", str(random.randrange(1 << 30))))
     kills_wanted = int(os.environ.get("CALLPOST_CRASH_KILLS", KILLS[database.backend]))
     print(f"crash test seed {seed} (CALLPOST_CRASH_SEED={seed} replays it), {kills_wanted} kills")
@@ -47,8 +47,8 @@ def test_kill_9_at_random_points_loses_nothing(tmp_path: pathlib.Path, serve: Ca
     port = free_port()
     relay = RelayProcess(config_text(database, [hook.url]), tmp_path, port=port)
     sender = Sender([port], seed)
-    kills: List[Tuple[float, float, bool, int]] = []
-    settled: List[Set[str]] = []
+    kills: list[tuple[float, float, bool, int]] = []
+    settled: list[set[str]] = []
     relay.start()
     sender.start()
     try:
@@ -77,18 +77,27 @@ def test_kill_9_at_random_points_loses_nothing(tmp_path: pathlib.Path, serve: Ca
     delivered, lost, twice, unexplained = tally.delivered, tally.lost, tally.twice, tally.unexplained
     during_ingest = sum(1 for k in kills if k[2])
     during_attempt = sum(1 for k in kills if k[3] > 0)
-    report = (f"kills {len(kills)} (with a batch in flight: {during_ingest}, with attempts in flight: "
-              f"{during_attempt}); calls answered but not stored at a kill: {len(tally.answered_then_lost)}; "
-              f"batches acknowledged {sender.batches} (sent again {sender.retries}); "
-              f"calls acknowledged {len(sender.acked)}, delivered {len(delivered)}, lost {len(lost)}, "
-              f"delivered twice {len(twice)}, of which unexplained {len(unexplained)}")
+    report = (
+        f"kills {len(kills)} (with a batch in flight: {during_ingest}, with attempts in flight: "
+        f"{during_attempt}); calls answered but not stored at a kill: {len(tally.answered_then_lost)}; "
+        f"batches acknowledged {sender.batches} (sent again {sender.retries}); "
+        f"calls acknowledged {len(sender.acked)}, delivered {len(delivered)}, lost {len(lost)}, "
+        f"delivered twice {len(twice)}, of which unexplained {len(unexplained)}"
+    )
     print(report)
     for m in unexplained[:5]:
         first = twice[m][0].ended
-        print("unexplained", m, [(d.started, d.ended, d.status) for d in twice[m]],
-              "next kill", min((at for at, _, _, _ in kills if at >= first), default=None))
+        print(
+            "unexplained",
+            m,
+            [(d.started, d.ended, d.status) for d in twice[m]],
+            "next kill",
+            min((at for at, _, _, _ in kills if at >= first), default=None),
+        )
     (pathlib.Path(__file__).resolve().parents[2] / "target").mkdir(exist_ok=True)
-    (pathlib.Path(__file__).resolve().parents[2] / "target" / f"crash-test-{database.backend}.txt").write_text(report + "\n")
+    (pathlib.Path(__file__).resolve().parents[2] / "target" / f"crash-test-{database.backend}.txt").write_text(
+        report + "\n"
+    )
     assert not lost, f"acknowledged but never delivered: {sorted(lost)[:10]}"
     assert not unexplained, f"delivered twice with no attempt unsettled at a kill: {unexplained[:10]}"
     assert len(kills) == kills_wanted and sender.batches > kills_wanted

@@ -18,10 +18,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Any, Callable, Dict, List, Set, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-
 from relay_support import Database, Hook, RelayProcess, Sender, Tally, config_text, delivered_ids, free_port, track
 
 pytest.importorskip("psycopg")
@@ -39,7 +39,7 @@ def pg(postgres_url: str, tmp_path: pathlib.Path) -> Any:
     db.drop()
 
 
-def relays(n: int, db: Database, tmp: pathlib.Path, hook: Hook, extra: str = "") -> List[RelayProcess]:
+def relays(n: int, db: Database, tmp: pathlib.Path, hook: Hook, extra: str = "") -> list[RelayProcess]:
     out = []
     for i in range(n):
         d = tmp / f"relay{i}"
@@ -61,14 +61,15 @@ def answers(seed: int) -> Callable[[Any], Any]:
     return behaviour
 
 
-def drained(procs: List[RelayProcess], timeout: float) -> None:
+def drained(procs: list[RelayProcess], timeout: float) -> None:
     live = next(p for p in procs if p.running())
     live.wait_drained(timeout)
 
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_relays_on_one_postgres_with_one_killed_again_and_again(
-        n: int, pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
+    n: int, pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]
+) -> None:
     seed = int(os.environ.get("CALLPOST_CRASH_SEED", str(random.randrange(1 << 30))))
     print(f"{n} relays, seed {seed} (CALLPOST_CRASH_SEED={seed} replays it), {KILLS} kills")
     rng = random.Random(seed)
@@ -80,8 +81,8 @@ def test_relays_on_one_postgres_with_one_killed_again_and_again(
     senders = [Sender(ports, seed + 10 + i, prefix=f"s{i}-") for i in range(n)]
     for s in senders:
         s.start()
-    kills: List[Tuple[float, float]] = []
-    settled: List[Set[str]] = []
+    kills: list[tuple[float, float]] = []
+    settled: list[set[str]] = []
     try:
         for _ in range(KILLS):
             time.sleep(rng.uniform(0.1, 1.0))
@@ -108,10 +109,12 @@ def test_relays_on_one_postgres_with_one_killed_again_and_again(
 
     acked = set().union(*(s.acked for s in senders))
     tally = Tally(hook, acked, kills, settled)
-    report = (f"{n} relays, kills {len(kills)}; batches acknowledged {sum(s.batches for s in senders)} "
-              f"(sent again {sum(s.retries for s in senders)}); calls acknowledged {len(acked)}, delivered "
-              f"{len(tally.delivered)}, lost {len(tally.lost)}, delivered twice {len(tally.twice)}, "
-              f"of which unexplained {len(tally.unexplained)}")
+    report = (
+        f"{n} relays, kills {len(kills)}; batches acknowledged {sum(s.batches for s in senders)} "
+        f"(sent again {sum(s.retries for s in senders)}); calls acknowledged {len(acked)}, delivered "
+        f"{len(tally.delivered)}, lost {len(tally.lost)}, delivered twice {len(tally.twice)}, "
+        f"of which unexplained {len(tally.unexplained)}"
+    )
     print(report)
     (ROOT / "target" / f"multi-relay-{n}.txt").write_text(report + "\n")
     assert not tally.lost, f"acknowledged but never delivered: {sorted(tally.lost)[:10]}"
@@ -125,7 +128,8 @@ def test_relays_on_one_postgres_with_one_killed_again_and_again(
 
 
 def test_a_relay_stopped_past_its_lease_cannot_finish_what_another_took_over(
-        pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
+    pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]
+) -> None:
     first = threading.Event()
 
     def behaviour(d: Any) -> Any:
@@ -166,9 +170,14 @@ def test_a_relay_stopped_past_its_lease_cannot_finish_what_another_took_over(
     b.stop()
 
 
-def _pg(action: str, env: Dict[str, str]) -> str:
-    return subprocess.run(["bash", str(ROOT / "scripts" / "postgres.sh"), action], check=True, capture_output=True,
-                          text=True, env=dict(os.environ, **env)).stdout.strip()
+def _pg(action: str, env: dict[str, str]) -> str:
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts" / "postgres.sh"), action],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, **env),
+    ).stdout.strip()
 
 
 def test_postgres_restarted_mid_run(tmp_path: pathlib.Path, serve: Callable[..., Any]) -> None:
@@ -191,11 +200,12 @@ def test_postgres_restarted_mid_run(tmp_path: pathlib.Path, serve: Callable[...,
         # While it is down: nothing is acknowledged, ingest answers 503 and
         # the relays say they are not ready.
         acked_at_stop = sum(len(s.acked) for s in senders)
-        seen: Dict[int, int] = {}
+        seen: dict[int, int] = {}
         deadline = time.time() + 20
         while time.time() < deadline and not (seen.get(503) and all(not_ready(p) for p in procs)):
-            status = procs[0].post("/v1/track", track("while-down"), {"Authorization": "Basic d2stdGVzdDo="},
-                                   timeout=15)[0]
+            status = procs[0].post(
+                "/v1/track", track("while-down"), {"Authorization": "Basic d2stdGVzdDo="}, timeout=15
+            )[0]
             seen[status] = seen.get(status, 0) + 1
             time.sleep(0.2)
         assert seen.get(503), f"ingest while Postgres is down answered {seen}"
@@ -217,9 +227,11 @@ def test_postgres_restarted_mid_run(tmp_path: pathlib.Path, serve: Callable[...,
             p.stop()
         acked = set().union(*(s.acked for s in senders))
         tally = Tally(hook, acked, [(down, up)])
-        print(f"acknowledged {acked_at_stop} before the stop, {stuck - acked_at_stop} while down "
-              f"(batches in flight at the stop), {len(acked)} in all; answers while down {seen}; "
-              f"lost {len(tally.lost)}, delivered twice {len(tally.twice)}")
+        print(
+            f"acknowledged {acked_at_stop} before the stop, {stuck - acked_at_stop} while down "
+            f"(batches in flight at the stop), {len(acked)} in all; answers while down {seen}; "
+            f"lost {len(tally.lost)}, delivered twice {len(tally.twice)}"
+        )
         assert not tally.lost, f"acknowledged but never delivered: {sorted(tally.lost)[:10]}"
         assert not tally.unexplained, tally.unexplained[:10]
         if not seen.get(200):

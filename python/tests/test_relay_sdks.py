@@ -21,13 +21,13 @@ import shutil
 import subprocess
 import sys
 import time
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-
-import callpost
 from relay_support import WRITE_KEY, Database, Hook, RelayProcess, config_text
 
+import callpost
 
 SDK = pathlib.Path(__file__).parent / "sdk"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -55,7 +55,7 @@ def marker(d: Any) -> str:
     return str(body["properties"]["seq"])
 
 
-def expected(tag: str) -> List[str]:
+def expected(tag: str) -> list[str]:
     return [f"{tag}-{kind}-{i}" for kind in KINDS for i in range(N)]
 
 
@@ -66,17 +66,20 @@ def hook(serve: Callable[..., Any]) -> Hook:
 
 @pytest.fixture
 def relay(tmp_path: pathlib.Path, hook: Hook, database: Database) -> Any:
-    r = RelayProcess(config_text(database, [hook.url]), tmp_path,
-                     args=("--test-clock", "--clock-offset-ms", str(SKEW_MS)))
+    r = RelayProcess(
+        config_text(database, [hook.url]), tmp_path, args=("--test-clock", "--clock-offset-ms", str(SKEW_MS))
+    )
     r.start()
     yield r
     if r.running():
         r.stop()
 
 
-def check(relay: RelayProcess, hook: Hook, tag: str, started: float, ended: float, timeout: float = 120,
-          sender_said: str = "") -> None:
+def check(
+    relay: RelayProcess, hook: Hook, tag: str, started: float, ended: float, timeout: float = 120, sender_said: str = ""
+) -> None:
     want = expected(tag)
+
     def mine() -> int:
         return sum(1 for d in hook.ok() if marker(d).startswith(tag + "-"))
 
@@ -86,7 +89,7 @@ def check(relay: RelayProcess, hook: Hook, tag: str, started: float, ended: floa
         raise AssertionError(f"{sender_said}\nhave {mine()}; relay status {relay.status()}\n{e}") from None
     relay.wait_drained(timeout)
     mine = [d for d in hook.ok() if marker(d).startswith(tag + "-")]
-    seen: Dict[str, int] = {}
+    seen: dict[str, int] = {}
     for d in mine:
         seen[marker(d)] = seen.get(marker(d), 0) + 1
     assert sorted(seen) == sorted(want), f"{tag}: missing {sorted(set(want) - set(seen))[:5]}"
@@ -120,8 +123,12 @@ def _python_sdk(version: str) -> str:
 def test_segment_analytics_python(relay: RelayProcess, hook: Hook, version: str, gz: str) -> None:
     tag = f"py{version.replace('.', '')}-gz{gz}"
     started = time.time()
-    out = subprocess.run([_python_sdk(version), str(SDK / "send_python.py"), relay.url, WRITE_KEY, str(N),
-                          str(PAST_MS), tag, gz], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [_python_sdk(version), str(SDK / "send_python.py"), relay.url, WRITE_KEY, str(N), str(PAST_MS), tag, gz],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     ended = time.time()
     assert out.returncode == 0, out.stderr
     check(relay, hook, tag, started, ended)
@@ -135,8 +142,13 @@ def _node_ready() -> None:
 def test_segment_analytics_node(relay: RelayProcess, hook: Hook) -> None:
     _node_ready()
     started = time.time()
-    out = subprocess.run(["node", str(SDK / "send_node.mjs"), relay.url, WRITE_KEY, str(N), str(PAST_MS)],
-                         capture_output=True, text=True, timeout=300, cwd=SDK)
+    out = subprocess.run(
+        ["node", str(SDK / "send_node.mjs"), relay.url, WRITE_KEY, str(N), str(PAST_MS)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=SDK,
+    )
     ended = time.time()
     assert out.returncode == 0, out.stderr
     check(relay, hook, "node", started, ended)
@@ -149,8 +161,13 @@ def test_analytics_js_in_chromium_cross_origin(relay: RelayProcess, hook: Hook, 
     if not shutil.which(chromium):
         pytest.fail("Chromium is missing: scripts/test.sh installs Debian's")
     started = time.time()
-    out = subprocess.run(["node", str(SDK / "send_browser.mjs"), relay.url, WRITE_KEY, str(N), str(PAST_MS), mode],
-                         capture_output=True, text=True, timeout=600, cwd=SDK)
+    out = subprocess.run(
+        ["node", str(SDK / "send_browser.mjs"), relay.url, WRITE_KEY, str(N), str(PAST_MS), mode],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=SDK,
+    )
     ended = time.time()
     assert out.returncode == 0, out.stdout + out.stderr
     check(relay, hook, "browser", started, ended, sender_said=out.stdout + out.stderr)

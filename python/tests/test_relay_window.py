@@ -6,12 +6,10 @@ from __future__ import annotations
 import json
 import pathlib
 import time
-from typing import Any, Callable, Dict
-
-import pytest
+from collections.abc import Callable
+from typing import Any
 
 from relay_support import Database, Hook, RelayProcess, config_text, track
-
 
 HOUR = 3_600_000
 
@@ -41,9 +39,9 @@ class World:
     def now(self) -> int:
         return int(time.time() * 1000) + self.offset
 
-    def settle(self) -> Dict[str, Any]:
+    def settle(self) -> dict[str, Any]:
         """Waits until the relay has done everything due at its clock."""
-        status: Dict[str, Any] = {}
+        status: dict[str, Any] = {}
 
         def idle() -> bool:
             nonlocal status
@@ -54,7 +52,7 @@ class World:
         self.relay.wait(idle, 30, "the due deliveries")
         return status
 
-    def advance_to_next_round(self) -> Dict[str, Any]:
+    def advance_to_next_round(self) -> dict[str, Any]:
         """Moves the relay's clock to its next due delivery."""
         status = self.settle()
         if status["next_due_at"] is None:
@@ -64,8 +62,9 @@ class World:
         return self.settle()
 
 
-def test_a_receiver_down_for_3_hours_gets_the_call_once_across_5_restarts(tmp_path: pathlib.Path, serve: Callable[..., Any],
-                                                                          database: Database) -> None:
+def test_a_receiver_down_for_3_hours_gets_the_call_once_across_5_restarts(
+    tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database
+) -> None:
     w = World(tmp_path, serve, database)
     w.start()
     try:
@@ -91,8 +90,9 @@ def test_a_receiver_down_for_3_hours_gets_the_call_once_across_5_restarts(tmp_pa
             w.relay.stop()
 
 
-def test_past_4_hours_the_call_is_a_dead_letter_and_replay_delivers_it(tmp_path: pathlib.Path, serve: Callable[..., Any],
-                                                                       database: Database) -> None:
+def test_past_4_hours_the_call_is_a_dead_letter_and_replay_delivers_it(
+    tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database
+) -> None:
     w = World(tmp_path, serve, database)
     w.start()
     try:

@@ -18,26 +18,26 @@ import pathlib
 import subprocess
 import sys
 import threading
-import time
 import types
 import unittest
 import unittest.mock
 import uuid
-from typing import Any, Dict, Iterator, List, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
+from conftest import ROOT, ok
 
 import callpost
 import callpost.segment as analytics
-from conftest import ROOT, ok
 
 SEGMENT_SDK = "segment-analytics-python==2.4.0"
 SCRIPT = pathlib.Path(__file__).parent / "segment" / "script.py"
 WHEN = datetime.datetime(2026, 3, 1, 12, 30, 15, 250000, tzinfo=datetime.timezone.utc)
 
 
-def messages(srv: Any) -> List[Dict[str, Any]]:
+def messages(srv: Any) -> list[dict[str, Any]]:
     out = []
     for _, headers, body in srv.received.requests:
         if headers.get("content-encoding") == "gzip":
@@ -49,8 +49,19 @@ def messages(srv: Any) -> List[Dict[str, Any]]:
 @pytest.fixture
 def module() -> Iterator[Any]:
     """callpost.segment's module-level settings, restored afterwards."""
-    names = ["write_key", "host", "on_error", "debug", "send", "sync_mode", "max_queue_size", "gzip", "timeout",
-             "max_retries", "default_client"]
+    names = [
+        "write_key",
+        "host",
+        "on_error",
+        "debug",
+        "send",
+        "sync_mode",
+        "max_queue_size",
+        "gzip",
+        "timeout",
+        "max_retries",
+        "default_client",
+    ]
     saved = {n: getattr(analytics, n) for n in names}
     yield analytics
     if analytics.default_client is not None and analytics.default_client is not saved["default_client"]:
@@ -96,9 +107,16 @@ def test_each_method_returns_segments_msg_with_its_arguments(serve: Any) -> None
     assert all([ok1, ok2, ok3, ok4, ok5, ok6])
     library = {"name": "callpost", "version": callpost.__version__}
     stamp = "2026-03-01T12:30:15.250Z"
-    assert identify == {"type": "identify", "userId": "u1", "anonymousId": "anon1", "traits": {"a": 1},
-                        "context": {"ip": "203.0.113.1", "library": library}, "integrations": {"All": True},
-                        "timestamp": stamp, "messageId": "m-identify"}
+    assert identify == {
+        "type": "identify",
+        "userId": "u1",
+        "anonymousId": "anon1",
+        "traits": {"a": 1},
+        "context": {"ip": "203.0.113.1", "library": library},
+        "integrations": {"All": True},
+        "timestamp": stamp,
+        "messageId": "m-identify",
+    }
     assert track["event"] == "Played" and track["properties"] == {"n": 2} and track["context"]["locale"] == "fr"
     assert alias["previousId"] == "old" and alias["userId"] == "u1" and alias["integrations"] == {"Y": True}
     assert group["groupId"] == "g1" and group["traits"] == {"size": 3}
@@ -138,8 +156,12 @@ def test_integer_ids_of_any_size_are_their_exact_digits(serve: Any) -> None:
     assert (alias["previousId"], alias["userId"]) == ("9007199254740993", "9" * 50)
     assert messages(srv) == [track, group, alias]
     # An id given as a float or a bool is no identifier (Segment's SDK sends str() of it).
-    for bad in (lambda: c.track(1.5, "E"), lambda: c.track(True, "E"), lambda: c.group("u", 2.5),
-                lambda: c.track("u", "E", message_id=False)):
+    for bad in (
+        lambda: c.track(1.5, "E"),
+        lambda: c.track(True, "E"),
+        lambda: c.group("u", 2.5),
+        lambda: c.track("u", "E", message_id=False),
+    ):
         with pytest.raises(callpost.InvalidCallError) as e:
             bad()
         assert e.value.code == "invalid_field"
@@ -170,13 +192,30 @@ class Color(enum.Enum):
 def test_segments_value_conversions_apply(serve: Any) -> None:
     srv = serve(ok)
     c = analytics.Client("wk", host=srv.url)
-    props = {"price": decimal.Decimal("19.99"), "color": Color.RED, "nested_enum": Color.PRICE, "tags": {"a"},
-             "id": uuid.UUID(int=1), "raw": b"caf\xc3\xa9", "day": datetime.date(2026, 1, 2),
-             "naive": datetime.datetime(2026, 1, 2, 3, 4, 5), "tuple": (1, 2)}
+    props = {
+        "price": decimal.Decimal("19.99"),
+        "color": Color.RED,
+        "nested_enum": Color.PRICE,
+        "tags": {"a"},
+        "id": uuid.UUID(int=1),
+        "raw": b"caf\xc3\xa9",
+        "day": datetime.date(2026, 1, 2),
+        "naive": datetime.datetime(2026, 1, 2, 3, 4, 5),
+        "tuple": (1, 2),
+    }
     _, msg = c.track("u1", "Converted", props)
     c.shutdown()
-    expected = {"price": 19.99, "color": "red", "nested_enum": 1.5, "tags": ["a"], "id": str(uuid.UUID(int=1)),
-                "raw": "café", "day": "2026-01-02", "naive": "2026-01-02T03:04:05", "tuple": [1, 2]}
+    expected = {
+        "price": 19.99,
+        "color": "red",
+        "nested_enum": 1.5,
+        "tags": ["a"],
+        "id": str(uuid.UUID(int=1)),
+        "raw": "café",
+        "day": "2026-01-02",
+        "naive": "2026-01-02T03:04:05",
+        "tuple": [1, 2],
+    }
     assert msg["properties"] == expected
     assert messages(srv)[0]["properties"] == expected
 
@@ -190,9 +229,16 @@ def test_a_value_with_no_json_form_is_refused_with_its_path(serve: Any) -> None:
 
 def test_argument_errors_are_segments_classes_and_callposts(serve: Any) -> None:
     c = analytics.Client("wk", host=serve(ok).url, send=False)
-    for bad in (lambda: c.track(None, "No Id"), lambda: c.track("u1", None), lambda: c.track("u1", "E", [1]),
-                lambda: c.identify("u1", "traits"), lambda: c.group("u1"), lambda: c.alias(None, "u1"),
-                lambda: c.page("u1", name=5), lambda: c.track("u1", "E", timestamp="2026-01-01")):
+    for bad in (
+        lambda: c.track(None, "No Id"),
+        lambda: c.track("u1", None),
+        lambda: c.track("u1", "E", [1]),
+        lambda: c.identify("u1", "traits"),
+        lambda: c.group("u1"),
+        lambda: c.alias(None, "u1"),
+        lambda: c.page("u1", name=5),
+        lambda: c.track("u1", "E", timestamp="2026-01-01"),
+    ):
         with pytest.raises(AssertionError) as e:
             bad()
         assert isinstance(e.value, callpost.InvalidCallError) and e.value.code == "invalid_argument"
@@ -224,7 +270,7 @@ def test_sync_mode_has_sent_the_call_when_it_returns(serve: Any) -> None:
 
 def test_on_error_gets_the_exception_and_the_batch(serve: Any) -> None:
     srv = serve(lambda n, h, b: (400, {"Content-Type": "application/json"}, b'{"code":"invalid","message":"no"}'))
-    failures: List[Tuple[Exception, List[Dict[str, Any]]]] = []
+    failures: list[tuple[Exception, list[dict[str, Any]]]] = []
     c = analytics.Client("wk", host=srv.url, on_error=lambda e, batch: failures.append((e, batch)))
     _, msg = c.track("u1", "Refused")
     c.flush()
@@ -237,7 +283,7 @@ def test_on_error_gets_the_exception_and_the_batch(serve: Any) -> None:
 
 def test_max_retries_counts_retries_after_the_first_attempt(serve: Any) -> None:
     srv = serve(lambda n, h, b: (503, {"Retry-After": "0"}, b""))
-    failures: List[Any] = []
+    failures: list[Any] = []
     c = analytics.Client("wk", host=srv.url, max_retries=2, on_error=lambda e, batch: failures.append(batch))
     c.track("u1", "Retried")
     c.flush()
@@ -319,15 +365,22 @@ def test_debug_logs_through_the_callpost_logger_only(serve: Any, caplog: pytest.
 
 
 def test_importing_callpost_with_debug_set_configures_no_logging() -> None:
-    code = ("import logging, callpost, callpost.segment; "
-            "assert logging.getLogger().handlers == [], logging.getLogger().handlers; "
-            "assert logging.getLogger('callpost').handlers == []; "
-            "callpost.Client('wk', send=False); "
-            "assert logging.getLogger().handlers == []; "
-            "assert logging.getLogger('callpost').level == logging.DEBUG; "
-            "assert len(logging.getLogger('callpost').handlers) == 1")
-    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, DEBUG="analytics"), capture_output=True,
-                       text=True, timeout=60)
+    code = (
+        "import logging, callpost, callpost.segment; "
+        "assert logging.getLogger().handlers == [], logging.getLogger().handlers; "
+        "assert logging.getLogger('callpost').handlers == []; "
+        "callpost.Client('wk', send=False); "
+        "assert logging.getLogger().handlers == []; "
+        "assert logging.getLogger('callpost').level == logging.DEBUG; "
+        "assert len(logging.getLogger('callpost').handlers) == 1"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, DEBUG="analytics"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
 
 
@@ -367,11 +420,16 @@ def segment_python() -> str:
     return str(python)
 
 
-def run(python: str, source: str, url: str, tmp: pathlib.Path) -> List[Dict[str, Any]]:
+def run(python: str, source: str, url: str, tmp: pathlib.Path) -> list[dict[str, Any]]:
     path = tmp / "program.py"
     path.write_text(source)
-    r = subprocess.run([python, str(path)], env=dict(os.environ, WRITE_KEY="wk_same", INGEST_URL=url),
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [python, str(path)],
+        env=dict(os.environ, WRITE_KEY="wk_same", INGEST_URL=url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "on_error" not in r.stderr, r.stderr
     return [json.loads(line) for line in r.stdout.splitlines()]
@@ -381,7 +439,7 @@ def run(python: str, source: str, url: str, tmp: pathlib.Path) -> List[Dict[str,
 VARIES = {"messageId", "timestamp", "originalTimestamp", "sentAt"}
 
 
-def comparable(m: Dict[str, Any], fixed_id: bool) -> Dict[str, Any]:
+def comparable(m: dict[str, Any], fixed_id: bool) -> dict[str, Any]:
     out = {k: v for k, v in m.items() if k not in VARIES or (k == "messageId" and fixed_id)}
     out["context"] = {k: v for k, v in m["context"].items() if k != "library"}
     # Segment's SDK sends an id or name it was not given as null; callpost
@@ -398,17 +456,19 @@ def comparable(m: Dict[str, Any], fixed_id: bool) -> Dict[str, Any]:
 
 
 def test_one_program_through_segments_sdk_and_callpost_segment(
-        serve: Any, segment_python: str, tmp_path: pathlib.Path) -> None:
+    serve: Any, segment_python: str, tmp_path: pathlib.Path
+) -> None:
     source = SCRIPT.read_text()
-    assert source.startswith("import segment.analytics as analytics\n")
-    ours = source.replace("import segment.analytics as analytics\n", "import callpost.segment as analytics\n", 1)
+    theirs_import = "\nimport segment.analytics as analytics\n"
+    assert source.count(theirs_import) == 1
+    ours = source.replace(theirs_import, "\nimport callpost.segment as analytics\n")
     theirs_srv, ours_srv = serve(ok), serve(ok)
     theirs_out = run(segment_python, source, theirs_srv.url, tmp_path)
     ours_out = run(sys.executable, ours, ours_srv.url, tmp_path)
 
     theirs, mine = messages(theirs_srv), messages(ours_srv)
     assert len(theirs) == len(mine) == 18
-    for t, o in zip(sorted(theirs, key=order), sorted(mine, key=order)):
+    for t, o in zip(sorted(theirs, key=order), sorted(mine, key=order), strict=True):
         fixed = t["messageId"] == "fixed-message-id-1"
         assert comparable(o, fixed) == comparable(t, fixed)
         assert t["context"]["library"]["name"] == "analytics-python"
@@ -417,15 +477,18 @@ def test_one_program_through_segments_sdk_and_callpost_segment(
         assert parse(o["timestamp"]) == parse(t["timestamp"])
     # The (success, msg) each call returned, likewise.
     assert len(theirs_out) == len(ours_out) == 18
-    for t, o in zip(theirs_out, ours_out):
+    for t, o in zip(theirs_out, ours_out, strict=True):
         assert t["success"] is o["success"] is True
         fixed = t["msg"]["messageId"] == "fixed-message-id-1"
         assert comparable(o["msg"], fixed) == comparable(json.loads(json.dumps(t["msg"], default=str)), fixed)
 
 
-def order(m: Dict[str, Any]) -> Tuple[str, str, str]:
-    return (m["type"], m.get("event") or m.get("name") or "", json.dumps(m.get("properties", m.get("traits")),
-                                                                         sort_keys=True, default=str))
+def order(m: dict[str, Any]) -> tuple[str, str, str]:
+    return (
+        m["type"],
+        m.get("event") or m.get("name") or "",
+        json.dumps(m.get("properties", m.get("traits")), sort_keys=True, default=str),
+    )
 
 
 def parse(stamp: str) -> datetime.datetime:
@@ -433,9 +496,11 @@ def parse(stamp: str) -> datetime.datetime:
 
 
 def test_defaults_are_segments(segment_python: str) -> None:
-    code = ("import json, inspect; from segment.analytics import Client; "
-            "print(json.dumps({k: v for k, v in vars(Client.DefaultConfig).items() if not k.startswith('_')}, "
-            "default=str)); print(json.dumps(list(inspect.signature(Client.__init__).parameters)))")
+    code = (
+        "import json, inspect; from segment.analytics import Client; "
+        "print(json.dumps({k: v for k, v in vars(Client.DefaultConfig).items() if not k.startswith('_')}, "
+        "default=str)); print(json.dumps(list(inspect.signature(Client.__init__).parameters)))"
+    )
     r = subprocess.run([segment_python, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     theirs, their_params = (json.loads(line) for line in r.stdout.splitlines())
     ours = {k: v for k, v in vars(analytics.Client.DefaultConfig).items() if not k.startswith("_")}
@@ -444,8 +509,8 @@ def test_defaults_are_segments(segment_python: str) -> None:
     import inspect
 
     our_params = list(inspect.signature(analytics.Client.__init__).parameters)
-    assert our_params[:len(their_params)] == their_params
-    assert our_params[len(their_params):] == ["http_client", "default"]
+    assert our_params[: len(their_params)] == their_params
+    assert our_params[len(their_params) :] == ["http_client", "default"]
 
 
 # -- Segment's own tests, unmodified, against callpost.segment ---------------
@@ -456,19 +521,25 @@ SEGMENTS_OWN_TESTS = ["test_stringifies_user_id", "test_stringifies_anonymous_id
 @pytest.fixture(scope="session")
 def segments_test_client(segment_python: str) -> pathlib.Path:
     """segment/analytics/test/test_client.py of Segment's SDK as PyPI ships it."""
-    r = subprocess.run([segment_python, "-c", "import os, segment.analytics as a; print(os.path.dirname(a.__file__))"],
-                       capture_output=True, text=True, timeout=60, check=True)
+    r = subprocess.run(
+        [segment_python, "-c", "import os, segment.analytics as a; print(os.path.dirname(a.__file__))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return pathlib.Path(r.stdout.strip()) / "test" / "test_client.py"
 
 
 @pytest.mark.parametrize("name", SEGMENTS_OWN_TESTS)
 def test_segments_own_test_passes_against_callpost_segment(
-        serve: Any, segments_test_client: pathlib.Path, monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    serve: Any, segments_test_client: pathlib.Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     """Segment's test module, unmodified, with its imports pointed at
     callpost.segment: `segment.analytics.client.Client` is callpost's, sending
     to a local server rather than api.segment.io."""
     srv = serve(ok)
-    made: List[analytics.Client] = []
+    made: list[analytics.Client] = []
 
     class Client(analytics.Client):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -476,11 +547,15 @@ def test_segments_own_test_passes_against_callpost_segment(
             super().__init__(*args, **kwargs)
             made.append(self)
 
-    shims = {"segment": types.ModuleType("segment"), "segment.analytics": types.ModuleType("segment.analytics"),
-             "segment.analytics.client": types.ModuleType("segment.analytics.client"),
-             "segment.analytics.version": types.ModuleType("segment.analytics.version"), "mock": unittest.mock}
-    setattr(shims["segment.analytics.client"], "Client", Client)
-    setattr(shims["segment.analytics.version"], "VERSION", analytics.VERSION)
+    shims = {
+        "segment": types.ModuleType("segment"),
+        "segment.analytics": types.ModuleType("segment.analytics"),
+        "segment.analytics.client": types.ModuleType("segment.analytics.client"),
+        "segment.analytics.version": types.ModuleType("segment.analytics.version"),
+        "mock": unittest.mock,
+    }
+    shims["segment.analytics.client"].Client = Client
+    shims["segment.analytics.version"].VERSION = analytics.VERSION
     for module_name, module in shims.items():
         monkeypatch.setitem(sys.modules, module_name, module)
     spec = importlib.util.spec_from_file_location("segments_test_client", segments_test_client)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
-from typing import Any, Dict, List
+from typing import Any
 
 import pytest
+from conftest import vectors
 
 import callpost
-from conftest import vectors
 
 
 def assert_code(err: BaseException, code: str) -> None:
@@ -33,18 +32,19 @@ def test_every_registered_class_exists_with_its_base() -> None:
     defined = {n for n in dir(callpost._errors) if n.endswith("Error") and n != "CallpostError"}
     assert defined == set(classes)
 
+
 REQUESTS = vectors("webhook_requests.json")
 ERRORS = vectors("errors.json")
 SIGNATURES = vectors("signatures.json")
 RETRY = vectors("retry.json")
 
 
-def settings(s: Dict[str, Any]) -> callpost.Webhooks:
+def settings(s: dict[str, Any]) -> callpost.Webhooks:
     return callpost.Webhooks(s["endpoints"], s.get("sharedSecret"))
 
 
 @pytest.mark.parametrize("case", REQUESTS, ids=[c["name"] for c in REQUESTS])
-def test_webhook_requests(case: Dict[str, Any]) -> None:
+def test_webhook_requests(case: dict[str, Any]) -> None:
     call = case["call_json"] if "call_json" in case else case["call"]
     req = settings(case["settings"]).request(call, case["endpoint"], case["now"])
     want = case["expect"]
@@ -59,7 +59,7 @@ def test_webhook_requests(case: Dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("case", [c for c in REQUESTS if "call_json" in c], ids=lambda c: c["name"])
-def test_parsed_dict_gives_the_same_bytes_as_text(case: Dict[str, Any]) -> None:
+def test_parsed_dict_gives_the_same_bytes_as_text(case: dict[str, Any]) -> None:
     # json.loads keeps text order, and stringify reorders as JS does.
     call = json.loads(case["call_json"])
     req = settings(case["settings"]).request(call, case["endpoint"], case["now"])
@@ -75,23 +75,23 @@ def js_int(text: str) -> Any:
 
 
 @pytest.mark.parametrize("case", vectors("stringify.json"), ids=lambda c: c["input"][:30])
-def test_stringify(case: Dict[str, str]) -> None:
+def test_stringify(case: dict[str, str]) -> None:
     assert callpost.stringify(json.loads(case["input"], parse_int=js_int)) == case["expected"]
 
 
 @pytest.mark.parametrize("case", SIGNATURES["rfc2202"], ids=lambda c: c["digest"][:8])
-def test_rfc2202(case: Dict[str, str]) -> None:
+def test_rfc2202(case: dict[str, str]) -> None:
     assert callpost.sign(bytes.fromhex(case["key_hex"]), bytes.fromhex(case["data_hex"])) == case["digest"]
 
 
 @pytest.mark.parametrize("case", SIGNATURES["sign"], ids=lambda c: c["signature"][:8])
-def test_sign(case: Dict[str, str]) -> None:
+def test_sign(case: dict[str, str]) -> None:
     assert callpost.sign(case["secret"], case["body"]) == case["signature"]
     assert callpost.sign(case["secret"].encode(), case["body"].encode()) == case["signature"]
 
 
 @pytest.mark.parametrize("case", SIGNATURES["verify"], ids=lambda c: c["name"])
-def test_verify(case: Dict[str, Any]) -> None:
+def test_verify(case: dict[str, Any]) -> None:
     if "error" in case:
         with pytest.raises(callpost.SignatureError) as e:
             callpost.verify(case["body"], case["signature"], case["secrets"])
@@ -105,7 +105,7 @@ def nested_call(n: int) -> str:
 
 
 @pytest.mark.parametrize("case", ERRORS["calls"], ids=lambda c: c["name"])
-def test_call_errors(case: Dict[str, Any]) -> None:
+def test_call_errors(case: dict[str, Any]) -> None:
     text = case["call_json"] if "call_json" in case else nested_call(case["call_json_nest"])
     hooks = callpost.Webhooks(["https://example.com/"])
     if case["code"] is None:
@@ -129,7 +129,7 @@ def test_bytes_that_are_not_utf8_are_refused(raw: bytes) -> None:
 
 
 @pytest.mark.parametrize("case", ERRORS["settings"], ids=lambda c: c["name"])
-def test_settings_errors(case: Dict[str, Any]) -> None:
+def test_settings_errors(case: dict[str, Any]) -> None:
     if case["code"] is None:
         settings(case["settings"])
         return
@@ -139,7 +139,7 @@ def test_settings_errors(case: Dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("case", ERRORS["stringify"], ids=lambda c: c["name"])
-def test_stringify_errors(case: Dict[str, str]) -> None:
+def test_stringify_errors(case: dict[str, str]) -> None:
     with pytest.raises(callpost.JSONValueError) as e:
         callpost.stringify({"n": float(case["number"])})
     assert_code(e.value, case["code"])
@@ -156,14 +156,20 @@ def test_audiences() -> None:
 
 
 @pytest.mark.parametrize("case", vectors("batches.json"), ids=lambda c: c["name"])
-def test_batches(case: Dict[str, Any]) -> None:
+def test_batches(case: dict[str, Any]) -> None:
     c = case["config"]
-    b = callpost.Batcher(c["writeKey"], endpoint=c["endpoint"], flush_at=c["flushAt"], library_name=c["libraryName"],
-                         library_version=c["libraryVersion"], now=0)
+    b = callpost.Batcher(
+        c["writeKey"],
+        endpoint=c["endpoint"],
+        flush_at=c["flushAt"],
+        library_name=c["libraryName"],
+        library_version=c["libraryVersion"],
+        now=0,
+    )
     for item in case["calls"]:
         b.handle_call(item["now"], item["call"], bytes.fromhex(item["random"]))
     b.flush(case["flushAt"])
-    bodies: List[str] = []
+    bodies: list[str] = []
     while (req := b.poll_request(case["flushAt"])) is not None:
         assert req.request.url == case["expect"]["url"]
         assert req.request.headers == [tuple(h) for h in case["expect"]["headers"]]
@@ -187,13 +193,13 @@ def test_retry_statuses_through_a_delivery() -> None:
 
 
 @pytest.mark.parametrize("case", RETRY["deliveries"], ids=lambda c: c["name"])
-def test_deliveries(case: Dict[str, Any]) -> None:
+def test_deliveries(case: dict[str, Any]) -> None:
     # The runner of testdata/README.md: send every request due now, then
     # answer them at once in the order they were sent; a `timeout` reply
     # never answers, so the core's timer fires.
     start = 1_795_341_845_123
     hooks = callpost.Webhooks([f"https://r{i}.example/" for i in range(case["endpoints"])], "k", mode=case["mode"])
-    call: Dict[str, Any] = {"type": "track", "userId": "u", "event": "e"}
+    call: dict[str, Any] = {"type": "track", "userId": "u", "event": "e"}
     if "integrations" in case:
         call["integrations"] = case["integrations"]
     d = callpost.Delivery(hooks.settings, call, start, seed=case["seed"])
@@ -220,8 +226,12 @@ def test_deliveries(case: Dict[str, Any]) -> None:
             break
         now = t
         d.handle_timeout(now)
-    codes = {"response": lambda o: f"http_{o['status']}", "timeout": lambda o: "timeout",
-             "connection": lambda o: "connection_error", "tls": lambda o: "tls_error"}
+    codes = {
+        "response": lambda o: f"http_{o['status']}",
+        "timeout": lambda o: "timeout",
+        "connection": lambda o: "connection_error",
+        "tls": lambda o: "tls_error",
+    }
     got = [[r["sent_at"] - start, r["endpoint"], codes[r["outcome"]["kind"]](r["outcome"]), r["round"]] for r in d.log]
     assert got == case["expect"]["attempts"]
     out = d.poll_outcome()
@@ -235,7 +245,7 @@ def test_deliveries(case: Dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("case", ERRORS["call_bytes"], ids=lambda c: c["name"])
-def test_call_bytes(case: Dict[str, Any]) -> None:
+def test_call_bytes(case: dict[str, Any]) -> None:
     hooks = callpost.Webhooks(["https://example.com/"])
     raw = bytes.fromhex(case["hex"])
     if case["code"] is None:
@@ -247,9 +257,9 @@ def test_call_bytes(case: Dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("case", ERRORS["enqueue"], ids=lambda c: c["name"])
-def test_enqueue_errors(case: Dict[str, Any]) -> None:
+def test_enqueue_errors(case: dict[str, Any]) -> None:
     b = callpost.Batcher("wk", now=0)
-    call: Dict[str, Any] = {"type": "track", "event": "e", "properties": {"pad": "x" * case["pad"]}}
+    call: dict[str, Any] = {"type": "track", "event": "e", "properties": {"pad": "x" * case["pad"]}}
     if not case.get("drop_user"):
         call["userId"] = "u"
     if case["code"] is None:
@@ -261,7 +271,7 @@ def test_enqueue_errors(case: Dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("case", RETRY["retry_after"], ids=lambda c: repr(c["value"]))
-def test_retry_after_through_a_delivery(case: Dict[str, Any]) -> None:
+def test_retry_after_through_a_delivery(case: dict[str, Any]) -> None:
     # After a 503 with this header, the next round waits max(backoff, header);
     # the first round's backoff is 5-10 s, so longer delays show exactly.
     hooks = callpost.Webhooks(["https://r.example/"])
@@ -285,7 +295,7 @@ def test_retry_after_through_a_delivery(case: Dict[str, Any]) -> None:
 INGEST = vectors("ingest.json")
 
 
-def _ingest_error_body(case: Dict[str, Any]) -> bytes:
+def _ingest_error_body(case: dict[str, Any]) -> bytes:
     """The bodies ingest.json describes by size (testdata/README.md)."""
     if "body_hex" in case:
         return bytes.fromhex(case["body_hex"])
@@ -297,18 +307,23 @@ def _ingest_error_body(case: Dict[str, Any]) -> bytes:
     if "body_batch_pad" in case:
         return ('{"batch":[],"pad":"' + "x" * (case["body_batch_pad"] - len('{"batch":[],"pad":""}')) + '"}').encode()
     if "body_batch_count" in case:
-        return ('{"batch":[' + ",".join(['{"type":"track","userId":"u","event":"e"}'] * case["body_batch_count"]) + "]}").encode()
+        return (
+            '{"batch":[' + ",".join(['{"type":"track","userId":"u","event":"e"}'] * case["body_batch_count"]) + "]}"
+        ).encode()
     return str(case["body"]).encode()
 
 
 @pytest.mark.parametrize("case", INGEST["requests"], ids=[c["name"] for c in INGEST["requests"]])
-def test_ingest_requests(case: Dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ingest_requests(case: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from callpost import _callpost
 
     want = case["expect"]
     parsed = _callpost.parse_request(
-        case["path"], case["body"].encode(), {want["write_key"]: "src"},
-        _callpost.parse_timestamp(case["received_at"]), case["authorization"],
+        case["path"],
+        case["body"].encode(),
+        {want["write_key"]: "src"},
+        _callpost.parse_timestamp(case["received_at"]),
+        case["authorization"],
     )
     assert parsed.source == "src"
     accepted = {a.index: a for a in parsed.accepted}
@@ -330,18 +345,20 @@ def test_ingest_requests(case: Dict[str, Any], monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.mark.parametrize("case", INGEST["errors"], ids=[c["name"] for c in INGEST["errors"]])
-def test_ingest_errors(case: Dict[str, Any]) -> None:
+def test_ingest_errors(case: dict[str, Any]) -> None:
     from callpost import _callpost
 
     body = _ingest_error_body(case)
     if case["code"] is None:
-        parsed = _callpost.parse_request(case["path"], body, {"k": "src"}, 0, "Basic " + __import__("base64").b64encode(b"k:").decode())
+        parsed = _callpost.parse_request(
+            case["path"], body, {"k": "src"}, 0, "Basic " + __import__("base64").b64encode(b"k:").decode()
+        )
         assert parsed.accepted
         return
     with pytest.raises(callpost.CallpostError) as info:
         _callpost.parse_request(case["path"], body, {"k": "src"}, 0, None)
     assert_code(info.value, case["code"])
-    assert getattr(info.value, "status") == case["status"]
+    assert info.value.status == case["status"]
 
 
 def test_ingest_headers_write_keys_routes_and_gzip() -> None:
@@ -357,7 +374,10 @@ def test_ingest_headers_write_keys_routes_and_gzip() -> None:
             assert_code(info.value, want["code"])
             assert info.value.status == want["status"]
         else:
-            assert _callpost.check_headers(case["content_type"], case["content_encoding"], case["content_length"]) is want["gzip"]
+            assert (
+                _callpost.check_headers(case["content_type"], case["content_encoding"], case["content_length"])
+                is want["gzip"]
+            )
     for case in INGEST["write_keys"]:
         assert _callpost.write_key(case["authorization"], case["body_key"]) == case["expect"]
     for case in INGEST["gzip"]:
@@ -373,7 +393,11 @@ def test_ingest_headers_write_keys_routes_and_gzip() -> None:
         else:
             assert len(_callpost.inflate(body)) == want["inflated_length"]
     for path, kind in INGEST["routes"]:
-        body = b'{"batch":[]}' if kind == "batch" else b'{"userId":"u","event":"e","groupId":"g","previousId":"p","writeKey":"k"}'
+        body = (
+            b'{"batch":[]}'
+            if kind == "batch"
+            else b'{"userId":"u","event":"e","groupId":"g","previousId":"p","writeKey":"k"}'
+        )
         if kind is None:
             with pytest.raises(callpost.IngestError) as info:
                 _callpost.parse_request(path, body, {"k": "src"})
@@ -387,7 +411,7 @@ def test_ingest_headers_write_keys_routes_and_gzip() -> None:
 
 
 @pytest.mark.parametrize("case", vectors("receive.json"), ids=lambda c: c["name"])
-def test_receive(case: Dict[str, Any]) -> None:
+def test_receive(case: dict[str, Any]) -> None:
     allow = case["options"]["allow_first_event_signature"]
     args = (case["body"].encode(), case["headers"], case["secrets"])
     expect = case["expect"]
@@ -406,15 +430,15 @@ IDS = vectors("ids.json")
 ID_CASES = [(case, field) for case in IDS["cases"] for field in case.get("fields", list(IDS["calls"]))]
 
 
-def host_id(case: Dict[str, Any]) -> Any:
+def host_id(case: dict[str, Any]) -> Any:
     """The case's id as the Python value its `form` names (testdata/README.md)."""
     text = case["id"]
     return {"integer": int, "float": float, "string": str, "bool": lambda t: t == "true"}[case["form"]](text)
 
 
-def id_sent(how: str, case: Dict[str, Any], field: str) -> Any:
+def id_sent(how: str, case: dict[str, Any], field: str) -> Any:
     """The id `field` holds in the message the batcher makes of the case's call."""
-    template: Dict[str, Any] = IDS["calls"][field]
+    template: dict[str, Any] = IDS["calls"][field]
     b = callpost.Batcher("wk", now=0)
     if how == "fields":
         # What callpost.Client and callpost.segment call: the fields as arguments.
@@ -432,9 +456,12 @@ def id_sent(how: str, case: Dict[str, Any], field: str) -> Any:
 
 
 @pytest.mark.parametrize("how", ["dict", "fields"])
-@pytest.mark.parametrize("case,field", [(c, f) for c, f in ID_CASES if c["form"] != "json"],
-                         ids=lambda v: v["name"] if isinstance(v, dict) else v)
-def test_id_vectors(case: Dict[str, Any], field: str, how: str) -> None:
+@pytest.mark.parametrize(
+    "case,field",
+    [(c, f) for c, f in ID_CASES if c["form"] != "json"],
+    ids=lambda v: v["name"] if isinstance(v, dict) else v,
+)
+def test_id_vectors(case: dict[str, Any], field: str, how: str) -> None:
     if "code" not in case:
         assert id_sent(how, case, field) == case["expect"]
         return
@@ -443,9 +470,12 @@ def test_id_vectors(case: Dict[str, Any], field: str, how: str) -> None:
     assert_code(e.value, case["code"])
 
 
-@pytest.mark.parametrize("case,field", [(c, f) for c, f in ID_CASES if c["form"] == "json"],
-                         ids=lambda v: v["name"] if isinstance(v, dict) else v)
-def test_id_vectors_in_json_text(case: Dict[str, Any], field: str) -> None:
+@pytest.mark.parametrize(
+    "case,field",
+    [(c, f) for c, f in ID_CASES if c["form"] == "json"],
+    ids=lambda v: v["name"] if isinstance(v, dict) else v,
+)
+def test_id_vectors_in_json_text(case: dict[str, Any], field: str) -> None:
     if "code" not in case:
         assert id_sent("text", case, field) == case["expect"]
         return

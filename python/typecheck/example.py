@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import callpost
 
@@ -12,8 +12,10 @@ def receive(body: bytes, signature: str) -> bool:
     return callpost.verify(body, signature, ["old-secret", "new-secret"])
 
 
-def forward(call: Dict[str, Any]) -> Optional[int]:
-    hooks = callpost.Webhooks(["https://hooks.example.com/a", {"url": "https://b.example/", "headers": {"X-Team": "1"}}], "s")
+def forward(call: dict[str, Any]) -> int | None:
+    hooks = callpost.Webhooks(
+        ["https://hooks.example.com/a", {"url": "https://b.example/", "headers": {"X-Team": "1"}}], "s"
+    )
     req: callpost.Request = hooks.request(call, 0, datetime.datetime.now(datetime.timezone.utc))
     assert req.method == "POST" and isinstance(req.body, bytes)
     try:
@@ -26,17 +28,17 @@ def forward(call: Dict[str, Any]) -> Optional[int]:
 
 def own_queue(hooks: callpost.Webhooks) -> str:
     d: callpost.Delivery = hooks.delivery({"type": "track", "userId": "u", "event": "e"}, now=0, seed=1)
-    attempt: Optional[callpost.Attempt] = d.poll_request(0)
+    attempt: callpost.Attempt | None = d.poll_request(0)
     if attempt is not None:
         d.handle_response(10, attempt.attempt, status=503, retry_after="5")
     restored = callpost.Delivery.from_json(d.to_json(), hooks.settings)
     del restored
-    wake: Optional[int] = d.poll_timeout()
+    wake: int | None = d.poll_timeout()
     del wake
     return d.to_json()
 
 
-def on_error(err: callpost.DeliveryError, messages: List[Dict[str, Any]]) -> None:
+def on_error(err: callpost.DeliveryError, messages: list[dict[str, Any]]) -> None:
     print(err.code, len(messages))
 
 

@@ -28,8 +28,9 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any
 
 import callpost
 
@@ -37,9 +38,9 @@ SECRET = "demo-shared-secret"
 WRITE_KEY = "demo-write-key"
 
 
-def _serve(handle: Callable[[BaseHTTPRequestHandler, bytes], Tuple[int, bytes]]) -> Tuple[ThreadingHTTPServer, str]:
+def _serve(handle: Callable[[BaseHTTPRequestHandler, bytes], tuple[int, bytes]]) -> tuple[ThreadingHTTPServer, str]:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             status, reply = handle(self, body)
             self.send_response(status)
@@ -61,15 +62,15 @@ class _Receivers:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.received: List[Dict[str, Any]] = []
+        self.received: list[dict[str, Any]] = []
         self.first = True
-        self.servers: List[ThreadingHTTPServer] = []
+        self.servers: list[ThreadingHTTPServer] = []
         server, self.receiver_url = _serve(self._receive)
         self.servers.append(server)
         server, self.broken_url = _serve(lambda req, body: (503, b"down"))
         self.servers.append(server)
 
-    def _receive(self, req: BaseHTTPRequestHandler, body: bytes) -> Tuple[int, bytes]:
+    def _receive(self, req: BaseHTTPRequestHandler, body: bytes) -> tuple[int, bytes]:
         with self.lock:
             if self.first:
                 self.first = False
@@ -117,10 +118,27 @@ def demo() -> int:
             port = sock.getsockname()[1]
         url = f"http://127.0.0.1:{port}"
         relay = subprocess.Popen(
-            [sys.executable, "-m", "callpost", "relay", "--listen", f"127.0.0.1:{port}", "--database",
-             f"sqlite:///{tmp}/relay.db", "--write-key", WRITE_KEY, "--webhook-url", hooks.broken_url + "/hook",
-             "--webhook-url", hooks.receiver_url + "/hook", "--allow-private-networks", "--log-level", "WARNING"],
-            env=env)
+            [
+                sys.executable,
+                "-m",
+                "callpost",
+                "relay",
+                "--listen",
+                f"127.0.0.1:{port}",
+                "--database",
+                f"sqlite:///{tmp}/relay.db",
+                "--write-key",
+                WRITE_KEY,
+                "--webhook-url",
+                hooks.broken_url + "/hook",
+                "--webhook-url",
+                hooks.receiver_url + "/hook",
+                "--allow-private-networks",
+                "--log-level",
+                "WARNING",
+            ],
+            env=env,
+        )
         try:
             deadline = time.time() + 30
             while True:
@@ -132,13 +150,18 @@ def demo() -> int:
                         print("the relay did not start", file=sys.stderr)
                         return 1
                     time.sleep(0.1)
-            print(f"client → relay {url} (SQLite in {tmp}) → webhooks, both at once: "
-                  f"[{hooks.broken_url} (always 503), {hooks.receiver_url} (verifies)]")
+            print(
+                f"client → relay {url} (SQLite in {tmp}) → webhooks, both at once: "
+                f"[{hooks.broken_url} (always 503), {hooks.receiver_url} (verifies)]"
+            )
             _send_every_kind(url)
             print("  client: 6 calls acknowledged by the relay (stored before it answered)")
-            req = urllib.request.Request(url + "/admin/delete", data=json.dumps({"userId": "user-1"}).encode(),
-                                         headers={"Authorization": f"Bearer {admin}",
-                                                  "Content-Type": "application/json"}, method="POST")
+            req = urllib.request.Request(
+                url + "/admin/delete",
+                data=json.dumps({"userId": "user-1"}).encode(),
+                headers={"Authorization": f"Bearer {admin}", "Content-Type": "application/json"},
+                method="POST",
+            )
             with urllib.request.urlopen(req, timeout=10) as r:
                 print(f"  admin: delete notification for user-1: {r.read().decode()}")
             # The first round fails at both endpoints; the retry comes
@@ -169,7 +192,7 @@ def demo_direct() -> int:
         backoff_cap=1.0,
     )
 
-    def ingest(req: BaseHTTPRequestHandler, body: bytes) -> Tuple[int, bytes]:
+    def ingest(req: BaseHTTPRequestHandler, body: bytes) -> tuple[int, bytes]:
         expected = "Basic " + base64.b64encode(f"{WRITE_KEY}:".encode()).decode()
         if req.headers.get("Authorization") != expected:
             return 401, b"bad write key"
@@ -177,15 +200,19 @@ def demo_direct() -> int:
         print(f"  ingest: batch of {len(batch)} messages, {len(body)} bytes")
         for message in batch:
             result = destination.deliver(message)
-            tries = ", ".join(f"round {a['round']} endpoint {a['endpoint']}: {a['outcome']['kind']} {a['outcome'].get('status', '')}".strip()
-                              for a in result.log)
+            tries = ", ".join(
+                f"round {a['round']} endpoint {a['endpoint']}: {a['outcome']['kind']} {a['outcome'].get('status', '')}".strip()
+                for a in result.log
+            )
             print(f"    {message['type']:<8} taken by endpoint {result.endpoint} ({tries})")
         return 200, b"{}"
 
     ingest_server, ingest_url = _serve(ingest)
     hooks.servers.append(ingest_server)
-    print(f"client → ingest {ingest_url} → webhooks, both at once: [{hooks.broken_url} (always 503), "
-          f"{hooks.receiver_url} (verifies)]")
+    print(
+        f"client → ingest {ingest_url} → webhooks, both at once: [{hooks.broken_url} (always 503), "
+        f"{hooks.receiver_url} (verifies)]"
+    )
     _send_every_kind(ingest_url)
     destination.deliver({"type": "delete", "userId": "user-1"})
     return hooks.report()
@@ -194,7 +221,7 @@ def demo_direct() -> int:
 USAGE = "usage: python -m callpost demo [--direct] | relay [...] | --version"
 
 
-def main(argv: List[str]) -> int:
+def main(argv: list[str]) -> int:
     if argv[1:3] == ["demo", "--direct"]:
         return demo_direct()
     if argv[1:2] == ["demo"]:

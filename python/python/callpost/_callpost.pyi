@@ -6,32 +6,33 @@ Parameters that default to ``None`` take the core's default, listed in
 ``DEFAULTS`` (durations in milliseconds)."""
 
 import datetime
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union, final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, final
 
 __all__ = [
-    "Accepted",
-    "Attempt",
-    "AudienceSync",
-    "BatchRequest",
-    "Batcher",
     "CALL_FIELDS",
     "DEFAULTS",
     "DEFAULT_ENDPOINT",
-    "Delivery",
     "ERROR_CODES",
     "MAX_BATCH_BYTES",
     "MAX_BATCH_CALLS",
     "MAX_MESSAGE_BYTES",
     "MAX_REQUEST_BYTES",
-    "Message",
-    "Parsed",
-    "Rejected",
-    "Request",
     "SEGMENT_DEFAULTS",
     "SEGMENT_SIGNATURE_HEADER",
     "SIGNATURE_HEADER",
     "SUCCESS_BODY",
     "USER_AGENT",
+    "Accepted",
+    "Attempt",
+    "AudienceSync",
+    "BatchRequest",
+    "Batcher",
+    "Delivery",
+    "Message",
+    "Parsed",
+    "Rejected",
+    "Request",
     "Webhooks",
     "__version__",
     "check_headers",
@@ -54,11 +55,11 @@ __all__ = [
     "write_key",
 ]
 
-_Bytes = Union[str, bytes]
-_Now = Union[int, datetime.datetime, None]
-_Call = Union[Mapping[str, Any], str, bytes]
+_Bytes = str | bytes
+_Now = int | datetime.datetime | None
+_Call = Mapping[str, Any] | str | bytes
 """A call: a dict with Segment's camelCase keys, or its JSON text."""
-_Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
+_Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 
 __version__: str
 """callpost's version (the Rust workspace's)."""
@@ -75,13 +76,13 @@ MAX_MESSAGE_BYTES: int
 """Largest serialized message the batching client accepts."""
 MAX_BATCH_BYTES: int
 """Largest batch body, envelope included."""
-DEFAULTS: Dict[str, int]
+DEFAULTS: dict[str, int]
 """Every limit and default of the core, by name; durations in milliseconds."""
-SEGMENT_DEFAULTS: Dict[str, int]
+SEGMENT_DEFAULTS: dict[str, int]
 """segment-analytics-python 2.x's defaults, which ``callpost.segment`` keeps; durations in milliseconds."""
-CALL_FIELDS: List[str]
+CALL_FIELDS: list[str]
 """A call's top-level keys other than ``type``, in the order ``Batcher.handle_fields`` takes them."""
-ERROR_CODES: Dict[str, Tuple[str, Optional[str]]]
+ERROR_CODES: dict[str, tuple[str, str | None]]
 """The core's error registry: code → (exception class name, built-in base or None)."""
 MAX_REQUEST_BYTES: int
 """Largest Tracking API request body the relay takes, decompressed (and on the wire)."""
@@ -90,7 +91,7 @@ MAX_BATCH_CALLS: int
 SUCCESS_BODY: str
 """The exact body of the relay's answer to an accepted request."""
 
-def stringify(value: Any, *, default: Optional[Callable[[Any], Any]] = None) -> str:
+def stringify(value: Any, *, default: Callable[[Any], Any] | None = None) -> str:
     """``JSON.stringify(value)``, byte for byte. Takes dict (str keys), list,
     tuple, str, int, float, bool, None, aware datetime and date. ``default``,
     as for ``json.dumps``, is called with any other value (and a naive
@@ -102,14 +103,14 @@ def stringify(value: Any, *, default: Optional[Callable[[Any], Any]] = None) -> 
 def sign(secret: _Bytes, body: _Bytes) -> str:
     """Lowercase hex HMAC-SHA1 of ``body`` keyed with ``secret``."""
 
-def verify(body: _Bytes, signature: str, secrets: Union[_Bytes, Sequence[_Bytes]]) -> bool:
+def verify(body: _Bytes, signature: str, secrets: _Bytes | Sequence[_Bytes]) -> bool:
     """Constant-time check of ``signature`` over the raw body, against one or
     several secrets (rotation). Raises SignatureError if malformed."""
 
 def receive(
     body: _Bytes,
     headers: _Headers,
-    secrets: Union[_Bytes, Sequence[_Bytes]],
+    secrets: _Bytes | Sequence[_Bytes],
     *,
     allow_first_event_signature: bool = False,
 ) -> Any:
@@ -133,10 +134,10 @@ def receive(
 def receive_webhook(
     body: _Bytes,
     headers: _Headers,
-    secrets: Union[_Bytes, Sequence[_Bytes]],
+    secrets: _Bytes | Sequence[_Bytes],
     *,
     allow_first_event_signature: bool = False,
-) -> Tuple[Any, str, str, List[Optional[str]]]:
+) -> tuple[Any, str, str, list[str | None]]:
     """``receive`` with ``(body, header, coverage, message_ids)``: the
     accepted header's name, ``"body"`` or ``"first_event"``, and each call's
     ``messageId`` (None where absent). ``callpost.Receiver`` is built on it."""
@@ -145,7 +146,7 @@ def refusal_status(code: str) -> int:
     """The HTTP status a receiver answers a refused webhook with: 401 for a
     signature error code, 400 for the rest."""
 
-def verify_request(body: _Bytes, headers: _Headers, secrets: Union[_Bytes, Sequence[_Bytes]]) -> bool:
+def verify_request(body: _Bytes, headers: _Headers, secrets: _Bytes | Sequence[_Bytes]) -> bool:
     """Verifies a received webhook from its raw body and its headers (any
     mapping, or name/value pairs; the header name is matched
     case-insensitively). False when the request carries no ``X-Signature``
@@ -156,7 +157,7 @@ def verify_request(body: _Bytes, headers: _Headers, secrets: Union[_Bytes, Seque
     Use the raw body bytes, before any JSON parsing: Flask ``request.get_data()``,
     Django ``request.body``, FastAPI/Starlette ``await request.body()``."""
 
-def verify_parsed(value: Any, signature: str, secrets: Union[_Bytes, Sequence[_Bytes]]) -> bool:
+def verify_parsed(value: Any, signature: str, secrets: _Bytes | Sequence[_Bytes]) -> bool:
     """Verifies a parsed body by re-stringifying it as JavaScript does."""
 
 def trait_name(audience: str) -> str:
@@ -166,12 +167,12 @@ def parse_timestamp(text: str) -> int:
     """ISO 8601 (with an offset) to milliseconds since the epoch, UTC."""
 
 def delete_notifications(
-    user_id: str, sources: Sequence[Tuple[str, Optional[Mapping[str, Any]]]], now: _Now = None
-) -> List[Tuple[str, str]]:
+    user_id: str, sources: Sequence[tuple[str, Mapping[str, Any] | None]], now: _Now = None
+) -> list[tuple[str, str]]:
     """One delete call per ``(source_id, integrations)`` whose integrations
     leave Webhooks on, as ``(source_id, message JSON text)``."""
 
-def check_headers(content_type: Optional[str], content_encoding: Optional[str], content_length: Optional[int]) -> bool:
+def check_headers(content_type: str | None, content_encoding: str | None, content_length: int | None) -> bool:
     """Checks a Tracking API request's headers before its body is read;
     returns whether the body is gzipped. Raises IngestError (with
     ``status``)."""
@@ -186,8 +187,8 @@ def ingest_refusal(kind: str) -> BaseException:
     ``"unavailable"``, ``"batch_too_large"``. Returned, not raised."""
 
 def parse_request(
-    path: str, body: bytes, write_keys: Dict[str, Any], received_at: _Now = None, authorization: Optional[str] = None
-) -> "Parsed":
+    path: str, body: bytes, write_keys: dict[str, Any], received_at: _Now = None, authorization: str | None = None
+) -> Parsed:
     """Splits a Tracking API request into its calls, checked and enriched as
     Segment's servers do, for the source ``write_keys`` (write key → source)
     gives its write key (the Basic auth user, else the body's ``writeKey``).
@@ -195,10 +196,10 @@ def parse_request(
     (401 for a missing or unknown write key), or the call's error on a
     single-call route."""
 
-def write_key(authorization: Optional[str], body_key: Optional[str] = None) -> Optional[str]:
+def write_key(authorization: str | None, body_key: str | None = None) -> str | None:
     """The Basic auth user of ``authorization``, else ``body_key``."""
 
-def originate(call: _Call, now: _Now = None) -> "Accepted":
+def originate(call: _Call, now: _Now = None) -> Accepted:
     """A call the relay makes itself, enriched as a received one."""
 
 def is_public_address(address: str) -> bool:
@@ -245,9 +246,9 @@ class Parsed:
     def source(self) -> Any:
         """The ``write_keys`` value for the request's write key."""
     @property
-    def accepted(self) -> List[Accepted]: ...
+    def accepted(self) -> list[Accepted]: ...
     @property
-    def rejected(self) -> List[Rejected]: ...
+    def rejected(self) -> list[Rejected]: ...
 
 @final
 class AudienceSync:
@@ -255,14 +256,14 @@ class AudienceSync:
     full member list, then ``poll_call`` until None for the identify calls
     of the changes. ``to_json`` / ``from_json`` keep it between syncs."""
 
-    def __new__(cls, audience: str) -> "AudienceSync": ...
+    def __new__(cls, audience: str) -> AudienceSync: ...
     @staticmethod
-    def from_json(text: str) -> "AudienceSync": ...
+    def from_json(text: str) -> AudienceSync: ...
     def to_json(self) -> str: ...
     @property
     def trait_name(self) -> str: ...
     def handle_sync(self, members: Sequence[str], now: _Now = None) -> None: ...
-    def poll_call(self) -> Optional[str]:
+    def poll_call(self) -> str | None:
         """The next identify call as Segment message JSON text, or None."""
 
 @final
@@ -274,10 +275,10 @@ class Request:
     @property
     def url(self) -> str: ...
     @property
-    def headers(self) -> List[Tuple[str, str]]: ...
+    def headers(self) -> list[tuple[str, str]]: ...
     @property
     def body(self) -> bytes: ...
-    def header(self, name: str) -> Optional[str]:
+    def header(self, name: str) -> str | None:
         """The first header named ``name`` (case-insensitive), or None."""
 
 @final
@@ -286,17 +287,17 @@ class Webhooks:
 
     def __new__(
         cls,
-        endpoints: Sequence[Union[str, Mapping[str, Any]]],
-        shared_secret: Optional[_Bytes] = None,
+        endpoints: Sequence[str | Mapping[str, Any]],
+        shared_secret: _Bytes | None = None,
         *,
-        mode: Optional[str] = None,
-    ) -> "Webhooks": ...
+        mode: str | None = None,
+    ) -> Webhooks: ...
     def request(self, call: _Call, endpoint: int = 0, now: _Now = None) -> Request:
         """The signed request for ``call`` to endpoint ``endpoint``."""
     def is_enabled_for(self, call: _Call) -> bool:
         """Whether the call's ``integrations`` let it reach Webhooks."""
     @property
-    def urls(self) -> List[str]: ...
+    def urls(self) -> list[str]: ...
     @property
     def signed(self) -> bool: ...
     @property
@@ -331,41 +332,41 @@ class Delivery:
         call: _Call,
         now: _Now = None,
         *,
-        timeout_ms: Optional[int] = None,
-        retry_window_ms: Optional[int] = None,
-        backoff_base_ms: Optional[int] = None,
-        backoff_cap_ms: Optional[int] = None,
-        seed: Optional[int] = None,
-    ) -> "Delivery": ...
-    def poll_request(self, now_ms: int) -> Optional[Attempt]:
+        timeout_ms: int | None = None,
+        retry_window_ms: int | None = None,
+        backoff_base_ms: int | None = None,
+        backoff_cap_ms: int | None = None,
+        seed: int | None = None,
+    ) -> Delivery: ...
+    def poll_request(self, now_ms: int) -> Attempt | None:
         """A request to send now, or None; call until None."""
     def handle_response(
         self,
         now_ms: int,
         attempt: int,
-        status: Optional[int] = None,
-        retry_after: Optional[str] = None,
-        error: Optional[str] = None,
+        status: int | None = None,
+        retry_after: str | None = None,
+        error: str | None = None,
         message: str = "",
     ) -> None:
         """Reports attempt ``attempt``'s status (with the raw Retry-After
         header) or an ``error`` of 'timeout', 'connection' or 'tls'."""
     def handle_timeout(self, now_ms: int) -> None: ...
-    def poll_timeout(self) -> Optional[int]:
+    def poll_timeout(self) -> int | None:
         """When to call ``poll_request`` / ``handle_timeout`` next (ms), or None when done."""
-    def poll_outcome(self) -> Optional[Dict[str, Any]]:
+    def poll_outcome(self) -> dict[str, Any] | None:
         """The final outcome, once: kind 'delivered' | 'gave_up' | 'disabled'."""
     @property
-    def outcome(self) -> Optional[Dict[str, Any]]: ...
+    def outcome(self) -> dict[str, Any] | None: ...
     @property
-    def error_message(self) -> Optional[str]:
+    def error_message(self) -> str | None:
         """What a host raises when the delivery gave up, or None."""
     @property
-    def log(self) -> List[Dict[str, Any]]: ...
+    def log(self) -> list[dict[str, Any]]: ...
     @property
     def body(self) -> bytes: ...
     @property
-    def message_id(self) -> Optional[str]: ...
+    def message_id(self) -> str | None: ...
     @property
     def mode(self) -> str: ...
     @property
@@ -373,7 +374,7 @@ class Delivery:
     def to_json(self) -> str:
         """The whole state, to persist and resume with ``from_json``."""
     @staticmethod
-    def from_json(text: str, webhooks: Webhooks) -> "Delivery":
+    def from_json(text: str, webhooks: Webhooks) -> Delivery:
         """Restores a saved state for the same settings. Requests that were in
         flight when it was saved are sent again (same attempt, same
         ``Idempotency-Key``)."""
@@ -411,29 +412,29 @@ class Batcher:
         cls,
         write_key: str,
         *,
-        endpoint: Optional[str] = None,
-        flush_at: Optional[int] = None,
-        flush_after_ms: Optional[int] = None,
-        max_queue: Optional[int] = None,
-        max_attempts: Optional[int] = None,
-        max_retry_ms: Optional[int] = None,
-        request_timeout_ms: Optional[int] = None,
-        max_in_flight: Optional[int] = None,
-        backoff_base_ms: Optional[int] = None,
-        backoff_cap_ms: Optional[int] = None,
-        library_name: Optional[str] = None,
-        library_version: Optional[str] = None,
-        seed: Optional[int] = None,
+        endpoint: str | None = None,
+        flush_at: int | None = None,
+        flush_after_ms: int | None = None,
+        max_queue: int | None = None,
+        max_attempts: int | None = None,
+        max_retry_ms: int | None = None,
+        request_timeout_ms: int | None = None,
+        max_in_flight: int | None = None,
+        backoff_base_ms: int | None = None,
+        backoff_cap_ms: int | None = None,
+        library_name: str | None = None,
+        library_version: str | None = None,
+        seed: int | None = None,
         now: _Now = None,
-        on_wake: Optional[Callable[[], object]] = None,
-        default: Optional[Callable[[Any], Any]] = None,
-    ) -> "Batcher":
+        on_wake: Callable[[], object] | None = None,
+        default: Callable[[Any], Any] | None = None,
+    ) -> Batcher:
         """Safe to share between threads (each method locks it briefly). With ``seed=None`` the retry jitter
         is seeded from OS randomness. ``on_wake`` is called after ``handle_call``/``handle_fields`` queued a
         call that moved ``poll_timeout()`` earlier, so an I/O loop sleeping until the old time can look again;
         its exception propagates (the call is queued). ``default`` converts call values with no JSON form
         (see ``stringify``)."""
-    def handle_call(self, now_ms: Optional[int], call: _Call, random: Optional[bytes] = None) -> str:
+    def handle_call(self, now_ms: int | None, call: _Call, random: bytes | None = None) -> str:
         """Queues a call; ``random`` is 16 bytes for its messageId. Returns the messageId.
         ``None`` reads the host clock / the OS's entropy."""
     def handle_fields(
@@ -478,19 +479,19 @@ class Batcher:
         """Queues a message from this batcher's ``prepare_fields``. Raises QueueFullError or ClosedError."""
     def flush(self, now_ms: int) -> None: ...
     def shutdown(self) -> None: ...
-    def poll_request(self, now_ms: int) -> Optional[BatchRequest]: ...
+    def poll_request(self, now_ms: int) -> BatchRequest | None: ...
     def handle_response(
         self,
         now_ms: int,
         batch_id: int,
-        status: Optional[int] = None,
-        retry_after: Optional[str] = None,
-        error: Optional[str] = None,
+        status: int | None = None,
+        retry_after: str | None = None,
+        error: str | None = None,
         message: str = "",
     ) -> None: ...
     def handle_timeout(self, now_ms: int) -> None: ...
-    def poll_timeout(self) -> Optional[int]: ...
-    def poll_event(self) -> Optional[Dict[str, Any]]:
+    def poll_timeout(self) -> int | None: ...
+    def poll_event(self) -> dict[str, Any] | None:
         """The next event: kind 'delivered' | 'retrying' | 'failed'."""
     @property
     def queued(self) -> int: ...

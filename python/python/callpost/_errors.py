@@ -9,23 +9,23 @@ Catch by class, or test ``.code``.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 __all__ = [
     "CallpostError",
-    "InvalidCallError",
-    "JSONValueError",
-    "NotJSONError",
-    "SettingsError",
-    "SignatureError",
-    "ConfigError",
-    "MessageTooLargeError",
-    "QueueFullError",
     "ClosedError",
-    "StateError",
-    "InvalidArgumentError",
+    "ConfigError",
     "DeliveryError",
     "IngestError",
+    "InvalidArgumentError",
+    "InvalidCallError",
+    "JSONValueError",
+    "MessageTooLargeError",
+    "NotJSONError",
+    "QueueFullError",
+    "SettingsError",
+    "SignatureError",
+    "StateError",
 ]
 
 
@@ -87,7 +87,7 @@ class DeliveryError(CallpostError):
     """A webhook delivery or a batch upload gave up. ``outcome`` and ``log`` say what happened."""
 
     def __init__(
-        self, code: str, message: str, outcome: Optional[Any] = None, log: Optional[List[Dict[str, Any]]] = None
+        self, code: str, message: str, outcome: Any | None = None, log: list[dict[str, Any]] | None = None
     ) -> None:
         super().__init__(code, message)
         self.outcome = outcome
@@ -102,4 +102,4 @@ class IngestError(CallpostError, ValueError):
     """
 
     status: int = 400
-    retry_after: Optional[int] = None
+    retry_after: int | None = None

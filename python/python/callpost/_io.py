@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import gzip as _gzip
 import json
 import logging
@@ -21,21 +22,12 @@ import ssl
 import threading
 import time
 import weakref
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import (
     Any,
-    Awaitable,
-    Callable,
-    Dict,
-    Generator,
-    List,
-    Mapping,
-    Optional,
-    Sequence,
-    Tuple,
     TypeVar,
-    Union,
 )
 
 import httpx
@@ -43,11 +35,11 @@ import httpx
 from . import _callpost
 from ._errors import DeliveryError
 
-__all__ = ["Webhooks", "DeliveryResult", "Client", "AsyncClient"]
+__all__ = ["AsyncClient", "Client", "DeliveryResult", "Webhooks"]
 
 logger = logging.getLogger("callpost")
 
-_debug_handler: Optional[logging.Handler] = None
+_debug_handler: logging.Handler | None = None
 
 
 def _debug_logging(debug: bool) -> None:
@@ -64,11 +56,12 @@ def _debug_logging(debug: bool) -> None:
         _debug_handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
         logger.addHandler(_debug_handler)
 
+
 _D = _callpost.DEFAULTS
 """The core's limits and defaults; durations in ms (the API below takes seconds)."""
 
-Endpoint = Union[str, Mapping[str, Any]]
-Call = Union[Mapping[str, Any], str, bytes]
+Endpoint = str | Mapping[str, Any]
+Call = Mapping[str, Any] | str | bytes
 
 
 def _now_ms() -> int:
@@ -79,18 +72,18 @@ def _now_ms() -> int:
 # with [(key, ended_ms, report), ...] where `report` holds the keyword
 # arguments of the core's handle_response; or ("wait", seconds or None),
 # answered with None.
-_Sends = List[Tuple[int, "_callpost.Request", int]]
-_Reports = List[Tuple[int, int, Dict[str, Any]]]
-_Step = Tuple[str, Any]
+_Sends = list[tuple[int, "_callpost.Request", int]]
+_Reports = list[tuple[int, int, dict[str, Any]]]
+_Step = tuple[str, Any]
 _T = TypeVar("_T")
 _Steps = Generator[_Step, Any, _T]
 
 
-def _error_kind(exc: BaseException) -> Tuple[str, str]:
+def _error_kind(exc: BaseException) -> tuple[str, str]:
     """Maps an httpx failure to the core's outcome kinds."""
     if isinstance(exc, httpx.TimeoutException):
         return "timeout", type(exc).__name__
-    cur: Optional[BaseException] = exc
+    cur: BaseException | None = exc
     while cur is not None:
         if isinstance(cur, ssl.SSLError):
             return "tls", str(cur)
@@ -98,11 +91,11 @@ def _error_kind(exc: BaseException) -> Tuple[str, str]:
     return "connection", f"{type(exc).__name__}: {exc}"
 
 
-def _post_args(req: "_callpost.Request", deadline_ms: int) -> Dict[str, Any]:
+def _post_args(req: _callpost.Request, deadline_ms: int) -> dict[str, Any]:
     return dict(headers=req.headers, content=req.body, timeout=max(deadline_ms - _now_ms(), 1) / 1000)
 
 
-def _gzipped(req: "_callpost.Request", deadline_ms: int) -> Dict[str, Any]:
+def _gzipped(req: _callpost.Request, deadline_ms: int) -> dict[str, Any]:
     """``gzip=True``: the batch body compressed, as the tracking API accepts
     it (the size limits apply to the JSON before compression)."""
     args = _post_args(req, deadline_ms)
@@ -111,15 +104,16 @@ def _gzipped(req: "_callpost.Request", deadline_ms: int) -> Dict[str, Any]:
     return args
 
 
-def _report_of(r: httpx.Response) -> Dict[str, Any]:
+def _report_of(r: httpx.Response) -> dict[str, Any]:
     return dict(status=r.status_code, retry_after=r.headers.get("retry-after"))
 
 
-_PostArgs = Callable[["_callpost.Request", int], Dict[str, Any]]
+_PostArgs = Callable[["_callpost.Request", int], dict[str, Any]]
 
 
-def _send_one(http: httpx.Client, key: int, req: "_callpost.Request", deadline_ms: int,
-              post_args: _PostArgs = _post_args) -> Tuple[int, int, Dict[str, Any]]:
+def _send_one(
+    http: httpx.Client, key: int, req: _callpost.Request, deadline_ms: int, post_args: _PostArgs = _post_args
+) -> tuple[int, int, dict[str, Any]]:
     try:
         report = _report_of(http.post(req.url, **post_args(req, deadline_ms)))
     except httpx.HTTPError as exc:
@@ -128,8 +122,9 @@ def _send_one(http: httpx.Client, key: int, req: "_callpost.Request", deadline_m
     return key, _now_ms(), report
 
 
-async def _send_one_async(http: httpx.AsyncClient, key: int, req: "_callpost.Request", deadline_ms: int,
-                          post_args: _PostArgs = _post_args) -> Tuple[int, int, Dict[str, Any]]:
+async def _send_one_async(
+    http: httpx.AsyncClient, key: int, req: _callpost.Request, deadline_ms: int, post_args: _PostArgs = _post_args
+) -> tuple[int, int, dict[str, Any]]:
     try:
         report = _report_of(await http.post(req.url, **post_args(req, deadline_ms)))
     except httpx.HTTPError as exc:
@@ -138,8 +133,9 @@ async def _send_one_async(http: httpx.AsyncClient, key: int, req: "_callpost.Req
     return key, _now_ms(), report
 
 
-def _run_sync(steps: _Steps[_T], http: httpx.Client, wait: Callable[[Optional[float]], None],
-              post_args: _PostArgs = _post_args) -> _T:
+def _run_sync(
+    steps: _Steps[_T], http: httpx.Client, wait: Callable[[float | None], None], post_args: _PostArgs = _post_args
+) -> _T:
     """Runs a loop on this thread. A step's requests go out together, on
     threads when there are several (a parallel round)."""
     reply: Any = None
@@ -161,8 +157,12 @@ def _run_sync(steps: _Steps[_T], http: httpx.Client, wait: Callable[[Optional[fl
             reply = None
 
 
-async def _run_async(steps: _Steps[_T], http: httpx.AsyncClient, wait: Callable[[Optional[float]], Awaitable[None]],
-                     post_args: _PostArgs = _post_args) -> _T:
+async def _run_async(
+    steps: _Steps[_T],
+    http: httpx.AsyncClient,
+    wait: Callable[[float | None], Awaitable[None]],
+    post_args: _PostArgs = _post_args,
+) -> _T:
     """Runs a loop on the running event loop; a step's requests are tasks."""
     reply: Any = None
     while True:
@@ -172,7 +172,11 @@ async def _run_async(steps: _Steps[_T], http: httpx.AsyncClient, wait: Callable[
             result: _T = stop.value
             return result
         if kind == "send":
-            reply = list(await asyncio.gather(*(_send_one_async(http, key, req, deadline, post_args) for key, req, deadline in arg)))
+            reply = list(
+                await asyncio.gather(
+                    *(_send_one_async(http, key, req, deadline, post_args) for key, req, deadline in arg)
+                )
+            )
         else:
             await wait(arg)
             reply = None
@@ -185,12 +189,12 @@ class DeliveryResult:
     is the first endpoint that took the call."""
 
     delivered: bool
-    endpoint: Optional[int]
+    endpoint: int | None
     attempts: int
-    log: List[Dict[str, Any]] = field(default_factory=list)
+    log: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _finish(d: "_callpost.Delivery", outcome: Dict[str, Any]) -> DeliveryResult:
+def _finish(d: _callpost.Delivery, outcome: dict[str, Any]) -> DeliveryResult:
     kind = outcome["kind"]
     log = d.log
     if kind == "delivered":
@@ -201,9 +205,9 @@ def _finish(d: "_callpost.Delivery", outcome: Dict[str, Any]) -> DeliveryResult:
 
 
 def _delivery_steps(
-    d: "_callpost.Delivery",
+    d: _callpost.Delivery,
     clock: Callable[[], int] = _now_ms,
-    finish: Callable[["_callpost.Delivery", Dict[str, Any]], _T] = _finish,  # type: ignore[assignment]
+    finish: Callable[[_callpost.Delivery, dict[str, Any]], _T] = _finish,  # type: ignore[assignment]
 ) -> _Steps[_T]:
     """A delivery's host loop: send what is due (a whole round at once in
     parallel mode), report each answer, sleep until the core's timer.
@@ -219,9 +223,14 @@ def _delivery_steps(
             for attempt, ended, report in reports:
                 d.handle_response(ended, attempt, **report)
             if logger.isEnabledFor(logging.DEBUG):
-                for r in d.log[-len(reports):]:
-                    logger.debug("webhook attempt %d (round %d) to endpoint %d: %s", r["attempt"], r["round"],
-                                 r["endpoint"], r["outcome"]["kind"])
+                for r in d.log[-len(reports) :]:
+                    logger.debug(
+                        "webhook attempt %d (round %d) to endpoint %d: %s",
+                        r["attempt"],
+                        r["round"],
+                        r["endpoint"],
+                        r["outcome"]["kind"],
+                    )
             continue
         outcome = d.poll_outcome()
         if outcome is not None:
@@ -249,9 +258,9 @@ class Webhooks:
     def __init__(
         self,
         endpoints: Sequence[Endpoint],
-        shared_secret: Union[str, bytes, None] = None,
+        shared_secret: str | bytes | None = None,
         *,
-        mode: Optional[str] = None,
+        mode: str | None = None,
         timeout: float = _D["webhook_timeout_ms"] / 1000,
         retry_window: float = _D["retry_window_ms"] / 1000,
         backoff_base: float = _D["delivery_backoff_base_ms"] / 1000,
@@ -269,7 +278,7 @@ class Webhooks:
         return repr(self._native)
 
     @property
-    def urls(self) -> List[str]:
+    def urls(self) -> list[str]:
         return self._native.urls
 
     @property
@@ -277,22 +286,22 @@ class Webhooks:
         return self._native.mode
 
     @property
-    def settings(self) -> "_callpost.Webhooks":
+    def settings(self) -> _callpost.Webhooks:
         """The validated settings: what ``Delivery(...)`` and
         ``Delivery.from_json(text, settings)`` take."""
         return self._native
 
-    def request(self, call: Call, endpoint: int = 0, now: Union[int, Any, None] = None) -> "_callpost.Request":
+    def request(self, call: Call, endpoint: int = 0, now: int | Any | None = None) -> _callpost.Request:
         """The signed request for ``call`` to endpoint ``endpoint``."""
         return self._native.request(call, endpoint, now)
 
-    def delivery(self, call: Call, now: Optional[int] = None, *, seed: Optional[int] = None) -> "_callpost.Delivery":
+    def delivery(self, call: Call, now: int | None = None, *, seed: int | None = None) -> _callpost.Delivery:
         """A sans-IO delivery to drive yourself (for queues and outboxes):
         ``d.poll_request(now_ms)`` until None, send, ``d.handle_response``.
         Its jitter is seeded from OS randomness unless ``seed`` is given."""
         return _callpost.Delivery(self._native, call, now, seed=seed, **self._timing)
 
-    def deliver(self, call: Call, *, client: Optional[httpx.Client] = None) -> DeliveryResult:
+    def deliver(self, call: Call, *, client: httpx.Client | None = None) -> DeliveryResult:
         """Delivers ``call`` over HTTP, blocking through retries (up to 4 hours).
 
         A parallel round's requests go out on threads at once. Certificates
@@ -306,7 +315,7 @@ class Webhooks:
             if client is None:
                 http.close()
 
-    async def deliver_async(self, call: Call, *, client: Optional[httpx.AsyncClient] = None) -> DeliveryResult:
+    async def deliver_async(self, call: Call, *, client: httpx.AsyncClient | None = None) -> DeliveryResult:
         """:meth:`deliver` for asyncio: never blocks the event loop; a round's
         requests are tasks."""
         http = client or _http(httpx.AsyncClient)
@@ -317,11 +326,11 @@ class Webhooks:
                 await http.aclose()
 
 
-OnError = Callable[[DeliveryError, List[Dict[str, Any]]], None]
-Id = Union[str, int]
+OnError = Callable[[DeliveryError, list[dict[str, Any]]], None]
+Id = str | int
 
 
-def _waker(client: Union["Client", "AsyncClient"]) -> Callable[[], None]:
+def _waker(client: Client | AsyncClient) -> Callable[[], None]:
     """The batcher's on_wake for `client`. It holds the client weakly: the
     client holds the batcher, and a cycle through a Rust object would keep
     both alive for good (it is not visible to the garbage collector)."""
@@ -349,49 +358,186 @@ class _CallMethods:
     # between: they were a fifth of `track()`'s CPU.
     _enqueue: Callable[..., str]
 
-    def identify(self, user_id: Optional[Id] = None, traits: Optional[Mapping[str, Any]] = None, *, anonymous_id: Optional[Id] = None,
-                 context: Optional[Mapping[str, Any]] = None, integrations: Optional[Mapping[str, Any]] = None,
-                 timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
+    def identify(
+        self,
+        user_id: Id | None = None,
+        traits: Mapping[str, Any] | None = None,
+        *,
+        anonymous_id: Id | None = None,
+        context: Mapping[str, Any] | None = None,
+        integrations: Mapping[str, Any] | None = None,
+        timestamp: Any = None,
+        message_id: Id | None = None,
+    ) -> Any:
         """Records who the user is. Returns the messageId."""
-        return self._enqueue("identify", user_id, anonymous_id, None, None, None, None, traits, context, integrations, None, None,
-                             timestamp, message_id)
+        return self._enqueue(
+            "identify",
+            user_id,
+            anonymous_id,
+            None,
+            None,
+            None,
+            None,
+            traits,
+            context,
+            integrations,
+            None,
+            None,
+            timestamp,
+            message_id,
+        )
 
-    def track(self, user_id: Optional[Id] = None, event: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
-              anonymous_id: Optional[Id] = None, context: Optional[Mapping[str, Any]] = None,
-              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
+    def track(
+        self,
+        user_id: Id | None = None,
+        event: str | None = None,
+        properties: Mapping[str, Any] | None = None,
+        *,
+        anonymous_id: Id | None = None,
+        context: Mapping[str, Any] | None = None,
+        integrations: Mapping[str, Any] | None = None,
+        timestamp: Any = None,
+        message_id: Id | None = None,
+    ) -> Any:
         """Records an event. Returns the messageId."""
-        return self._enqueue("track", user_id, anonymous_id, event, None, None, properties, None, context, integrations, None, None,
-                             timestamp, message_id)
+        return self._enqueue(
+            "track",
+            user_id,
+            anonymous_id,
+            event,
+            None,
+            None,
+            properties,
+            None,
+            context,
+            integrations,
+            None,
+            None,
+            timestamp,
+            message_id,
+        )
 
-    def page(self, user_id: Optional[Id] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
-             category: Optional[str] = None, anonymous_id: Optional[Id] = None, context: Optional[Mapping[str, Any]] = None,
-             integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
+    def page(
+        self,
+        user_id: Id | None = None,
+        name: str | None = None,
+        properties: Mapping[str, Any] | None = None,
+        *,
+        category: str | None = None,
+        anonymous_id: Id | None = None,
+        context: Mapping[str, Any] | None = None,
+        integrations: Mapping[str, Any] | None = None,
+        timestamp: Any = None,
+        message_id: Id | None = None,
+    ) -> Any:
         """Records a page view. Returns the messageId."""
-        return self._enqueue("page", user_id, anonymous_id, None, name, category, properties, None, context, integrations, None, None,
-                             timestamp, message_id)
+        return self._enqueue(
+            "page",
+            user_id,
+            anonymous_id,
+            None,
+            name,
+            category,
+            properties,
+            None,
+            context,
+            integrations,
+            None,
+            None,
+            timestamp,
+            message_id,
+        )
 
-    def screen(self, user_id: Optional[Id] = None, name: Optional[str] = None, properties: Optional[Mapping[str, Any]] = None, *,
-               anonymous_id: Optional[Id] = None, context: Optional[Mapping[str, Any]] = None,
-               integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
+    def screen(
+        self,
+        user_id: Id | None = None,
+        name: str | None = None,
+        properties: Mapping[str, Any] | None = None,
+        *,
+        anonymous_id: Id | None = None,
+        context: Mapping[str, Any] | None = None,
+        integrations: Mapping[str, Any] | None = None,
+        timestamp: Any = None,
+        message_id: Id | None = None,
+    ) -> Any:
         """Records a screen view. Returns the messageId."""
-        return self._enqueue("screen", user_id, anonymous_id, None, name, None, properties, None, context, integrations, None, None,
-                             timestamp, message_id)
+        return self._enqueue(
+            "screen",
+            user_id,
+            anonymous_id,
+            None,
+            name,
+            None,
+            properties,
+            None,
+            context,
+            integrations,
+            None,
+            None,
+            timestamp,
+            message_id,
+        )
 
-    def group(self, user_id: Optional[Id] = None, group_id: Optional[Id] = None, traits: Optional[Mapping[str, Any]] = None, *,
-              anonymous_id: Optional[Id] = None, context: Optional[Mapping[str, Any]] = None,
-              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
+    def group(
+        self,
+        user_id: Id | None = None,
+        group_id: Id | None = None,
+        traits: Mapping[str, Any] | None = None,
+        *,
+        anonymous_id: Id | None = None,
+        context: Mapping[str, Any] | None = None,
+        integrations: Mapping[str, Any] | None = None,
+        timestamp: Any = None,
+        message_id: Id | None = None,
+    ) -> Any:
         """Associates the user with a group. Returns the messageId."""
-        return self._enqueue("group", user_id, anonymous_id, None, None, None, None, traits, context, integrations, group_id, None,
-                             timestamp, message_id)
+        return self._enqueue(
+            "group",
+            user_id,
+            anonymous_id,
+            None,
+            None,
+            None,
+            None,
+            traits,
+            context,
+            integrations,
+            group_id,
+            None,
+            timestamp,
+            message_id,
+        )
 
-    def alias(self, previous_id: Optional[Id] = None, user_id: Optional[Id] = None, *, context: Optional[Mapping[str, Any]] = None,
-              integrations: Optional[Mapping[str, Any]] = None, timestamp: Any = None, message_id: Optional[Id] = None) -> Any:
+    def alias(
+        self,
+        previous_id: Id | None = None,
+        user_id: Id | None = None,
+        *,
+        context: Mapping[str, Any] | None = None,
+        integrations: Mapping[str, Any] | None = None,
+        timestamp: Any = None,
+        message_id: Id | None = None,
+    ) -> Any:
         """Merges ``previous_id`` into ``user_id``. Returns the messageId."""
-        return self._enqueue("alias", user_id, None, None, None, None, None, None, context, integrations, None, previous_id,
-                             timestamp, message_id)
+        return self._enqueue(
+            "alias",
+            user_id,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            context,
+            integrations,
+            None,
+            previous_id,
+            timestamp,
+            message_id,
+        )
 
 
-def _report(on_error: Optional[OnError], event: Dict[str, Any]) -> None:
+def _report(on_error: OnError | None, event: dict[str, Any]) -> None:
     kind = event["kind"]
     if kind == "failed":
         messages = [json.loads(m) for _, m in event["messages"]]
@@ -403,12 +549,14 @@ def _report(on_error: Optional[OnError], event: Dict[str, Any]) -> None:
             except Exception:  # a user callback must not kill the sender
                 logger.exception("callpost: on_error raised")
     elif kind == "retrying":
-        logger.debug("callpost: batch %s attempt %s failed (%s); retrying", event["batch_id"], event["attempt"], event["reason"])
+        logger.debug(
+            "callpost: batch %s attempt %s failed (%s); retrying", event["batch_id"], event["attempt"], event["reason"]
+        )
     else:
         logger.debug("callpost: batch %s delivered (%d messages)", event["batch_id"], len(event["message_ids"]))
 
 
-def _sender_steps(client: Union["Client", "AsyncClient"]) -> _Steps[None]:
+def _sender_steps(client: Client | AsyncClient) -> _Steps[None]:
     """The batching client's sender loop: report the batcher's events, send
     the batches due, and wait for the batcher's timer or a wake-up. It ends
     once the client is closed and nothing is left."""
@@ -431,7 +579,7 @@ def _sender_steps(client: Union["Client", "AsyncClient"]) -> _Steps[None]:
         yield ("wait", None if wake is None else max(wake - now, 0) / 1000)
 
 
-def _prepare_only(batcher: "_callpost.Batcher") -> Callable[..., str]:
+def _prepare_only(batcher: _callpost.Batcher) -> Callable[..., str]:
     """``send=False``: each call is checked and completed as it would be
     sent (so tests see the same errors and ids), then dropped."""
 
@@ -441,11 +589,28 @@ def _prepare_only(batcher: "_callpost.Batcher") -> Callable[..., str]:
     return enqueue
 
 
-def _client_settings(endpoint: Optional[str], flush_at: int, flush_after: float, max_queue: int, max_attempts: int,
-                     max_retry: float, timeout: float, backoff_base: float, backoff_cap: float) -> Dict[str, Any]:
-    return dict(endpoint=endpoint, flush_at=flush_at, flush_after_ms=int(flush_after * 1000), max_queue=max_queue,
-                max_attempts=max_attempts, max_retry_ms=int(max_retry * 1000), request_timeout_ms=int(timeout * 1000),
-                backoff_base_ms=int(backoff_base * 1000), backoff_cap_ms=int(backoff_cap * 1000))
+def _client_settings(
+    endpoint: str | None,
+    flush_at: int,
+    flush_after: float,
+    max_queue: int,
+    max_attempts: int,
+    max_retry: float,
+    timeout: float,
+    backoff_base: float,
+    backoff_cap: float,
+) -> dict[str, Any]:
+    return dict(
+        endpoint=endpoint,
+        flush_at=flush_at,
+        flush_after_ms=int(flush_after * 1000),
+        max_queue=max_queue,
+        max_attempts=max_attempts,
+        max_retry_ms=int(max_retry * 1000),
+        request_timeout_ms=int(timeout * 1000),
+        backoff_base_ms=int(backoff_base * 1000),
+        backoff_cap_ms=int(backoff_cap * 1000),
+    )
 
 
 class Client(_CallMethods):
@@ -466,7 +631,7 @@ class Client(_CallMethods):
         self,
         write_key: str,
         *,
-        endpoint: Optional[str] = None,
+        endpoint: str | None = None,
         flush_at: int = _D["flush_at"],
         flush_after: float = _D["flush_after_ms"] / 1000,
         max_queue: int = _D["max_queue"],
@@ -475,16 +640,17 @@ class Client(_CallMethods):
         timeout: float = _D["request_timeout_ms"] / 1000,
         backoff_base: float = _D["batch_backoff_base_ms"] / 1000,
         backoff_cap: float = _D["batch_backoff_cap_ms"] / 1000,
-        on_error: Optional[OnError] = None,
+        on_error: OnError | None = None,
         shutdown_timeout: float = _D["shutdown_timeout_ms"] / 1000,
         send: bool = True,
         debug: bool = False,
         gzip: bool = False,
-        default: Optional[Callable[[Any], Any]] = None,
-        http_client: Optional[httpx.Client] = None,
+        default: Callable[[Any], Any] | None = None,
+        http_client: httpx.Client | None = None,
     ) -> None:
-        self._settings = _client_settings(endpoint, flush_at, flush_after, max_queue, max_attempts, max_retry, timeout,
-                                          backoff_base, backoff_cap)
+        self._settings = _client_settings(
+            endpoint, flush_at, flush_after, max_queue, max_attempts, max_retry, timeout, backoff_base, backoff_cap
+        )
         self._write_key = write_key
         self._timeout = timeout
         self.on_error = on_error
@@ -502,15 +668,16 @@ class Client(_CallMethods):
 
     def _reset(self) -> None:
         # The jitter seed is the native batcher's: OS randomness.
-        self._batcher = _callpost.Batcher(self._write_key, on_wake=_waker(self), default=self._default,
-                                          **self._settings)
+        self._batcher = _callpost.Batcher(
+            self._write_key, on_wake=_waker(self), default=self._default, **self._settings
+        )
         self._enqueue = self._batcher.handle_fields if self._send else _prepare_only(self._batcher)
         # A plain Lock, not Condition()'s default RLock: `with self._lock` is
         # entered in C, and nothing re-enters it (callbacks run unlocked).
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._woken = False
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._closed = False
 
     def __repr__(self) -> str:
@@ -528,7 +695,7 @@ class Client(_CallMethods):
                 self._thread.start()
             self._cond.notify_all()
 
-    def _wait(self, timeout: Optional[float]) -> None:
+    def _wait(self, timeout: float | None) -> None:
         # The sender is about to sleep: flush() waiters look at the batcher
         # again, and a wake-up that came since the sender last polled is not
         # lost (`_woken` is set under the same lock).
@@ -548,7 +715,7 @@ class Client(_CallMethods):
         with self._cond:
             self._cond.notify_all()
 
-    def flush(self, timeout: Optional[float] = None) -> bool:
+    def flush(self, timeout: float | None = None) -> bool:
         """Sends everything queued now (batches waiting to retry too) and
         waits until it is delivered or reported. Returns False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -565,7 +732,7 @@ class Client(_CallMethods):
                 self._cond.wait(left)
         return True
 
-    def close(self, timeout: Optional[float] = None) -> None:
+    def close(self, timeout: float | None = None) -> None:
         """Flushes, waits up to ``timeout`` seconds (``shutdown_timeout`` by
         default), then hands whatever is left to ``on_error``. Idempotent."""
         if self._closed:
@@ -581,20 +748,20 @@ class Client(_CallMethods):
         if self._thread is not None:
             self._thread.join(timeout=self._timeout + 1)
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-def _close_at_exit(ref: "weakref.ref[Client]") -> None:
+def _close_at_exit(ref: weakref.ref[Client]) -> None:
     client = ref()
     if client is not None:
         client.close()
 
 
-def _after_fork(ref: "weakref.ref[Client]") -> None:
+def _after_fork(ref: weakref.ref[Client]) -> None:
     # The child gets a fresh, working client. Messages the parent had queued
     # stay the parent's to send: copying them would send them twice.
     client = ref()
@@ -612,7 +779,7 @@ class AsyncClient(_CallMethods):
         self,
         write_key: str,
         *,
-        endpoint: Optional[str] = None,
+        endpoint: str | None = None,
         flush_at: int = _D["flush_at"],
         flush_after: float = _D["flush_after_ms"] / 1000,
         max_queue: int = _D["max_queue"],
@@ -621,15 +788,16 @@ class AsyncClient(_CallMethods):
         timeout: float = _D["request_timeout_ms"] / 1000,
         backoff_base: float = _D["batch_backoff_base_ms"] / 1000,
         backoff_cap: float = _D["batch_backoff_cap_ms"] / 1000,
-        on_error: Optional[OnError] = None,
+        on_error: OnError | None = None,
         send: bool = True,
         debug: bool = False,
         gzip: bool = False,
-        default: Optional[Callable[[Any], Any]] = None,
-        http_client: Optional[httpx.AsyncClient] = None,
+        default: Callable[[Any], Any] | None = None,
+        http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        settings = _client_settings(endpoint, flush_at, flush_after, max_queue, max_attempts, max_retry, timeout,
-                                    backoff_base, backoff_cap)
+        settings = _client_settings(
+            endpoint, flush_at, flush_after, max_queue, max_attempts, max_retry, timeout, backoff_base, backoff_cap
+        )
         self._batcher = _callpost.Batcher(write_key, on_wake=_waker(self), default=default, **settings)
         self._enqueue = self._batcher.handle_fields if send else _prepare_only(self._batcher)
         self.on_error = on_error
@@ -637,9 +805,9 @@ class AsyncClient(_CallMethods):
         self._post_args: _PostArgs = _gzipped if gzip else _post_args
         self._http_client = http_client
         _debug_logging(debug)
-        self._wake: Optional[asyncio.Event] = None
-        self._progress: Optional[asyncio.Event] = None
-        self._task: Optional["asyncio.Task[None]"] = None
+        self._wake: asyncio.Event | None = None
+        self._progress: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
         self._closed = False
 
     def _wake_sender(self) -> None:
@@ -652,14 +820,12 @@ class AsyncClient(_CallMethods):
         assert self._wake is not None
         self._wake.set()
 
-    async def _wait(self, timeout: Optional[float]) -> None:
+    async def _wait(self, timeout: float | None) -> None:
         assert self._wake is not None and self._progress is not None
         # The sender is about to sleep: flush() looks at the batcher again.
         self._progress.set()
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._wake.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
         self._wake.clear()
 
     async def _run(self) -> None:
@@ -688,10 +854,8 @@ class AsyncClient(_CallMethods):
         """Flushes (up to ``timeout`` seconds), then hands the rest to ``on_error``."""
         if self._closed:
             return
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.flush(), timeout)
-        except asyncio.TimeoutError:
-            pass
         self._closed = True
         self._batcher.shutdown()
         while (ev := self._batcher.poll_event()) is not None:
@@ -701,7 +865,7 @@ class AsyncClient(_CallMethods):
         if self._task is not None:
             await asyncio.wait_for(self._task, self._timeout + 1)
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -11,18 +11,23 @@ framework helpers in ``callpost.frameworks`` are thin wrappers over it.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from threading import Lock
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Literal,
+    Protocol,
+)
 
 from ._callpost import DEFAULTS, receive_webhook, refusal_status
 from ._errors import CallpostError
 
-__all__ = ["Answer", "Receiver", "SeenIds", "SeenHook", "Webhook"]
+__all__ = ["Answer", "Receiver", "SeenHook", "SeenIds", "Webhook"]
 
-Secrets = Union[str, bytes, Sequence[Union[str, bytes]]]
-Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
+Secrets = str | bytes | Sequence[str | bytes]
+Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 
 
 class SeenHook(Protocol):
@@ -45,7 +50,7 @@ class SeenIds:
     need a shared store instead (a Redis ``SET NX`` with a 4-hour expiry is
     the usual one)."""
 
-    def __init__(self, capacity: Optional[int] = None) -> None:
+    def __init__(self, capacity: int | None = None) -> None:
         self.capacity = int(DEFAULTS["seen_capacity"] if capacity is None else capacity)
         if self.capacity < 1:
             raise ValueError("capacity must be at least 1")
@@ -85,9 +90,9 @@ class Webhook:
     """
 
     body: Any
-    calls: List[Dict[str, Any]]
-    ids: List[Optional[str]]
-    duplicates: List[str]
+    calls: list[dict[str, Any]]
+    ids: list[str | None]
+    duplicates: list[str]
     batch: bool
     header: str
     coverage: str
@@ -98,7 +103,7 @@ class Webhook:
         return not self.calls and bool(self.duplicates)
 
     @property
-    def call(self) -> Optional[Dict[str, Any]]:
+    def call(self) -> dict[str, Any] | None:
         """The one new call of a single-call body (None for a duplicate)."""
         return self.calls[0] if len(self.calls) == 1 and not self.batch else None
 
@@ -118,29 +123,29 @@ class Receiver:
         self,
         secrets: Secrets,
         *,
-        seen: Union[Callable[[str], bool], None, Literal[False]] = None,
+        seen: Callable[[str], bool] | Literal[False] | None = None,
         allow_first_event_signature: bool = False,
     ) -> None:
         self._secrets = secrets
-        self.seen: Optional[Callable[[str], bool]] = SeenIds() if seen is None else (seen or None)
+        self.seen: Callable[[str], bool] | None = SeenIds() if seen is None else (seen or None)
         self.allow_first_event_signature = allow_first_event_signature
 
     def __repr__(self) -> str:
         # Never the secrets.
         return f"Receiver(seen={self.seen!r}, allow_first_event_signature={self.allow_first_event_signature})"
 
-    def receive(self, body: Union[bytes, str], headers: Headers) -> Webhook:
+    def receive(self, body: bytes | str, headers: Headers) -> Webhook:
         """Verifies the raw body against the headers' signature and returns
         the webhook with its new calls. Raises ``SignatureError`` or
         ``JSONValueError`` (see ``callpost.receive``)."""
         value, header, coverage, ids = receive_webhook(
             body, headers, self._secrets, allow_first_event_signature=self.allow_first_event_signature
         )
-        calls: List[Any] = value if isinstance(value, list) else [value]
-        fresh: List[Any] = []
-        fresh_ids: List[Optional[str]] = []
-        duplicates: List[str] = []
-        for call, message_id in zip(calls, ids):
+        calls: list[Any] = value if isinstance(value, list) else [value]
+        fresh: list[Any] = []
+        fresh_ids: list[str | None] = []
+        duplicates: list[str] = []
+        for call, message_id in zip(calls, ids, strict=True):
             if message_id is not None and self.seen is not None and self.seen(message_id):
                 duplicates.append(message_id)
                 continue
@@ -148,7 +153,7 @@ class Receiver:
             fresh_ids.append(message_id)
         return Webhook(value, fresh, fresh_ids, duplicates, isinstance(value, list), header, coverage)
 
-    def check(self, body: Union[bytes, str], headers: Headers) -> Union[Webhook, Answer]:
+    def check(self, body: bytes | str, headers: Headers) -> Webhook | Answer:
         """``receive`` for the framework helpers: the webhook to hand to the
         handler, or the ``Answer`` to send instead: a refusal (401 for a
         signature that did not verify, 400 otherwise, with ``{"error",
@@ -187,4 +192,4 @@ class Answer:
     """What a helper answers instead of calling the handler."""
 
     status: int
-    body: Dict[str, Any]
+    body: dict[str, Any]

@@ -14,14 +14,13 @@ import os
 import shutil
 import sys
 import sysconfig
-from typing import List, Optional
 
-__all__ = ["relay_binary", "exec_relay"]
+__all__ = ["exec_relay", "relay_binary"]
 
 NAME = "callpost-relay"
 
 
-def relay_binary() -> Optional[str]:
+def relay_binary() -> str | None:
     """The relay binary this launcher runs: ``CALLPOST_RELAY_BIN``, else
     the one installed beside this Python (the ``callpost-relay`` wheel puts
     it in the environment's scripts directory), else one on ``PATH``."""
@@ -35,7 +34,7 @@ def relay_binary() -> Optional[str]:
     return shutil.which(NAME)
 
 
-def exec_relay(args: List[str]) -> int:
+def exec_relay(args: list[str]) -> int:
     """Replaces this process with the relay; returns only when it cannot
     be started (exit status 2, with the reason on stderr)."""
     binary = relay_binary()

@@ -27,7 +27,8 @@ import json
 import logging
 import numbers
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -58,8 +59,8 @@ _SD = _callpost.SEGMENT_DEFAULTS
 """segment-analytics-python's defaults, from the core (durations in ms)."""
 
 ID_TYPES = (numbers.Number, str)
-Msg = Dict[str, Any]
-OnError = Callable[[Exception, List[Msg]], None]
+Msg = dict[str, Any]
+OnError = Callable[[Exception, list[Msg]], None]
 
 
 class SegmentArgumentError(InvalidCallError, AssertionError):
@@ -107,7 +108,7 @@ def _message_id(value: Any) -> Any:
     return value if value is None or isinstance(value, (str, int, float)) else str(value)
 
 
-class _Msg(Dict[str, Any]):
+class _Msg(dict[str, Any]):
     """The message as it is sent, read as Segment's SDK returns it: its
     ``msg["userId"]`` and ``msg["anonymousId"]`` are ``None`` when not given
     (Segment's SDK sends them as ``null``; callpost leaves them out)."""
@@ -118,7 +119,7 @@ class _Msg(Dict[str, Any]):
         raise KeyError(key)
 
 
-def _aware(value: Any) -> Optional[_dt.datetime]:
+def _aware(value: Any) -> _dt.datetime | None:
     """Segment's ``guess_timezone``: a naive datetime within 5 s of the local
     clock was made with ``datetime.now()`` and is local time; any other naive
     datetime is taken as UTC."""
@@ -133,7 +134,7 @@ def _aware(value: Any) -> Optional[_dt.datetime]:
     return ts.replace(tzinfo=_dt.timezone.utc)
 
 
-def _proxied(proxies: Dict[str, str], timeout: float) -> httpx.Client:
+def _proxied(proxies: dict[str, str], timeout: float) -> httpx.Client:
     """A ``requests``-style ``proxies`` dict as an httpx client."""
     mounts = {f"{scheme}://": httpx.HTTPTransport(proxy=url) for scheme, url in proxies.items()}
     return httpx.Client(mounts=mounts, timeout=timeout, follow_redirects=False)
@@ -153,11 +154,11 @@ class Client:
     """
 
     class DefaultConfig:
-        write_key: Optional[str] = None
-        host: Optional[str] = None
-        on_error: Optional[OnError] = None
+        write_key: str | None = None
+        host: str | None = None
+        on_error: OnError | None = None
         debug = False
-        log_handler: Optional[logging.Handler] = None
+        log_handler: logging.Handler | None = None
         send = True
         sync_mode = False
         max_queue_size = int(_SD["max_queue_size"])
@@ -166,13 +167,13 @@ class Client:
         max_retries = int(_SD["max_retries"])
         max_total_backoff_duration: float = _SD["max_total_backoff_duration_ms"] / 1000
         max_rate_limit_duration: float = _SD["max_rate_limit_duration_ms"] / 1000
-        proxies: Optional[Dict[str, str]] = None
+        proxies: dict[str, str] | None = None
         thread = 1
         upload_interval: float = _SD["upload_interval_ms"] / 1000
         upload_size = int(_SD["upload_size"])
-        oauth_client_id: Optional[str] = None
-        oauth_client_key: Optional[str] = None
-        oauth_key_id: Optional[str] = None
+        oauth_client_id: str | None = None
+        oauth_client_key: str | None = None
+        oauth_key_id: str | None = None
         oauth_auth_server = "https://oauth2.segment.io"
         oauth_scope = "tracking_api:write"
 
@@ -180,31 +181,31 @@ class Client:
 
     def __init__(
         self,
-        write_key: Optional[str] = DefaultConfig.write_key,
-        host: Optional[str] = DefaultConfig.host,
+        write_key: str | None = DefaultConfig.write_key,
+        host: str | None = DefaultConfig.host,
         debug: bool = DefaultConfig.debug,
         max_queue_size: int = DefaultConfig.max_queue_size,
         send: bool = DefaultConfig.send,
-        on_error: Optional[OnError] = DefaultConfig.on_error,
+        on_error: OnError | None = DefaultConfig.on_error,
         gzip: bool = DefaultConfig.gzip,
         max_retries: int = DefaultConfig.max_retries,
         sync_mode: bool = DefaultConfig.sync_mode,
         timeout: float = DefaultConfig.timeout,
-        proxies: Optional[Dict[str, str]] = DefaultConfig.proxies,
+        proxies: dict[str, str] | None = DefaultConfig.proxies,
         thread: int = DefaultConfig.thread,
         upload_size: int = DefaultConfig.upload_size,
         upload_interval: float = DefaultConfig.upload_interval,
-        log_handler: Optional[logging.Handler] = DefaultConfig.log_handler,
-        oauth_client_id: Optional[str] = DefaultConfig.oauth_client_id,
-        oauth_client_key: Optional[str] = DefaultConfig.oauth_client_key,
-        oauth_key_id: Optional[str] = DefaultConfig.oauth_key_id,
+        log_handler: logging.Handler | None = DefaultConfig.log_handler,
+        oauth_client_id: str | None = DefaultConfig.oauth_client_id,
+        oauth_client_key: str | None = DefaultConfig.oauth_client_key,
+        oauth_key_id: str | None = DefaultConfig.oauth_key_id,
         oauth_auth_server: str = DefaultConfig.oauth_auth_server,
         oauth_scope: str = DefaultConfig.oauth_scope,
         max_total_backoff_duration: float = DefaultConfig.max_total_backoff_duration,
         max_rate_limit_duration: float = DefaultConfig.max_rate_limit_duration,
         *,
-        http_client: Optional[httpx.Client] = None,
-        default: Optional[Callable[[Any], Any]] = convert,
+        http_client: httpx.Client | None = None,
+        default: Callable[[Any], Any] | None = convert,
     ) -> None:
         _require("write_key", write_key, str)
         assert isinstance(write_key, str)
@@ -249,60 +250,173 @@ class Client:
     def __repr__(self) -> str:
         return f"Client(host={self.host!r}, send={self.send}, sync_mode={self.sync_mode})"
 
-    def identify(self, user_id: Any = None, traits: Optional[Msg] = None, context: Optional[Msg] = None,
-                 timestamp: Optional[_dt.datetime] = None, anonymous_id: Any = None,
-                 integrations: Optional[Msg] = None, message_id: Any = None) -> Tuple[bool, Msg]:
+    def identify(
+        self,
+        user_id: Any = None,
+        traits: Msg | None = None,
+        context: Msg | None = None,
+        timestamp: _dt.datetime | None = None,
+        anonymous_id: Any = None,
+        integrations: Msg | None = None,
+        message_id: Any = None,
+    ) -> tuple[bool, Msg]:
         traits = traits or {}
         _require("user_id or anonymous_id", user_id or anonymous_id, ID_TYPES)
         _require("traits", traits, dict)
-        return self._enqueue("identify", user_id, anonymous_id, None, None, None, None, traits, context, integrations,
-                             None, None, timestamp, message_id)
+        return self._enqueue(
+            "identify",
+            user_id,
+            anonymous_id,
+            None,
+            None,
+            None,
+            None,
+            traits,
+            context,
+            integrations,
+            None,
+            None,
+            timestamp,
+            message_id,
+        )
 
-    def track(self, user_id: Any = None, event: Optional[str] = None, properties: Optional[Msg] = None,
-              context: Optional[Msg] = None, timestamp: Optional[_dt.datetime] = None, anonymous_id: Any = None,
-              integrations: Optional[Msg] = None, message_id: Any = None) -> Tuple[bool, Msg]:
+    def track(
+        self,
+        user_id: Any = None,
+        event: str | None = None,
+        properties: Msg | None = None,
+        context: Msg | None = None,
+        timestamp: _dt.datetime | None = None,
+        anonymous_id: Any = None,
+        integrations: Msg | None = None,
+        message_id: Any = None,
+    ) -> tuple[bool, Msg]:
         properties = properties or {}
         _require("user_id or anonymous_id", user_id or anonymous_id, ID_TYPES)
         _require("properties", properties, dict)
         _require("event", event, str)
-        return self._enqueue("track", user_id, anonymous_id, event, None, None, properties, None, context,
-                             integrations, None, None, timestamp, message_id)
+        return self._enqueue(
+            "track",
+            user_id,
+            anonymous_id,
+            event,
+            None,
+            None,
+            properties,
+            None,
+            context,
+            integrations,
+            None,
+            None,
+            timestamp,
+            message_id,
+        )
 
-    def alias(self, previous_id: Any = None, user_id: Any = None, context: Optional[Msg] = None,
-              timestamp: Optional[_dt.datetime] = None, integrations: Optional[Msg] = None,
-              message_id: Any = None) -> Tuple[bool, Msg]:
+    def alias(
+        self,
+        previous_id: Any = None,
+        user_id: Any = None,
+        context: Msg | None = None,
+        timestamp: _dt.datetime | None = None,
+        integrations: Msg | None = None,
+        message_id: Any = None,
+    ) -> tuple[bool, Msg]:
         _require("previous_id", previous_id, ID_TYPES)
         _require("user_id", user_id, ID_TYPES)
-        return self._enqueue("alias", user_id, None, None, None, None, None, None, context, integrations, None,
-                             previous_id, timestamp, message_id)
+        return self._enqueue(
+            "alias",
+            user_id,
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            context,
+            integrations,
+            None,
+            previous_id,
+            timestamp,
+            message_id,
+        )
 
-    def group(self, user_id: Any = None, group_id: Any = None, traits: Optional[Msg] = None,
-              context: Optional[Msg] = None, timestamp: Optional[_dt.datetime] = None, anonymous_id: Any = None,
-              integrations: Optional[Msg] = None, message_id: Any = None) -> Tuple[bool, Msg]:
+    def group(
+        self,
+        user_id: Any = None,
+        group_id: Any = None,
+        traits: Msg | None = None,
+        context: Msg | None = None,
+        timestamp: _dt.datetime | None = None,
+        anonymous_id: Any = None,
+        integrations: Msg | None = None,
+        message_id: Any = None,
+    ) -> tuple[bool, Msg]:
         traits = traits or {}
         _require("user_id or anonymous_id", user_id or anonymous_id, ID_TYPES)
         _require("group_id", group_id, ID_TYPES)
         _require("traits", traits, dict)
-        return self._enqueue("group", user_id, anonymous_id, None, None, None, None, traits, context, integrations,
-                             group_id, None, timestamp, message_id)
+        return self._enqueue(
+            "group",
+            user_id,
+            anonymous_id,
+            None,
+            None,
+            None,
+            None,
+            traits,
+            context,
+            integrations,
+            group_id,
+            None,
+            timestamp,
+            message_id,
+        )
 
-    def page(self, user_id: Any = None, category: Optional[str] = None, name: Optional[str] = None,
-             properties: Optional[Msg] = None, context: Optional[Msg] = None,
-             timestamp: Optional[_dt.datetime] = None, anonymous_id: Any = None,
-             integrations: Optional[Msg] = None, message_id: Any = None) -> Tuple[bool, Msg]:
-        return self._page("page", user_id, category, name, properties, context, timestamp, anonymous_id,
-                          integrations, message_id)
+    def page(
+        self,
+        user_id: Any = None,
+        category: str | None = None,
+        name: str | None = None,
+        properties: Msg | None = None,
+        context: Msg | None = None,
+        timestamp: _dt.datetime | None = None,
+        anonymous_id: Any = None,
+        integrations: Msg | None = None,
+        message_id: Any = None,
+    ) -> tuple[bool, Msg]:
+        return self._page(
+            "page", user_id, category, name, properties, context, timestamp, anonymous_id, integrations, message_id
+        )
 
-    def screen(self, user_id: Any = None, category: Optional[str] = None, name: Optional[str] = None,
-               properties: Optional[Msg] = None, context: Optional[Msg] = None,
-               timestamp: Optional[_dt.datetime] = None, anonymous_id: Any = None,
-               integrations: Optional[Msg] = None, message_id: Any = None) -> Tuple[bool, Msg]:
-        return self._page("screen", user_id, category, name, properties, context, timestamp, anonymous_id,
-                          integrations, message_id)
+    def screen(
+        self,
+        user_id: Any = None,
+        category: str | None = None,
+        name: str | None = None,
+        properties: Msg | None = None,
+        context: Msg | None = None,
+        timestamp: _dt.datetime | None = None,
+        anonymous_id: Any = None,
+        integrations: Msg | None = None,
+        message_id: Any = None,
+    ) -> tuple[bool, Msg]:
+        return self._page(
+            "screen", user_id, category, name, properties, context, timestamp, anonymous_id, integrations, message_id
+        )
 
-    def _page(self, kind: str, user_id: Any, category: Optional[str], name: Optional[str],
-              properties: Optional[Msg], context: Optional[Msg], timestamp: Optional[_dt.datetime],
-              anonymous_id: Any, integrations: Optional[Msg], message_id: Any) -> Tuple[bool, Msg]:
+    def _page(
+        self,
+        kind: str,
+        user_id: Any,
+        category: str | None,
+        name: str | None,
+        properties: Msg | None,
+        context: Msg | None,
+        timestamp: _dt.datetime | None,
+        anonymous_id: Any,
+        integrations: Msg | None,
+        message_id: Any,
+    ) -> tuple[bool, Msg]:
         properties = properties or {}
         _require("user_id or anonymous_id", user_id or anonymous_id, ID_TYPES)
         _require("properties", properties, dict)
@@ -310,12 +424,40 @@ class Client:
             _require("name", name, str)
         if category:
             _require("category", category, str)
-        return self._enqueue(kind, user_id, anonymous_id, None, name or None, category or None, properties, None,
-                             context, integrations, None, None, timestamp, message_id)
+        return self._enqueue(
+            kind,
+            user_id,
+            anonymous_id,
+            None,
+            name or None,
+            category or None,
+            properties,
+            None,
+            context,
+            integrations,
+            None,
+            None,
+            timestamp,
+            message_id,
+        )
 
-    def _enqueue(self, kind: str, user_id: Any, anonymous_id: Any, event: Any, name: Any, category: Any,
-                 properties: Any, traits: Any, context: Optional[Msg], integrations: Optional[Msg], group_id: Any,
-                 previous_id: Any, timestamp: Any, message_id: Any) -> Tuple[bool, Msg]:
+    def _enqueue(
+        self,
+        kind: str,
+        user_id: Any,
+        anonymous_id: Any,
+        event: Any,
+        name: Any,
+        category: Any,
+        properties: Any,
+        traits: Any,
+        context: Msg | None,
+        integrations: Msg | None,
+        group_id: Any,
+        previous_id: Any,
+        timestamp: Any,
+        message_id: Any,
+    ) -> tuple[bool, Msg]:
         context = context or {}
         integrations = integrations or {}
         _require("integrations", integrations, dict)
@@ -325,8 +467,21 @@ class Client:
             # core completes the message (messageId, timestamp,
             # context.library) and checks it and its size.
             message = self._batcher.prepare_fields(
-                kind, user_id, anonymous_id, event, name, category, properties, traits, context, integrations,
-                group_id, previous_id, _aware(timestamp), _message_id(message_id))
+                kind,
+                user_id,
+                anonymous_id,
+                event,
+                name,
+                category,
+                properties,
+                traits,
+                context,
+                integrations,
+                group_id,
+                previous_id,
+                _aware(timestamp),
+                _message_id(message_id),
+            )
         except MessageTooLargeError as e:
             raise SegmentMessageTooLargeError(e.code, str(e)) from None
         msg: Msg = _Msg(json.loads(message.json))
@@ -368,52 +523,52 @@ class Client:
 
 # Module-level settings and proxies, as segment.analytics has them: set the
 # settings, then call; the first call makes `default_client` from them.
-write_key: Optional[str] = Client.DefaultConfig.write_key
-host: Optional[str] = Client.DefaultConfig.host
-on_error: Optional[OnError] = Client.DefaultConfig.on_error
+write_key: str | None = Client.DefaultConfig.write_key
+host: str | None = Client.DefaultConfig.host
+on_error: OnError | None = Client.DefaultConfig.on_error
 debug: bool = Client.DefaultConfig.debug
-log_handler: Optional[logging.Handler] = Client.DefaultConfig.log_handler
+log_handler: logging.Handler | None = Client.DefaultConfig.log_handler
 send: bool = Client.DefaultConfig.send
 sync_mode: bool = Client.DefaultConfig.sync_mode
 max_queue_size: int = Client.DefaultConfig.max_queue_size
 gzip: bool = Client.DefaultConfig.gzip
 timeout: float = Client.DefaultConfig.timeout
 max_retries: int = Client.DefaultConfig.max_retries
-oauth_client_id: Optional[str] = Client.DefaultConfig.oauth_client_id
-oauth_client_key: Optional[str] = Client.DefaultConfig.oauth_client_key
-oauth_key_id: Optional[str] = Client.DefaultConfig.oauth_key_id
+oauth_client_id: str | None = Client.DefaultConfig.oauth_client_id
+oauth_client_key: str | None = Client.DefaultConfig.oauth_client_key
+oauth_key_id: str | None = Client.DefaultConfig.oauth_key_id
 oauth_auth_server: str = Client.DefaultConfig.oauth_auth_server
 oauth_scope: str = Client.DefaultConfig.oauth_scope
 
-default_client: Optional[Client] = None
+default_client: Client | None = None
 
 
-def track(*args: Any, **kwargs: Any) -> Tuple[bool, Msg]:
+def track(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
     """Send a track call."""
     return _proxy("track", *args, **kwargs)  # type: ignore[no-any-return]
 
 
-def identify(*args: Any, **kwargs: Any) -> Tuple[bool, Msg]:
+def identify(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
     """Send an identify call."""
     return _proxy("identify", *args, **kwargs)  # type: ignore[no-any-return]
 
 
-def group(*args: Any, **kwargs: Any) -> Tuple[bool, Msg]:
+def group(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
     """Send a group call."""
     return _proxy("group", *args, **kwargs)  # type: ignore[no-any-return]
 
 
-def alias(*args: Any, **kwargs: Any) -> Tuple[bool, Msg]:
+def alias(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
     """Send an alias call."""
     return _proxy("alias", *args, **kwargs)  # type: ignore[no-any-return]
 
 
-def page(*args: Any, **kwargs: Any) -> Tuple[bool, Msg]:
+def page(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
     """Send a page call."""
     return _proxy("page", *args, **kwargs)  # type: ignore[no-any-return]
 
 
-def screen(*args: Any, **kwargs: Any) -> Tuple[bool, Msg]:
+def screen(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
     """Send a screen call."""
     return _proxy("screen", *args, **kwargs)  # type: ignore[no-any-return]
 

@@ -10,19 +10,19 @@ from __future__ import annotations
 import socket
 import sys
 import threading
-from typing import Any, List
+from typing import Any
 
 from callpost import Receiver, Webhook
 
 framework, secret = sys.argv[1], sys.argv[2]
 receiver = Receiver(secret)
-processed: List[str] = []
+processed: list[str] = []
 failed_once: set = set()
 lock = threading.Lock()
 
 
 def handle(hook: Webhook) -> None:
-    for call, message_id in zip(hook.calls, hook.ids):
+    for call, message_id in zip(hook.calls, hook.ids, strict=True):
         with lock:
             if call.get("event") == "Fail Once" and message_id not in failed_once:
                 failed_once.add(message_id)
@@ -115,7 +115,7 @@ elif framework == "fastapi":
         handle(hook)
 
     @app.get("/processed")
-    async def processed_ids() -> List[str]:
+    async def processed_ids() -> list[str]:
         return processed
 
     serve_asgi(app)

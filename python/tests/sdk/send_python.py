@@ -22,8 +22,9 @@ def ts() -> datetime.datetime:
 for i in range(int(n)):
     user = f"{tag}-user-{i}"
     client.identify(user, {"seq": f"{tag}-identify-{i}", "email": "ada@example.com"}, timestamp=ts())
-    client.track(user, "Order Completed", {"seq": f"{tag}-track-{i}", "total": 25.5, "items": [{"sku": "A1"}]},
-                 timestamp=ts())
+    client.track(
+        user, "Order Completed", {"seq": f"{tag}-track-{i}", "total": 25.5, "items": [{"sku": "A1"}]}, timestamp=ts()
+    )
     client.page(user, "Docs", "Home", {"seq": f"{tag}-page-{i}"}, timestamp=ts())
     client.screen(user, "Docs", f"{tag}-screen-{i}", {"seq": f"{tag}-screen-{i}"}, timestamp=ts())
     client.group(user, f"g-{i}", {"seq": f"{tag}-group-{i}"}, timestamp=ts())

@@ -19,7 +19,8 @@ the sender) and answers POST only.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # Django ships no type information (django-stubs is a separate project).
 from django.http import (  # type: ignore[import-untyped]

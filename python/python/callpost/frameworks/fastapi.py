@@ -14,7 +14,7 @@ all-duplicate body ends the request before the endpoint runs::
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 from fastapi import HTTPException, Request
 

@@ -15,7 +15,7 @@ FastAPI: see ``callpost.frameworks.fastapi``.
 from __future__ import annotations
 
 import inspect
-from typing import Awaitable, Callable, Optional, Union
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -24,7 +24,7 @@ from .._receive import Answer, Receiver, Webhook
 
 __all__ = ["webhook_endpoint"]
 
-Handler = Callable[[Webhook], Union[Awaitable[Optional[Response]], Optional[Response]]]
+Handler = Callable[[Webhook], Awaitable[Response | None] | Response | None]
 
 
 def webhook_endpoint(receiver: Receiver, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
