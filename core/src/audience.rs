@@ -2,9 +2,9 @@
 //! "Audience and computed-trait delivery").
 
 use crate::call::{Call, CallKind};
+use crate::code::Code;
 use crate::delivery::state::bad;
 use crate::delivery::StateError;
-use crate::error::Code;
 use crate::json::{Map, Quoted, Value};
 use crate::timestamp::Timestamp;
 use heck::ToSnakeCase;

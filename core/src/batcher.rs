@@ -2,7 +2,7 @@
 //! retry uploads, and account for every message.
 
 use crate::call::{Call, CallError, Object};
-use crate::error::Code;
+use crate::code::Code;
 use crate::json::{Map, Value};
 use crate::retry::{parse_retry_after, Backoff, Jitter, Outcome, Verdict};
 use crate::timestamp::Timestamp;

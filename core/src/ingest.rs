@@ -23,7 +23,7 @@
 //!   key by key at the top level, the call's own keys winning.
 
 use crate::call::{Call, CallError, CallKind, Object};
-use crate::error::Code;
+use crate::code::Code;
 use crate::json::{JsonError, Map, Parser, Value};
 use crate::timestamp::Timestamp;
 use base64::Engine as _;

@@ -35,17 +35,20 @@
 //! says when to wake. What an HTTP outcome means is decided once, in
 //! [`retry`], for both.
 //!
-//! Every failure has a stable [`Code`] from one registry ([`error`]), which
+//! Every failure has a stable [`Code`] from one registry ([`code`]), which
 //! the Python and JavaScript packages expose unchanged as `.code`, raised
-//! as the class the registry names.
+//! as the class the registry names. Each concern returns its own error
+//! enum; [`Error`] wraps them all for the bindings.
 
 pub mod audience;
 pub mod batcher;
 pub mod call;
+pub mod code;
 pub mod delivery;
 pub mod error;
 pub mod ingest;
 pub mod json;
+pub mod misuse;
 pub mod receive;
 pub mod retry;
 pub mod routing;
@@ -64,21 +67,26 @@ pub use call::{
     id_string, Call, CallBuilder, CallError, CallKind, FieldKind, Object, Scalar, CALL_FIELDS,
     ID_FIELDS,
 };
+pub use code::{Code, ErrorClass};
 pub use delivery::{
     Attempt, AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason, StateError,
 };
-pub use error::{ApiMisuse, Code, Error, ErrorClass};
+pub use error::Error;
 pub use json::{stringify, JsonError, JsonObject, KeyCase, Map, ObjectMark, Value, Writer};
-pub use receive::{receive, Coverage, ReceiveOptions, Received, SEGMENT_SIGNATURE_HEADER};
+pub use misuse::ApiMisuse;
+pub use receive::{
+    receive, verify_value, Coverage, ReceiveError, ReceiveOptions, Received,
+    SEGMENT_SIGNATURE_HEADER,
+};
 pub use retry::{Outcome, Verdict};
 pub use signature::{
-    sign, signature_header, verify, verify_digests, verify_value, KeyCache, Secret, SignatureError,
+    sign, signature_header, verify, verify_digests, KeyCache, Secret, SignatureError,
     SIGNATURE_HEADER, SIGNATURE_HEX_LEN,
 };
 pub use timestamp::{Timestamp, TimestampError};
 pub use webhooks::{
     delete_notifications, write_body, DeleteSource, EndpointConfig, HeaderText, HostHmac, Mode,
-    Request, SettingsError, Webhooks,
+    Request, RequestError, SettingsError, Webhooks,
 };
 
 /// callpost's version: the workspace's, the one source the Python and npm

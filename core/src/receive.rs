@@ -19,7 +19,7 @@
 //! ([`SignatureError::FirstEventOnly`]) unless the caller opts in
 //! ([`ReceiveOptions::allow_first_event_signature`]).
 
-use crate::error::{Code, ErrorClass};
+use crate::code::{Code, ErrorClass};
 use crate::json::{write_value, JsonError, Value};
 use crate::signature::{verify, Secret, SignatureError, SIGNATURE_HEADER};
 
@@ -240,6 +240,20 @@ fn starts_as_array(body: &[u8]) -> bool {
     body.iter()
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
         .is_some_and(|&b| b == b'[')
+}
+
+/// Verifies a signature when only the parsed body is at hand: re-stringifies
+/// `value` as `JSON.stringify` does, then verifies those bytes. This is the
+/// spec's own verification recipe; prefer [`verify`] over the raw body, or
+/// [`receive`] over the whole request.
+pub fn verify_value(
+    value: &Value,
+    signature: &str,
+    secrets: &[Secret],
+) -> Result<bool, ReceiveError> {
+    let mut body = Vec::with_capacity(256);
+    write_value(value, &mut body)?;
+    Ok(verify(&body, signature, secrets)?)
 }
 
 #[cfg(test)]

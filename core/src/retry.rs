@@ -2,7 +2,7 @@
 //! One rule set, shared by the [`Batcher`](crate::Batcher) and
 //! [`Delivery`](crate::Delivery).
 
-use crate::error::ApiMisuse;
+use crate::misuse::ApiMisuse;
 use crate::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::fmt;

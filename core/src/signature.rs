@@ -1,8 +1,7 @@
 //! `X-Signature`: lowercase hex HMAC-SHA1 of the exact body bytes, keyed with
 //! the destination's shared secret (webhooks-destination.md, Authentication).
 
-use crate::error::Code;
-use crate::json::{write_value, Value};
+use crate::code::Code;
 use hmac::digest::CtOutput;
 use hmac::{Hmac, KeyInit, Mac};
 use sha1::Sha1;
@@ -253,19 +252,6 @@ pub fn verify_digests(digests: &[u8], signature: &str) -> Option<Result<bool, Si
         ok |= CtOutput::<Hmac<Sha1>>::new(raw.into()) == expected;
     }
     Some(Ok(ok))
-}
-
-/// Verifies a signature when only the parsed body is at hand: re-stringifies
-/// `value` as `JSON.stringify` does, then verifies those bytes. This is the
-/// spec's own verification recipe; prefer [`verify`] over the raw body.
-pub fn verify_value(
-    value: &Value,
-    signature: &str,
-    secrets: &[Secret],
-) -> Result<bool, crate::Error> {
-    let mut body = Vec::with_capacity(256);
-    write_value(value, &mut body)?;
-    Ok(verify(&body, signature, secrets)?)
 }
 
 #[cfg(test)]

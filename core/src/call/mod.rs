@@ -14,7 +14,7 @@ mod parse;
 pub use builder::{CallBuilder, FieldKind, Scalar, CALL_FIELDS};
 pub use id::{id_string, ID_FIELDS};
 
-use crate::error::Code;
+use crate::code::Code;
 use crate::json::{JsonError, JsonObject, Map, Quoted};
 use crate::timestamp::{Timestamp, TimestampError};
 use serde::{Deserialize, Serialize};

@@ -2,8 +2,9 @@
 //! endpoints, retries for up to 4 hours, and an attempt log
 //! (webhooks-destination.md, Errors and Limits).
 
-use crate::call::Call;
-use crate::error::Code;
+use crate::call::{Call, CallError};
+use crate::code::Code;
+use crate::json::JsonError;
 use crate::retry::{parse_retry_after, Backoff, Jitter, Outcome, Verdict};
 use crate::timestamp::Timestamp;
 use crate::webhooks::{write_body, HostHmac, Mode, Request, Webhooks};
@@ -262,11 +263,11 @@ impl Delivery {
         call: &Call,
         now: Timestamp,
         config: DeliveryConfig,
-    ) -> Result<Self, crate::Error> {
+    ) -> Result<Self, CallError> {
         let enabled = settings.is_enabled_for(call);
         let mut body = Vec::with_capacity(call.capacity_hint());
         write_body(call, now, &mut body)?;
-        let body = String::from_utf8(body).map_err(|_| crate::JsonError::InvalidUnicode)?;
+        let body = String::from_utf8(body).map_err(|_| JsonError::InvalidUnicode)?;
         let n = settings.endpoints().len();
         let mut d = Self {
             settings: settings.clone(),

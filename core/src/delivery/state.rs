@@ -14,7 +14,7 @@
 use super::{
     AttemptRecord, Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason, Phase, Round, Slot,
 };
-use crate::error::Code;
+use crate::code::Code;
 use crate::json::{KeyCase, Map, Value};
 use crate::retry::{Backoff, Jitter, Outcome};
 use crate::timestamp::Timestamp;

@@ -39,7 +39,7 @@ pub use string::write_string;
 pub(crate) use string::{plain_until, write_char, Quoted};
 pub use write::{array_index, write_map, write_value, JsonObject, ObjectMark, Writer};
 
-use crate::error::Code;
+use crate::code::Code;
 use indexmap::IndexMap;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};

@@ -12,15 +12,16 @@ pub use address::is_public_address;
 pub use body::write_body;
 pub use delete::{delete_notifications, DeleteSource};
 pub use request::{
-    HeaderText, HostHmac, Request, HOST_HMAC_MIN_BYTES, HOST_HMAC_REQUEST_MIN_BYTES, USER_AGENT,
+    HeaderText, HostHmac, Request, RequestError, HOST_HMAC_MIN_BYTES, HOST_HMAC_REQUEST_MIN_BYTES,
+    USER_AGENT,
 };
 pub use settings::{
     Endpoint, EndpointConfig, Mode, SettingsError, MAX_ENDPOINTS, RESERVED_HEADERS,
 };
 
 use crate::call::Call;
-use crate::error::ApiMisuse;
 use crate::json::Value;
+use crate::misuse::ApiMisuse;
 use crate::routing::{is_enabled, WEBHOOKS};
 use crate::signature::Secret;
 use crate::timestamp::Timestamp;
@@ -127,15 +128,15 @@ impl Webhooks {
     /// The signed request delivering `call` to endpoint `endpoint`. `now`
     /// stamps calls that carry no timestamp.
     ///
-    /// Errors: [`Error::Call`](crate::Error::Call) for an invalid call or a
-    /// value with no JSON form; [`Error::Misuse`](crate::Error::Misuse) for
-    /// an index past the configured endpoints.
+    /// Errors: [`RequestError::Call`] for an invalid call or a value with no
+    /// JSON form; [`RequestError::Misuse`] for an index past the configured
+    /// endpoints.
     pub fn request(
         &self,
         call: &Call,
         endpoint: usize,
         now: Timestamp,
-    ) -> Result<Request, crate::Error> {
+    ) -> Result<Request, RequestError> {
         self.request_with(call, endpoint, now, None)
     }
 
@@ -147,7 +148,7 @@ impl Webhooks {
         endpoint: usize,
         now: Timestamp,
         hmac: Option<HostHmac<'_>>,
-    ) -> Result<Request, crate::Error> {
+    ) -> Result<Request, RequestError> {
         let mut body = Vec::with_capacity(call.capacity_hint());
         write_body(call, now, &mut body)?;
         Ok(self.request_for_body(call.message_id.as_deref(), body, endpoint, hmac)?)

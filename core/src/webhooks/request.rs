@@ -1,9 +1,34 @@
 //! Signed requests: headers, `X-Signature` and the idempotency key.
 
 use super::Endpoint;
+use crate::call::CallError;
+use crate::code::Code;
+use crate::misuse::ApiMisuse;
 use crate::signature::{Secret, SIGNATURE_HEX_LEN};
 use std::borrow::Cow;
 use std::fmt;
+
+/// Why [`Webhooks::request`](super::Webhooks::request) built no request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The call is invalid, or holds a value with no JSON form. Fix the call.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// An endpoint index past the configured endpoints.
+    #[error(transparent)]
+    Misuse(#[from] ApiMisuse),
+}
+
+impl RequestError {
+    /// The stable code.
+    pub fn code(&self) -> Code {
+        match self {
+            Self::Call(e) => e.code(),
+            Self::Misuse(e) => e.code(),
+        }
+    }
+}
 
 /// The `User-Agent` we send: the spec asks for "a fixed sender identifier
 /// with version 1.0".

@@ -1,7 +1,7 @@
 //! The destination's settings: endpoints, their static headers, and the
 //! delivery mode (webhooks-destination.md, "Destination settings").
 
-use crate::error::Code;
+use crate::code::Code;
 use crate::json::{Quoted, Value};
 use crate::weburl::UrlError;
 use std::fmt;
