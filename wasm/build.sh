@@ -46,7 +46,7 @@ for build in full verify client; do
   rm "$out/node/callpost_wasm_bg.wasm"
 done
 
-cp js/index.cjs js/index.mjs js/web.mjs js/api.mjs js/index.d.ts js/node-platform.cjs \
+cp js/index.cjs js/index.mjs js/web.mjs js/index.d.ts js/node-platform.cjs \
   js/verify.cjs js/verify.mjs js/verify-web.mjs js/verify.d.ts \
   js/client.cjs js/client.mjs js/client-web.mjs js/client.d.ts js/package.json \
   js/workerd.mjs js/verify-workerd.mjs js/client-workerd.mjs js/web.d.ts js/verify-web.d.ts js/client-web.d.ts \
@@ -57,18 +57,20 @@ cp README.md pkg/README.md
 for t in index verify client segment web verify-web client-web segment-web; do
   sed -e "s|from './index.js'|from './index.mjs'|; s|from './verify.js'|from './verify.mjs'|; s|from './client.js'|from './client.mjs'|; s|from './segment.js'|from './segment.mjs'|" "pkg/$t.d.ts" > "pkg/$t.d.mts"
 done
-# The CommonJS copy of the API: api.mjs has no imports, and its only
-# exports are the four factories, staticInit and webInit.
-if [ "$(grep -c '^export ' js/api.mjs)" != 6 ] || [ "$(grep -c '^export function \(make\|webInit\|staticInit\)' js/api.mjs)" != 6 ]; then
-  echo "api.mjs must export exactly makeSigning, makeApi, makeClient, makeSegment, staticInit and webInit (the CommonJS copy depends on it)" >&2
-  exit 1
-fi
-sed 's/^export function /function /' js/api.mjs > pkg/api.cjs
+# The API every entry builds on (js/src, ES modules; js/src/api.mjs maps
+# them), bundled by esbuild into one file per module format: pkg/api.mjs
+# for the browser, Workers and edge entries, pkg/api.cjs for the Node ones.
+# Not minified, so that it reads in a debugger; no syntax is lowered (the
+# sources run as written on Node 20 and every target runtime).
+# (--platform=node marks the CommonJS exports for Node's ESM loader.)
+bundle=(node_modules/.bin/esbuild js/src/api.mjs --bundle --charset=utf8 --log-level=warning
+  --banner:js="// callpost's JS API, bundled by esbuild from wasm/js/src (see wasm/build.sh).")
+"${bundle[@]}" --format=esm --platform=neutral --outfile=pkg/api.mjs
+"${bundle[@]}" --format=cjs --platform=node --outfile=pkg/api.cjs
 # The version is the Rust workspace's, the one place it is set.
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -n 1)
 node -e 'const f = process.argv[1]; const p = JSON.parse(require("fs").readFileSync(f)); p.version = process.argv[2];
   require("fs").writeFileSync(f, JSON.stringify(p, null, 2) + "\n");' pkg/package.json "$version"
-printf "\nmodule.exports = { makeApi, makeSigning, makeClient, makeSegment, staticInit, webInit };\n" >> pkg/api.cjs
 
 for m in web verify/web client/web; do
   raw=$(wc -c < "pkg/$m/callpost_wasm_bg.wasm")
