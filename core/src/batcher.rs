@@ -3,7 +3,7 @@
 
 use crate::call::{Call, CallError, Object};
 use crate::code::Code;
-use crate::json::{Map, Value};
+use crate::json::{KeyCase, Map, Value};
 use crate::retry::{parse_retry_after, Backoff, Jitter, Outcome, Verdict};
 use crate::timestamp::Timestamp;
 use crate::webhooks::Request;
@@ -324,6 +324,75 @@ pub enum BatcherEvent {
     },
 }
 
+impl BatcherEvent {
+    /// The event as a JSON object with keys in `case`: the one shape every
+    /// binding hands its host, so none maps the variants itself.
+    ///
+    /// * `{"kind": "delivered", "batch_id", "message_ids": [id, …]}`
+    /// * `{"kind": "retrying", "batch_id", "attempt", "retry_at_ms", "reason"}`
+    /// * `{"kind": "failed", "batch_id" (null for messages never batched),
+    ///   "code", "reason", "messages": [{"message_id", "json"}, …]}`, each
+    ///   message's `json` its JSON text, to re-send or log as it was queued.
+    pub fn to_json(&self, case: KeyCase) -> String {
+        let mut m = Map::new();
+        let mut put = |k: &str, v: Value| {
+            m.insert(k.to_owned(), v);
+        };
+        // Batch ids and millisecond times stay far below 2^53: exact as
+        // JSON numbers in every language.
+        let number = |n: u64| Value::Number(n as f64);
+        match self {
+            Self::Delivered {
+                batch_id,
+                message_ids,
+            } => {
+                put("kind", "delivered".into());
+                put("batch_id", number(*batch_id));
+                put(
+                    "message_ids",
+                    Value::Array(message_ids.iter().map(|id| id.as_str().into()).collect()),
+                );
+            }
+            Self::Retrying {
+                batch_id,
+                attempt,
+                retry_at,
+                outcome,
+            } => {
+                put("kind", "retrying".into());
+                put("batch_id", number(*batch_id));
+                put("attempt", number(u64::from(*attempt)));
+                put(
+                    "retry_at_ms",
+                    number(u64::try_from(retry_at.as_millis()).unwrap_or(0)),
+                );
+                put("reason", outcome.to_string().into());
+            }
+            Self::Failed {
+                batch_id,
+                messages,
+                reason,
+            } => {
+                put("kind", "failed".into());
+                put("batch_id", batch_id.map_or(Value::Null, number));
+                put("code", reason.code().as_str().into());
+                put("reason", reason.to_string().into());
+                let list = messages.iter().map(|msg| {
+                    let mut o = Map::new();
+                    o.insert("message_id".into(), msg.message_id().into());
+                    o.insert("json".into(), msg.json().into());
+                    Value::Object(o)
+                });
+                put("messages", Value::Array(list.collect()));
+            }
+        }
+        // Strings, small numbers and shallow arrays: writing cannot fail.
+        case.apply(Value::Object(m))
+            .to_json_string()
+            .unwrap_or_default()
+    }
+}
+
 /// A batch upload to perform.
 #[derive(Debug, Clone)]
 pub struct BatchRequest {
@@ -387,6 +456,9 @@ pub struct Batcher {
     events: VecDeque<BatcherEvent>,
     rng: Jitter,
     closed: bool,
+    /// A command moved [`Batcher::poll_timeout`] earlier since the host last
+    /// read [`Batcher::poll_wake`].
+    wake: bool,
 }
 
 impl Batcher {
@@ -451,6 +523,7 @@ impl Batcher {
             flush_requested: false,
             events: VecDeque::new(),
             closed: false,
+            wake: false,
         })
     }
 
@@ -469,7 +542,7 @@ impl Batcher {
         self.accepting()?;
         let message = self.prepare(now, call, random)?;
         let id = message.message_id().to_owned();
-        self.queue.push_back(message);
+        self.push(message);
         Ok(id)
     }
 
@@ -526,8 +599,22 @@ impl Batcher {
     /// batcher: its `context.library` is this batcher's).
     pub fn handle_message(&mut self, message: Message) -> Result<(), EnqueueError> {
         self.accepting()?;
-        self.queue.push_back(message);
+        self.push(message);
         Ok(())
+    }
+
+    fn push(&mut self, message: Message) {
+        let before = self.poll_timeout();
+        self.queue.push_back(message);
+        self.note_wake(before);
+    }
+
+    /// Raises [`Batcher::poll_wake`] when the wake-up time is now earlier
+    /// than `before`: the first queued message starts the flush timer,
+    /// `flush_at` messages or a flush make a batch due now.
+    fn note_wake(&mut self, before: Option<Timestamp>) {
+        let after = self.poll_timeout();
+        self.wake |= after.is_some_and(|a| before.is_none_or(|b| a < b));
     }
 
     /// Refuses a call when closed or when the queue is full; checked before
@@ -545,6 +632,7 @@ impl Batcher {
     /// Makes everything queued due now, and brings every batch waiting to
     /// retry forward to `now`. Hosts call it on close and at exit.
     pub fn flush(&mut self, now: Timestamp) {
+        let before = self.poll_timeout();
         if !self.queue.is_empty() {
             self.flush_requested = true;
         }
@@ -553,6 +641,7 @@ impl Batcher {
                 *at = (*at).min(now);
             }
         }
+        self.note_wake(before);
     }
 
     /// Gives up: every message still queued or in a batch is reported in a
@@ -696,6 +785,20 @@ impl Batcher {
         for id in expired {
             self.handle_response(now, id, Outcome::Timeout);
         }
+    }
+
+    /// Whether the host must wake its sender now: true once after a
+    /// `handle_call`, `handle_message` or `flush` moved
+    /// [`poll_timeout`](Self::poll_timeout) earlier (the first queued
+    /// message starts the flush timer; `flush_at` messages or a flush make
+    /// a batch due now). A sender asleep until the wake-up time it last read
+    /// would otherwise sleep past the new one; any other change only makes
+    /// the wake-up time later, which a sender finds when it wakes. Reading
+    /// it resets it. A host with threads reads it under the same lock as
+    /// the command, so no wake-up is lost between two threads.
+    #[must_use]
+    pub fn poll_wake(&mut self) -> bool {
+        std::mem::take(&mut self.wake)
     }
 
     /// The next event, or `None`. Changes after `handle_response`,

@@ -61,6 +61,9 @@ impl Batcher {
     fn poll_event(&mut self) -> Option<BatcherEvent> {
         self.0.poll_event()
     }
+    fn poll_wake(&mut self) -> bool {
+        self.0.poll_wake()
+    }
     fn queued(&self) -> usize {
         self.0.queued()
     }
@@ -675,6 +678,49 @@ proptest! {
         prop_assert_eq!(outcome.len(), accepted.len(), "reported messages that were never accepted");
     }
 
+    /// A sender that sleeps until the wake-up time it last read, and is woken
+    /// only when poll_wake says so, never sleeps past the batcher's real
+    /// wake-up time, whatever the calls, flushes and answers.
+    #[test]
+    fn a_sender_woken_by_poll_wake_never_oversleeps(ops in prop::collection::vec(op(), 1..120), flush_at in 1usize..25) {
+        let mut b = Batcher::new(BatcherConfig { flush_at, max_queue: 100, ..config() }, T0).unwrap();
+        let mut now = T0;
+        let mut asleep_until = b.poll_timeout();
+        let mut i = 0;
+        for op in ops {
+            match op {
+                Op::Call { pad, valid } => {
+                    i += 1;
+                    let mut c = track(i, pad);
+                    if !valid { c.user_id = None; }
+                    let _ = b.handle_call(now, c, random(i));
+                }
+                Op::Flush => b.flush(now),
+                Op::Advance(ms) => now += ms as i64,
+                Op::Respond(_) => {}
+            }
+            if b.poll_wake() {
+                asleep_until = b.poll_timeout();
+            }
+            // The sender's own turn: while its alarm is due, it runs the
+            // batcher, answers every upload 200 and reads the next alarm.
+            while let Some(t) = asleep_until.filter(|t| *t <= now) {
+                b.handle_timeout(now.max(t));
+                while let Some(req) = b.poll_request(now) {
+                    b.handle_response(now, req.batch_id, Outcome::status(200));
+                }
+                while b.poll_event().is_some() {}
+                let _ = b.poll_wake();
+                asleep_until = b.poll_timeout();
+                if asleep_until == Some(t) { break; }
+            }
+            if let Some(due) = b.poll_timeout() {
+                prop_assert!(asleep_until.is_some_and(|a| a <= due),
+                    "the batcher is due at {due} and the sender sleeps until {asleep_until:?}");
+            }
+        }
+    }
+
     /// With instant 200s, no message waits in the queue past flush_after.
     #[test]
     fn flush_after_is_respected(gaps in prop::collection::vec(0i64..3000, 1..60), flush_at in 2usize..25) {
@@ -747,4 +793,86 @@ fn batches_go_to_the_batch_path_under_the_endpoint() {
             "{bad}"
         );
     }
+}
+
+#[test]
+fn poll_wake_is_raised_only_when_the_wake_up_time_moves_earlier() {
+    let mut b = Batcher::new(
+        BatcherConfig {
+            flush_at: 3,
+            ..config()
+        },
+        T0,
+    )
+    .unwrap();
+    assert!(!b.poll_wake(), "nothing queued");
+    b.handle_call(T0, track(1, 0), random(1)).unwrap();
+    assert!(b.poll_wake(), "the first message starts the flush timer");
+    assert!(!b.poll_wake(), "reading it resets it");
+    b.handle_call(T0 + 10, track(2, 0), random(2)).unwrap();
+    assert!(!b.poll_wake(), "the timer is unchanged");
+    b.handle_call(T0 + 20, track(3, 0), random(3)).unwrap();
+    assert!(b.poll_wake(), "flush_at messages make a batch due now");
+    let req = b.poll_request(T0 + 20).unwrap();
+    b.handle_response(T0 + 20, req.batch_id, Outcome::status(200));
+    assert!(!b.poll_wake(), "answers are the sender's own doing");
+    b.flush(T0 + 30);
+    assert!(!b.poll_wake(), "a flush with nothing queued moves nothing");
+    b.handle_call(T0 + 40, track(4, 0), random(4)).unwrap();
+    assert!(b.poll_wake());
+    b.flush(T0 + 50);
+    assert!(b.poll_wake(), "a flush makes the queued message due now");
+}
+
+#[test]
+fn events_are_one_json_shape_in_either_key_case() {
+    use callpost_core::KeyCase;
+    let mut b = Batcher::new(
+        BatcherConfig {
+            flush_at: 1,
+            max_attempts: 2,
+            ..config()
+        },
+        T0,
+    )
+    .unwrap();
+    let id = b.handle_call(T0, track(1, 0), random(1)).unwrap();
+    let req = b.poll_request(T0).unwrap();
+    b.handle_response(T0, req.batch_id, Outcome::status(500));
+    let retrying = b.poll_event().unwrap();
+    let v: serde_json::Value = serde_json::from_str(&retrying.to_json(KeyCase::Snake)).unwrap();
+    let retry_at = b.poll_timeout().unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"kind": "retrying", "batch_id": req.batch_id, "attempt": 1,
+                           "retry_at_ms": retry_at, "reason": "http status 500"})
+    );
+    b.handle_timeout(retry_at);
+    let req = b.poll_request(retry_at).unwrap();
+    b.handle_response(retry_at, req.batch_id, Outcome::status(500));
+    let failed = b.poll_event().unwrap();
+    let BatcherEvent::Failed { messages, .. } = &failed else {
+        panic!("{failed:?}")
+    };
+    let json = messages[0].json().to_owned();
+    let v: serde_json::Value = serde_json::from_str(&failed.to_json(KeyCase::Camel)).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"kind": "failed", "batchId": req.batch_id, "code": "retries_exhausted",
+                           "reason": "retries exhausted, last: http status 500",
+                           "messages": [{"messageId": id, "json": json}]})
+    );
+    b.handle_call(retry_at, track(2, 0), random(2)).unwrap();
+    let req = b.poll_request(retry_at).unwrap();
+    b.handle_response(retry_at, req.batch_id, Outcome::status(200));
+    let v: serde_json::Value =
+        serde_json::from_str(&b.poll_event().unwrap().to_json(KeyCase::Camel)).unwrap();
+    assert_eq!(v["kind"], "delivered");
+    assert_eq!(v["messageIds"].as_array().unwrap().len(), 1);
+    b.handle_call(retry_at, track(3, 0), random(3)).unwrap();
+    b.shutdown();
+    let v: serde_json::Value =
+        serde_json::from_str(&b.poll_event().unwrap().to_json(KeyCase::Snake)).unwrap();
+    assert_eq!(v["batch_id"], serde_json::Value::Null, "never batched");
+    assert_eq!(v["code"], "shutdown");
 }
