@@ -6,7 +6,7 @@ use crate::error::{js_err, misuse};
 use crate::timestamp::millis;
 use crate::util::{outcome_of, request_object, set, Options};
 use callpost_core as core;
-use js_sys::{Array, Object};
+use js_sys::Object;
 use wasm_bindgen::prelude::*;
 
 /// A message `BatcherCore.prepare` made, until it is handed to
@@ -178,66 +178,22 @@ impl Batcher {
         self.inner.poll_timeout().map(|t| t.as_millis() as f64)
     }
 
-    /// The next event: `{kind: "delivered" | "retrying" | "failed", ...}`.
+    /// Whether a call, prepared message or flush moved the wake-up time
+    /// earlier since the last read: the sender must wake (the core's
+    /// `Batcher::poll_wake`).
+    #[wasm_bindgen(js_name = pollWake)]
+    pub fn poll_wake(&mut self) -> bool {
+        self.inner.poll_wake()
+    }
+
+    /// The next event: `{kind: "delivered" | "retrying" | "failed", ...}`,
+    /// in the core's shape (`BatcherEvent::to_json`) with camelCase keys.
     #[wasm_bindgen(js_name = pollEvent)]
-    pub fn poll_event(&mut self) -> JsValue {
-        let Some(ev) = self.inner.poll_event() else {
-            return JsValue::UNDEFINED;
-        };
-        let o = Object::new();
-        match ev {
-            core::BatcherEvent::Delivered {
-                batch_id,
-                message_ids,
-            } => {
-                set(&o, "kind", "delivered");
-                set(&o, "batchId", batch_id as f64);
-                set(
-                    &o,
-                    "messageIds",
-                    message_ids
-                        .into_iter()
-                        .map(JsValue::from)
-                        .collect::<Array>(),
-                );
-            }
-            core::BatcherEvent::Retrying {
-                batch_id,
-                attempt,
-                retry_at,
-                outcome,
-            } => {
-                set(&o, "kind", "retrying");
-                set(&o, "batchId", batch_id as f64);
-                set(&o, "attempt", attempt);
-                set(&o, "retryAtMs", retry_at.as_millis() as f64);
-                set(&o, "reason", outcome.to_string());
-            }
-            core::BatcherEvent::Failed {
-                batch_id,
-                messages,
-                reason,
-            } => {
-                set(&o, "kind", "failed");
-                set(
-                    &o,
-                    "batchId",
-                    batch_id.map_or(JsValue::NULL, |b| (b as f64).into()),
-                );
-                set(&o, "code", reason.code().as_str());
-                set(&o, "reason", reason.to_string());
-                let list = Array::new();
-                for m in messages {
-                    let item = Object::new();
-                    set(&item, "messageId", m.message_id());
-                    set(&item, "json", m.json());
-                    list.push(&item);
-                }
-                set(&o, "messages", list);
-            }
-            _ => set(&o, "kind", "unknown"),
+    pub fn poll_event(&mut self) -> Result<JsValue, JsValue> {
+        match self.inner.poll_event() {
+            Some(ev) => js_sys::JSON::parse(&ev.to_json(core::KeyCase::Camel)),
+            None => Ok(JsValue::UNDEFINED),
         }
-        o.into()
     }
 
     /// Messages queued and not yet in a batch.
