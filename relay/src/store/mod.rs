@@ -518,6 +518,12 @@ pub async fn open(database: &str, options: StoreOptions) -> Result<Arc<dyn Store
 /// The schema's migrations, numbered alike for both databases: a database
 /// records the last one it ran (`meta.schema_version`), and each open runs
 /// the ones after it, in order, in one transaction.
+///
+/// The two sets repeat one schema on purpose: each file is the exact SQL
+/// its database runs (types, sequences, partial-index and conflict syntax
+/// differ), which a generated dialect would hide from the operator reading
+/// a migration. The store contract (`tests/store_contract`) runs the same
+/// tests over both, so the two cannot drift apart unnoticed.
 pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../../migrations/sqlite/0001_init.sql")),
     (
