@@ -21,15 +21,11 @@ export function makeApi(wasm, platform) {
     return wasm.verifyJson(json.toJson(value), signature, secrets);
   }
 
-  async function init() {
-    return api;
-  }
-
   const api = {
     stringify, sign, verify, verifyParsed, verifyRequest, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal,
     traitName: wasm.traitName, parseTimestamp: wasm.parseTimestamp,
     Webhooks, Client, Signer, Delivery, Batcher, DEFAULTS, VERSION: wasm.version(), USER_AGENT: wasm.userAgent(),
-    MAX_MESSAGE_BYTES: DEFAULTS.maxMessageBytes, init,
+    MAX_MESSAGE_BYTES: DEFAULTS.maxMessageBytes, init: async () => api,
   };
   return api;
 }

@@ -11,7 +11,8 @@ function randomBytes(n) {
 // A messageId's 16 random bytes, cut from a 4 KB draw: one
 // crypto.getRandomValues call costs 3-5 us in Node 20 (webcrypto's
 // argument checks), as much as the core's whole handleCall of a small
-// call. The uuid package pools its random bytes the same way.
+// call. The uuid package pools its random bytes the same way; every API
+// built from this module draws from the one pool.
 let pool = new Uint8Array(0);
 let poolAt = 0;
 export function randomId() {
@@ -82,5 +83,6 @@ export async function run(steps, fetchFn, wait) {
   }
 }
 
-// A report object as the core's positional arguments.
+// A report (what send resolves to, or a host's own) as the positional
+// arguments of the core's handleResponse.
 export const reportArgs = ({ status, retryAfter, error: kind, message } = {}) => [status, retryAfter, kind, message];
