@@ -486,7 +486,7 @@ def test_python_defaults_are_the_cores() -> None:
 
 def test_the_stub_leaves_defaults_to_the_core() -> None:
     # The .pyi restates no number: the raw classes' defaults are None (the
-    # core's), and the high-level classes' come from DEFAULTS in _io.py.
+    # core's), and the high-level classes' come from DEFAULTS in _client.py and _webhooks.py.
     stub = (pathlib.Path(callpost.__file__).parent / "_callpost.pyi").read_text()
     for name, value in callpost.DEFAULTS.items():
         assert not re.search(rf"\b{name}\s*:\s*\w+\s*=\s*{value}\b", stub), name

@@ -45,6 +45,7 @@ from ._callpost import (
     verify_parsed,
     verify_request,
 )
+from ._client import AsyncClient, Client
 from ._errors import (
     CallpostError,
     ClosedError,
@@ -61,8 +62,8 @@ from ._errors import (
     SignatureError,
     StateError,
 )
-from ._io import AsyncClient, Client, DeliveryResult, Webhooks
 from ._receive import Answer, Receiver, SeenHook, SeenIds, Webhook
+from ._webhooks import DeliveryResult, Webhooks
 
 __all__ = [
     "CALL_FIELDS",

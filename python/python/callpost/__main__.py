@@ -30,9 +30,9 @@ import time
 import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import callpost
+from callpost._types import JSONObject
 
 SECRET = "demo-shared-secret"
 WRITE_KEY = "demo-write-key"
@@ -48,7 +48,7 @@ def _serve(handle: Callable[[BaseHTTPRequestHandler, bytes], tuple[int, bytes]])
             self.end_headers()
             self.wfile.write(reply)
 
-        def log_message(self, *args: Any) -> None:
+        def log_message(self, format: str, *args: object) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -62,7 +62,7 @@ class _Receivers:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.received: list[dict[str, Any]] = []
+        self.received: list[JSONObject] = []
         self.first = True
         self.servers: list[ThreadingHTTPServer] = []
         server, self.receiver_url = _serve(self._receive)

@@ -5,9 +5,10 @@ I/O (Celery, RQ, a database outbox).
 Parameters that default to ``None`` take the core's default, listed in
 ``DEFAULTS`` (durations in milliseconds)."""
 
-import datetime
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, final
+
+from ._types import AttemptRecord, BatcherEvent, Call, Default, DeliveryOutcome, Endpoint, Headers, JSONValue, Now
 
 __all__ = [
     "CALL_FIELDS",
@@ -56,10 +57,9 @@ __all__ = [
 ]
 
 _Bytes = str | bytes
-_Now = int | datetime.datetime | None
-_Call = Mapping[str, Any] | str | bytes
-"""A call: a dict with Segment's camelCase keys, or its JSON text."""
-_Headers = Mapping[str, str] | Iterable[tuple[str, str]]
+_Source = Any
+"""The caller's own value for a source (``parse_request``'s ``write_keys``),
+handed back untouched as ``Parsed.source``."""
 
 __version__: str
 """callpost's version (the Rust workspace's)."""
@@ -91,7 +91,7 @@ MAX_BATCH_CALLS: int
 SUCCESS_BODY: str
 """The exact body of the relay's answer to an accepted request."""
 
-def stringify(value: Any, *, default: Callable[[Any], Any] | None = None) -> str:
+def stringify(value: object, *, default: Default | None = None) -> str:
     """``JSON.stringify(value)``, byte for byte. Takes dict (str keys), list,
     tuple, str, int, float, bool, None, aware datetime and date. ``default``,
     as for ``json.dumps``, is called with any other value (and a naive
@@ -109,11 +109,11 @@ def verify(body: _Bytes, signature: str, secrets: _Bytes | Sequence[_Bytes]) -> 
 
 def receive(
     body: _Bytes,
-    headers: _Headers,
+    headers: Headers,
     secrets: _Bytes | Sequence[_Bytes],
     *,
     allow_first_event_signature: bool = False,
-) -> Any:
+) -> JSONValue:
     """Verifies a received webhook and returns its parsed body: a dict for
     one call, a list for a batch. It never returns a body it did not verify.
 
@@ -133,11 +133,11 @@ def receive(
 
 def receive_webhook(
     body: _Bytes,
-    headers: _Headers,
+    headers: Headers,
     secrets: _Bytes | Sequence[_Bytes],
     *,
     allow_first_event_signature: bool = False,
-) -> tuple[Any, str, str, list[str | None]]:
+) -> tuple[JSONValue, str, str, list[str | None]]:
     """``receive`` with ``(body, header, coverage, message_ids)``: the
     accepted header's name, ``"body"`` or ``"first_event"``, and each call's
     ``messageId`` (None where absent). ``callpost.Receiver`` is built on it."""
@@ -146,7 +146,7 @@ def refusal_status(code: str) -> int:
     """The HTTP status a receiver answers a refused webhook with: 401 for a
     signature error code, 400 for the rest."""
 
-def verify_request(body: _Bytes, headers: _Headers, secrets: _Bytes | Sequence[_Bytes]) -> bool:
+def verify_request(body: _Bytes, headers: Headers, secrets: _Bytes | Sequence[_Bytes]) -> bool:
     """Verifies a received webhook from its raw body and its headers (any
     mapping, or name/value pairs; the header name is matched
     case-insensitively). False when the request carries no ``X-Signature``
@@ -157,7 +157,7 @@ def verify_request(body: _Bytes, headers: _Headers, secrets: _Bytes | Sequence[_
     Use the raw body bytes, before any JSON parsing: Flask ``request.get_data()``,
     Django ``request.body``, FastAPI/Starlette ``await request.body()``."""
 
-def verify_parsed(value: Any, signature: str, secrets: _Bytes | Sequence[_Bytes]) -> bool:
+def verify_parsed(value: object, signature: str, secrets: _Bytes | Sequence[_Bytes]) -> bool:
     """Verifies a parsed body by re-stringifying it as JavaScript does."""
 
 def trait_name(audience: str) -> str:
@@ -167,7 +167,7 @@ def parse_timestamp(text: str) -> int:
     """ISO 8601 (with an offset) to milliseconds since the epoch, UTC."""
 
 def delete_notifications(
-    user_id: str, sources: Sequence[tuple[str, Mapping[str, Any] | None]], now: _Now = None
+    user_id: str, sources: Sequence[tuple[str, Mapping[str, object] | None]], now: Now = None
 ) -> list[tuple[str, str]]:
     """One delete call per ``(source_id, integrations)`` whose integrations
     leave Webhooks on, as ``(source_id, message JSON text)``."""
@@ -187,7 +187,7 @@ def ingest_refusal(kind: str) -> BaseException:
     ``"unavailable"``, ``"batch_too_large"``. Returned, not raised."""
 
 def parse_request(
-    path: str, body: bytes, write_keys: dict[str, Any], received_at: _Now = None, authorization: str | None = None
+    path: str, body: bytes, write_keys: dict[str, _Source], received_at: Now = None, authorization: str | None = None
 ) -> Parsed:
     """Splits a Tracking API request into its calls, checked and enriched as
     Segment's servers do, for the source ``write_keys`` (write key → source)
@@ -199,7 +199,7 @@ def parse_request(
 def write_key(authorization: str | None, body_key: str | None = None) -> str | None:
     """The Basic auth user of ``authorization``, else ``body_key``."""
 
-def originate(call: _Call, now: _Now = None) -> Accepted:
+def originate(call: Call, now: Now = None) -> Accepted:
     """A call the relay makes itself, enriched as a received one."""
 
 def is_public_address(address: str) -> bool:
@@ -243,7 +243,7 @@ class Parsed:
     """A Tracking API request split into its calls."""
 
     @property
-    def source(self) -> Any:
+    def source(self) -> _Source:
         """The ``write_keys`` value for the request's write key."""
     @property
     def accepted(self) -> list[Accepted]: ...
@@ -262,7 +262,7 @@ class AudienceSync:
     def to_json(self) -> str: ...
     @property
     def trait_name(self) -> str: ...
-    def handle_sync(self, members: Sequence[str], now: _Now = None) -> None: ...
+    def handle_sync(self, members: Sequence[str], now: Now = None) -> None: ...
     def poll_call(self) -> str | None:
         """The next identify call as Segment message JSON text, or None."""
 
@@ -287,14 +287,14 @@ class Webhooks:
 
     def __new__(
         cls,
-        endpoints: Sequence[str | Mapping[str, Any]],
+        endpoints: Sequence[Endpoint],
         shared_secret: _Bytes | None = None,
         *,
         mode: str | None = None,
     ) -> Webhooks: ...
-    def request(self, call: _Call, endpoint: int = 0, now: _Now = None) -> Request:
+    def request(self, call: Call, endpoint: int = 0, now: Now = None) -> Request:
         """The signed request for ``call`` to endpoint ``endpoint``."""
-    def is_enabled_for(self, call: _Call) -> bool:
+    def is_enabled_for(self, call: Call) -> bool:
         """Whether the call's ``integrations`` let it reach Webhooks."""
     @property
     def urls(self) -> list[str]: ...
@@ -329,8 +329,8 @@ class Delivery:
     def __new__(
         cls,
         webhooks: Webhooks,
-        call: _Call,
-        now: _Now = None,
+        call: Call,
+        now: Now = None,
         *,
         timeout_ms: int | None = None,
         retry_window_ms: int | None = None,
@@ -354,15 +354,15 @@ class Delivery:
     def handle_timeout(self, now_ms: int) -> None: ...
     def poll_timeout(self) -> int | None:
         """When to call ``poll_request`` / ``handle_timeout`` next (ms), or None when done."""
-    def poll_outcome(self) -> dict[str, Any] | None:
+    def poll_outcome(self) -> DeliveryOutcome | None:
         """The final outcome, once: kind 'delivered' | 'gave_up' | 'disabled'."""
     @property
-    def outcome(self) -> dict[str, Any] | None: ...
+    def outcome(self) -> DeliveryOutcome | None: ...
     @property
     def error_message(self) -> str | None:
         """What a host raises when the delivery gave up, or None."""
     @property
-    def log(self) -> list[dict[str, Any]]: ...
+    def log(self) -> list[AttemptRecord]: ...
     @property
     def body(self) -> bytes: ...
     @property
@@ -425,53 +425,56 @@ class Batcher:
         library_name: str | None = None,
         library_version: str | None = None,
         seed: int | None = None,
-        now: _Now = None,
+        now: Now = None,
         on_wake: Callable[[], object] | None = None,
-        default: Callable[[Any], Any] | None = None,
+        default: Default | None = None,
     ) -> Batcher:
         """Safe to share between threads (each method locks it briefly). With ``seed=None`` the retry jitter
         is seeded from OS randomness. ``on_wake`` is called after ``handle_call``/``handle_fields`` queued a
         call that moved ``poll_timeout()`` earlier, so an I/O loop sleeping until the old time can look again;
         its exception propagates (the call is queued). ``default`` converts call values with no JSON form
         (see ``stringify``)."""
-    def handle_call(self, now_ms: int | None, call: _Call, random: bytes | None = None) -> str:
+    def handle_call(self, now_ms: int | None, call: Call, random: bytes | None = None) -> str:
         """Queues a call; ``random`` is 16 bytes for its messageId. Returns the messageId.
         ``None`` reads the host clock / the OS's entropy."""
+    # handle_fields and prepare_fields each list CALL_FIELDS in full: the
+    # native methods take them positionally, and a stub cannot share a
+    # parameter list between two methods.
     def handle_fields(
         self,
         kind: str,
-        user_id: Any,
-        anonymous_id: Any,
-        event: Any,
-        name: Any,
-        category: Any,
-        properties: Any,
-        traits: Any,
-        context: Any,
-        integrations: Any,
-        group_id: Any,
-        previous_id: Any,
-        timestamp: Any,
-        message_id: Any,
+        user_id: object,
+        anonymous_id: object,
+        event: object,
+        name: object,
+        category: object,
+        properties: object,
+        traits: object,
+        context: object,
+        integrations: object,
+        group_id: object,
+        previous_id: object,
+        timestamp: object,
+        message_id: object,
     ) -> str:
         """``handle_call(None, {"type": kind, "userId": ..., ...}, None)`` without the dict, fields in the
         order of ``CALL_FIELDS``: what the clients' ``track()`` and friends call. ``None`` fields are absent."""
     def prepare_fields(
         self,
         kind: str,
-        user_id: Any,
-        anonymous_id: Any,
-        event: Any,
-        name: Any,
-        category: Any,
-        properties: Any,
-        traits: Any,
-        context: Any,
-        integrations: Any,
-        group_id: Any,
-        previous_id: Any,
-        timestamp: Any,
-        message_id: Any,
+        user_id: object,
+        anonymous_id: object,
+        event: object,
+        name: object,
+        category: object,
+        properties: object,
+        traits: object,
+        context: object,
+        integrations: object,
+        group_id: object,
+        previous_id: object,
+        timestamp: object,
+        message_id: object,
     ) -> Message:
         """The message ``handle_fields`` would queue, not queued: checked, completed (messageId, timestamp,
         ``context.library``) and size-checked. Queue it with ``handle_message``."""
@@ -491,7 +494,7 @@ class Batcher:
     ) -> None: ...
     def handle_timeout(self, now_ms: int) -> None: ...
     def poll_timeout(self) -> int | None: ...
-    def poll_event(self) -> dict[str, Any] | None:
+    def poll_event(self) -> BatcherEvent | None:
         """The next event: kind 'delivered' | 'retrying' | 'failed'."""
     @property
     def queued(self) -> int: ...

@@ -9,7 +9,7 @@ Catch by class, or test ``.code``.
 
 from __future__ import annotations
 
-from typing import Any
+from ._types import AttemptRecord, BatchFailed, GaveUp
 
 __all__ = [
     "CallpostError",
@@ -87,7 +87,11 @@ class DeliveryError(CallpostError):
     """A webhook delivery or a batch upload gave up. ``outcome`` and ``log`` say what happened."""
 
     def __init__(
-        self, code: str, message: str, outcome: Any | None = None, log: list[dict[str, Any]] | None = None
+        self,
+        code: str,
+        message: str,
+        outcome: GaveUp | BatchFailed | None = None,
+        log: list[AttemptRecord] | None = None,
     ) -> None:
         super().__init__(code, message)
         self.outcome = outcome

@@ -11,23 +11,19 @@ framework helpers in ``callpost.frameworks`` are thin wrappers over it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from threading import Lock
-from typing import (
-    Any,
-    Literal,
-    Protocol,
-)
+from typing import Literal, Protocol
 
 from ._callpost import DEFAULTS, receive_webhook, refusal_status
 from ._errors import CallpostError
+from ._types import Headers, JSONObject, JSONValue
 
 __all__ = ["Answer", "Receiver", "SeenHook", "SeenIds", "Webhook"]
 
 Secrets = str | bytes | Sequence[str | bytes]
-Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 
 
 class SeenHook(Protocol):
@@ -89,8 +85,8 @@ class Webhook:
     Segment's legacy ``X-Signature``, accepted only when opted in).
     """
 
-    body: Any
-    calls: list[dict[str, Any]]
+    body: JSONValue
+    calls: list[JSONObject]
     ids: list[str | None]
     duplicates: list[str]
     batch: bool
@@ -103,7 +99,7 @@ class Webhook:
         return not self.calls and bool(self.duplicates)
 
     @property
-    def call(self) -> dict[str, Any] | None:
+    def call(self) -> JSONObject | None:
         """The one new call of a single-call body (None for a duplicate)."""
         return self.calls[0] if len(self.calls) == 1 and not self.batch else None
 
@@ -141,8 +137,8 @@ class Receiver:
         value, header, coverage, ids = receive_webhook(
             body, headers, self._secrets, allow_first_event_signature=self.allow_first_event_signature
         )
-        calls: list[Any] = value if isinstance(value, list) else [value]
-        fresh: list[Any] = []
+        calls: list[JSONObject] = value if isinstance(value, list) else [value]
+        fresh: list[JSONObject] = []
         fresh_ids: list[str | None] = []
         duplicates: list[str] = []
         for call, message_id in zip(calls, ids, strict=True):
@@ -192,4 +188,4 @@ class Answer:
     """What a helper answers instead of calling the handler."""
 
     status: int
-    body: dict[str, Any]
+    body: JSONObject

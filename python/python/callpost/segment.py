@@ -28,13 +28,14 @@ import logging
 import numbers
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Concatenate, ParamSpec, TypeVar
 
 import httpx
 
 from . import _callpost
+from ._client import Client as _Client
 from ._errors import CallpostError, InvalidCallError, MessageTooLargeError, QueueFullError
-from ._io import Client as _Client
+from ._types import Default, JSONObject, JSONValue
 
 __all__ = [
     "Client",
@@ -59,7 +60,11 @@ _SD = _callpost.SEGMENT_DEFAULTS
 """segment-analytics-python's defaults, from the core (durations in ms)."""
 
 ID_TYPES = (numbers.Number, str)
-Msg = dict[str, Any]
+Id = str | int | float
+"""An id as Segment's SDK takes it: a string or a number (``ID_TYPES``)."""
+Msg = JSONObject
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 OnError = Callable[[Exception, list[Msg]], None]
 
 
@@ -73,7 +78,7 @@ class SegmentMessageTooLargeError(MessageTooLargeError, RuntimeError):
     and callpost's ``MessageTooLargeError``."""
 
 
-def convert(value: Any) -> Any:
+def convert(value: object) -> object:
     """Segment's value conversions, as this module's ``default=`` hook:
     ``Decimal`` to float, ``Enum`` to its value, ``set`` to a list, ``bytes``
     decoded as UTF-8, a naive ``datetime`` as its ``isoformat()``; and
@@ -95,20 +100,20 @@ def convert(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} has no JSON form")
 
 
-def _require(name: str, value: Any, types: Any) -> None:
+def _require(name: str, value: object, types: type | tuple[type, ...]) -> None:
     # Segment's `require`, with its message; the class also says which code.
     if not isinstance(value, types):
         raise SegmentArgumentError("invalid_argument", f"{name} must have {types}, got: {value!r}")
 
 
-def _message_id(value: Any) -> Any:
+def _message_id(value: object) -> str | int | float | None:
     # Segment's `stringify_id` for the one id that may be any object (a
     # `uuid4()`). Numbers go to the core as they are, as the other ids do:
     # its id rule writes an int as its exact digits.
     return value if value is None or isinstance(value, (str, int, float)) else str(value)
 
 
-class _Msg(dict[str, Any]):
+class _Msg(dict[str, JSONValue]):
     """The message as it is sent, read as Segment's SDK returns it: its
     ``msg["userId"]`` and ``msg["anonymousId"]`` are ``None`` when not given
     (Segment's SDK sends them as ``null``; callpost leaves them out)."""
@@ -119,14 +124,15 @@ class _Msg(dict[str, Any]):
         raise KeyError(key)
 
 
-def _aware(value: Any) -> _dt.datetime | None:
+def _aware(value: object) -> _dt.datetime | None:
     """Segment's ``guess_timezone``: a naive datetime within 5 s of the local
     clock was made with ``datetime.now()`` and is local time; any other naive
     datetime is taken as UTC."""
     if value is None:
         return None
     _require("timestamp", value, _dt.datetime)
-    ts: _dt.datetime = value
+    assert isinstance(value, _dt.datetime)
+    ts = value
     if ts.tzinfo is not None and ts.tzinfo.utcoffset(ts) is not None:
         return ts
     if (_dt.datetime.now() - ts).total_seconds() < 5:
@@ -205,7 +211,7 @@ class Client:
         max_rate_limit_duration: float = DefaultConfig.max_rate_limit_duration,
         *,
         http_client: httpx.Client | None = None,
-        default: Callable[[Any], Any] | None = convert,
+        default: Default | None = convert,
     ) -> None:
         _require("write_key", write_key, str)
         assert isinstance(write_key, str)
@@ -252,137 +258,81 @@ class Client:
 
     def identify(
         self,
-        user_id: Any = None,
+        user_id: Id | None = None,
         traits: Msg | None = None,
         context: Msg | None = None,
         timestamp: _dt.datetime | None = None,
-        anonymous_id: Any = None,
+        anonymous_id: Id | None = None,
         integrations: Msg | None = None,
-        message_id: Any = None,
+        message_id: object = None,
     ) -> tuple[bool, Msg]:
         traits = traits or {}
         _require("user_id or anonymous_id", user_id or anonymous_id, ID_TYPES)
         _require("traits", traits, dict)
-        return self._enqueue(
-            "identify",
-            user_id,
-            anonymous_id,
-            None,
-            None,
-            None,
-            None,
-            traits,
-            context,
-            integrations,
-            None,
-            None,
-            timestamp,
-            message_id,
-        )
+        return self._enqueue("identify", user_id, anonymous_id, None, None, None, None, traits, context,
+                             integrations, None, None, timestamp, message_id)  # fmt: skip
 
     def track(
         self,
-        user_id: Any = None,
+        user_id: Id | None = None,
         event: str | None = None,
         properties: Msg | None = None,
         context: Msg | None = None,
         timestamp: _dt.datetime | None = None,
-        anonymous_id: Any = None,
+        anonymous_id: Id | None = None,
         integrations: Msg | None = None,
-        message_id: Any = None,
+        message_id: object = None,
     ) -> tuple[bool, Msg]:
         properties = properties or {}
         _require("user_id or anonymous_id", user_id or anonymous_id, ID_TYPES)
         _require("properties", properties, dict)
         _require("event", event, str)
-        return self._enqueue(
-            "track",
-            user_id,
-            anonymous_id,
-            event,
-            None,
-            None,
-            properties,
-            None,
-            context,
-            integrations,
-            None,
-            None,
-            timestamp,
-            message_id,
-        )
+        return self._enqueue("track", user_id, anonymous_id, event, None, None, properties, None, context,
+                             integrations, None, None, timestamp, message_id)  # fmt: skip
 
     def alias(
         self,
-        previous_id: Any = None,
-        user_id: Any = None,
+        previous_id: Id | None = None,
+        user_id: Id | None = None,
         context: Msg | None = None,
         timestamp: _dt.datetime | None = None,
         integrations: Msg | None = None,
-        message_id: Any = None,
+        message_id: object = None,
     ) -> tuple[bool, Msg]:
         _require("previous_id", previous_id, ID_TYPES)
         _require("user_id", user_id, ID_TYPES)
-        return self._enqueue(
-            "alias",
-            user_id,
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            context,
-            integrations,
-            None,
-            previous_id,
-            timestamp,
-            message_id,
-        )
+        return self._enqueue("alias", user_id, None, None, None, None, None, None, context,
+                             integrations, None, previous_id, timestamp, message_id)  # fmt: skip
 
     def group(
         self,
-        user_id: Any = None,
-        group_id: Any = None,
+        user_id: Id | None = None,
+        group_id: Id | None = None,
         traits: Msg | None = None,
         context: Msg | None = None,
         timestamp: _dt.datetime | None = None,
-        anonymous_id: Any = None,
+        anonymous_id: Id | None = None,
         integrations: Msg | None = None,
-        message_id: Any = None,
+        message_id: object = None,
     ) -> tuple[bool, Msg]:
         traits = traits or {}
         _require("user_id or anonymous_id", user_id or anonymous_id, ID_TYPES)
         _require("group_id", group_id, ID_TYPES)
         _require("traits", traits, dict)
-        return self._enqueue(
-            "group",
-            user_id,
-            anonymous_id,
-            None,
-            None,
-            None,
-            None,
-            traits,
-            context,
-            integrations,
-            group_id,
-            None,
-            timestamp,
-            message_id,
-        )
+        return self._enqueue("group", user_id, anonymous_id, None, None, None, None, traits, context,
+                             integrations, group_id, None, timestamp, message_id)  # fmt: skip
 
     def page(
         self,
-        user_id: Any = None,
+        user_id: Id | None = None,
         category: str | None = None,
         name: str | None = None,
         properties: Msg | None = None,
         context: Msg | None = None,
         timestamp: _dt.datetime | None = None,
-        anonymous_id: Any = None,
+        anonymous_id: Id | None = None,
         integrations: Msg | None = None,
-        message_id: Any = None,
+        message_id: object = None,
     ) -> tuple[bool, Msg]:
         return self._page(
             "page", user_id, category, name, properties, context, timestamp, anonymous_id, integrations, message_id
@@ -390,15 +340,15 @@ class Client:
 
     def screen(
         self,
-        user_id: Any = None,
+        user_id: Id | None = None,
         category: str | None = None,
         name: str | None = None,
         properties: Msg | None = None,
         context: Msg | None = None,
         timestamp: _dt.datetime | None = None,
-        anonymous_id: Any = None,
+        anonymous_id: Id | None = None,
         integrations: Msg | None = None,
-        message_id: Any = None,
+        message_id: object = None,
     ) -> tuple[bool, Msg]:
         return self._page(
             "screen", user_id, category, name, properties, context, timestamp, anonymous_id, integrations, message_id
@@ -407,15 +357,15 @@ class Client:
     def _page(
         self,
         kind: str,
-        user_id: Any,
+        user_id: Id | None,
         category: str | None,
         name: str | None,
         properties: Msg | None,
         context: Msg | None,
         timestamp: _dt.datetime | None,
-        anonymous_id: Any,
+        anonymous_id: Id | None,
         integrations: Msg | None,
-        message_id: Any,
+        message_id: object,
     ) -> tuple[bool, Msg]:
         properties = properties or {}
         _require("user_id or anonymous_id", user_id or anonymous_id, ID_TYPES)
@@ -424,39 +374,25 @@ class Client:
             _require("name", name, str)
         if category:
             _require("category", category, str)
-        return self._enqueue(
-            kind,
-            user_id,
-            anonymous_id,
-            None,
-            name or None,
-            category or None,
-            properties,
-            None,
-            context,
-            integrations,
-            None,
-            None,
-            timestamp,
-            message_id,
-        )
+        return self._enqueue(kind, user_id, anonymous_id, None, name or None, category or None, properties, None,
+                             context, integrations, None, None, timestamp, message_id)  # fmt: skip
 
     def _enqueue(
         self,
         kind: str,
-        user_id: Any,
-        anonymous_id: Any,
-        event: Any,
-        name: Any,
-        category: Any,
-        properties: Any,
-        traits: Any,
+        user_id: Id | None,
+        anonymous_id: Id | None,
+        event: str | None,
+        name: str | None,
+        category: str | None,
+        properties: Msg | None,
+        traits: Msg | None,
         context: Msg | None,
         integrations: Msg | None,
-        group_id: Any,
-        previous_id: Any,
-        timestamp: Any,
-        message_id: Any,
+        group_id: Id | None,
+        previous_id: Id | None,
+        timestamp: _dt.datetime | None,
+        message_id: object,
     ) -> tuple[bool, Msg]:
         context = context or {}
         integrations = integrations or {}
@@ -466,22 +402,8 @@ class Client:
             # Segment's fields, in the order of the core's CALL_FIELDS; the
             # core completes the message (messageId, timestamp,
             # context.library) and checks it and its size.
-            message = self._batcher.prepare_fields(
-                kind,
-                user_id,
-                anonymous_id,
-                event,
-                name,
-                category,
-                properties,
-                traits,
-                context,
-                integrations,
-                group_id,
-                previous_id,
-                _aware(timestamp),
-                _message_id(message_id),
-            )
+            message = self._batcher.prepare_fields(kind, user_id, anonymous_id, event, name, category, properties, traits,
+                context, integrations, group_id, previous_id, _aware(timestamp), _message_id(message_id))  # fmt: skip
         except MessageTooLargeError as e:
             raise SegmentMessageTooLargeError(e.code, str(e)) from None
         msg: Msg = _Msg(json.loads(message.json))
@@ -543,53 +465,7 @@ oauth_scope: str = Client.DefaultConfig.oauth_scope
 default_client: Client | None = None
 
 
-def track(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
-    """Send a track call."""
-    return _proxy("track", *args, **kwargs)  # type: ignore[no-any-return]
-
-
-def identify(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
-    """Send an identify call."""
-    return _proxy("identify", *args, **kwargs)  # type: ignore[no-any-return]
-
-
-def group(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
-    """Send a group call."""
-    return _proxy("group", *args, **kwargs)  # type: ignore[no-any-return]
-
-
-def alias(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
-    """Send an alias call."""
-    return _proxy("alias", *args, **kwargs)  # type: ignore[no-any-return]
-
-
-def page(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
-    """Send a page call."""
-    return _proxy("page", *args, **kwargs)  # type: ignore[no-any-return]
-
-
-def screen(*args: Any, **kwargs: Any) -> tuple[bool, Msg]:
-    """Send a screen call."""
-    return _proxy("screen", *args, **kwargs)  # type: ignore[no-any-return]
-
-
-def flush() -> None:
-    """Tell the client to flush."""
-    _proxy("flush")
-
-
-def join() -> None:
-    """Block until the client has sent what is queued, and stop it."""
-    _proxy("join")
-
-
-def shutdown() -> None:
-    """Flush all messages and cleanly shut down the client."""
-    _proxy("flush")
-    _proxy("join")
-
-
-def _proxy(method: str, *args: Any, **kwargs: Any) -> Any:
+def _default_client() -> Client:
     """Makes the default client from the module's settings on first use."""
     global default_client
     if not default_client:
@@ -611,4 +487,41 @@ def _proxy(method: str, *args: Any, **kwargs: Any) -> Any:
             oauth_auth_server=oauth_auth_server,
             oauth_scope=oauth_scope,
         )
-    return getattr(default_client, method)(*args, **kwargs)
+    return default_client
+
+
+def _forward(method: Callable[Concatenate[Client, _P], _R], doc: str) -> Callable[_P, _R]:
+    """A module-level call: ``method`` on the default client, looked up by
+    name as Segment's module does, with the method's signature."""
+
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        bound: Callable[_P, _R] = getattr(_default_client(), method.__name__)
+        return bound(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = method.__name__
+    call.__doc__ = doc
+    return call
+
+
+track = _forward(Client.track, "Send a track call.")
+identify = _forward(Client.identify, "Send an identify call.")
+group = _forward(Client.group, "Send a group call.")
+alias = _forward(Client.alias, "Send an alias call.")
+page = _forward(Client.page, "Send a page call.")
+screen = _forward(Client.screen, "Send a screen call.")
+
+
+def flush() -> None:
+    """Tell the client to flush."""
+    _default_client().flush()
+
+
+def join() -> None:
+    """Block until the client has sent what is queued, and stop it."""
+    _default_client().join()
+
+
+def shutdown() -> None:
+    """Flush all messages and cleanly shut down the client."""
+    _default_client().flush()
+    _default_client().join()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
 
 # Django ships no type information (django-stubs is a separate project).
 from django.http import (  # type: ignore[import-untyped]
@@ -43,7 +42,7 @@ def webhook_view(
 
     def decorate(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
         @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapper(request: HttpRequest, *args: object, **kwargs: object) -> HttpResponse:
             if request.method != "POST":
                 return HttpResponseNotAllowed(["POST"])
             hook = receiver.check(request.body, request.headers.items())

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from flask import jsonify, request
+from flask import Response, jsonify, request
 
 from .._receive import Answer, Receiver
 
@@ -30,13 +30,13 @@ __all__ = ["webhook"]
 R = TypeVar("R")
 
 
-def webhook(receiver: Receiver) -> Callable[[Callable[..., R]], Callable[..., Any]]:
+def webhook(receiver: Receiver) -> Callable[[Callable[..., R]], Callable[..., R | tuple[Response, int]]]:
     """Decorates a view: the view is called with the verified ``Webhook``
     first, then the URL's own arguments."""
 
-    def decorate(view: Callable[..., R]) -> Callable[..., Any]:
+    def decorate(view: Callable[..., R]) -> Callable[..., R | tuple[Response, int]]:
         @functools.wraps(view)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: object, **kwargs: object) -> R | tuple[Response, int]:
             hook = receiver.check(request.get_data(cache=True), request.headers.items())
             if isinstance(hook, Answer):
                 return jsonify(hook.body), hook.status

@@ -1,0 +1,182 @@
+"""The Webhooks destination: a call's signed requests, and its delivery over
+HTTP through the core's rounds and retries (``Webhooks.deliver`` and
+``deliver_async``), for forwarders and for hosts that deliver in process."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from . import _callpost
+from ._errors import DeliveryError
+from ._transport import (
+    AsyncTransport,
+    Outgoing,
+    Send,
+    Steps,
+    Transport,
+    Wait,
+    logger,
+    new_async_client,
+    new_client,
+    now_ms,
+    run_async,
+    run_sync,
+)
+from ._types import AttemptRecord, Call, DeliveryOutcome, Endpoint, Now
+
+__all__ = ["DeliveryResult", "Webhooks"]
+
+_D = _callpost.DEFAULTS
+"""The core's limits and defaults; durations in ms (the API below takes seconds)."""
+
+
+@dataclass(frozen=True)
+class DeliveryResult:
+    """How a delivery ended. ``delivered`` is False only when the call's
+    ``integrations`` turned Webhooks off (nothing was sent). ``endpoint``
+    is the first endpoint that took the call."""
+
+    delivered: bool
+    endpoint: int | None
+    attempts: int
+    log: list[AttemptRecord] = field(default_factory=list)
+
+
+def _result(d: _callpost.Delivery, outcome: DeliveryOutcome) -> DeliveryResult:
+    log = d.log
+    if outcome["kind"] == "delivered":
+        return DeliveryResult(True, outcome["endpoint"], outcome["attempt"], log)
+    if outcome["kind"] == "disabled":
+        return DeliveryResult(False, None, 0, log)
+    raise DeliveryError(outcome["reason"], d.error_message or outcome["reason"], outcome, log)
+
+
+def _delivery_steps(d: _callpost.Delivery) -> Steps[DeliveryResult]:
+    """A delivery's loop: send what is due (a whole round at once in
+    parallel mode), report each answer, sleep until the core's timer."""
+    while True:
+        now = now_ms()
+        due: list[Outgoing] = []
+        while (a := d.poll_request(now)) is not None:
+            due.append(Outgoing(a.attempt, a.request, a.deadline_ms))
+        if due:
+            answers = yield Send(due)
+            for attempt, ended, report in answers:
+                d.handle_response(ended, attempt, **report)
+            if logger.isEnabledFor(logging.DEBUG):
+                for r in d.log[-len(answers) :]:
+                    logger.debug(
+                        "webhook attempt %d (round %d) to endpoint %d: %s",
+                        r["attempt"],
+                        r["round"],
+                        r["endpoint"],
+                        r["outcome"]["kind"],
+                    )
+            continue
+        outcome = d.poll_outcome()
+        if outcome is not None:
+            return _result(d, outcome)
+        wake = d.poll_timeout()
+        yield Wait(None if wake is None else max(wake - now_ms(), 0) / 1000)
+        d.handle_timeout(now_ms())
+
+
+def _sleep(seconds: float | None) -> None:
+    time.sleep(seconds or 0)
+
+
+async def _sleep_async(seconds: float | None) -> None:
+    await asyncio.sleep(seconds or 0)
+
+
+class Webhooks:
+    """The Webhooks destination: settings, signed requests, and delivery.
+
+    ``endpoints`` is a list of 1 to 5 URLs or ``{"url": ..., "headers": {...}}``
+    dicts. ``mode`` is ``"parallel"`` (every round goes to every endpoint at
+    once; the core's default) or ``"failover"`` (one endpoint after another
+    until one takes the call). Bad settings raise :class:`SettingsError` here.
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[Endpoint],
+        shared_secret: str | bytes | None = None,
+        *,
+        mode: str | None = None,
+        timeout: float = _D["webhook_timeout_ms"] / 1000,
+        retry_window: float = _D["retry_window_ms"] / 1000,
+        backoff_base: float = _D["delivery_backoff_base_ms"] / 1000,
+        backoff_cap: float = _D["delivery_backoff_cap_ms"] / 1000,
+    ) -> None:
+        self._native = _callpost.Webhooks(endpoints, shared_secret, mode=mode)
+        self._timeout_ms = int(timeout * 1000)
+        self._retry_window_ms = int(retry_window * 1000)
+        self._backoff_base_ms = int(backoff_base * 1000)
+        self._backoff_cap_ms = int(backoff_cap * 1000)
+
+    def __repr__(self) -> str:
+        return repr(self._native)
+
+    @property
+    def urls(self) -> list[str]:
+        return self._native.urls
+
+    @property
+    def mode(self) -> str:
+        return self._native.mode
+
+    @property
+    def settings(self) -> _callpost.Webhooks:
+        """The validated settings: what ``Delivery(...)`` and
+        ``Delivery.from_json(text, settings)`` take."""
+        return self._native
+
+    def request(self, call: Call, endpoint: int = 0, now: Now = None) -> _callpost.Request:
+        """The signed request for ``call`` to endpoint ``endpoint``."""
+        return self._native.request(call, endpoint, now)
+
+    def delivery(self, call: Call, now: int | None = None, *, seed: int | None = None) -> _callpost.Delivery:
+        """A sans-IO delivery to drive yourself (for queues and outboxes):
+        ``d.poll_request(now_ms)`` until None, send, ``d.handle_response``.
+        Its jitter is seeded from OS randomness unless ``seed`` is given."""
+        return _callpost.Delivery(
+            self._native,
+            call,
+            now,
+            seed=seed,
+            timeout_ms=self._timeout_ms,
+            retry_window_ms=self._retry_window_ms,
+            backoff_base_ms=self._backoff_base_ms,
+            backoff_cap_ms=self._backoff_cap_ms,
+        )
+
+    def deliver(self, call: Call, *, client: httpx.Client | None = None) -> DeliveryResult:
+        """Delivers ``call`` over HTTP, blocking through retries (up to 4 hours).
+
+        A parallel round's requests go out on threads at once. Certificates
+        are always verified and redirects are never followed. Raises
+        :class:`DeliveryError` when the delivery gives up.
+        """
+        http = client or new_client()
+        try:
+            return run_sync(_delivery_steps(self.delivery(call)), Transport(http).send, _sleep)
+        finally:
+            if client is None:
+                http.close()
+
+    async def deliver_async(self, call: Call, *, client: httpx.AsyncClient | None = None) -> DeliveryResult:
+        """:meth:`deliver` for asyncio: never blocks the event loop; a round's
+        requests are tasks."""
+        http = client or new_async_client()
+        try:
+            return await run_async(_delivery_steps(self.delivery(call)), AsyncTransport(http).send, _sleep_async)
+        finally:
+            if client is None:
+                await http.aclose()
