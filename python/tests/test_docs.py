@@ -23,7 +23,8 @@ optionally followed by ``fragment``:
   ``core/tests/readme.rs`` runs.
 - ``js`` and ``mjs`` blocks are run by ``wasm/test/docs.test.mjs``.
 
-Any other language, or a fence without one, fails here.
+Any other language, or a fence without one, fails here. Links between the
+pages must reach a file, and a heading of it when they name one.
 
 The examples read their settings from the environment, as a deployed app
 does: ``WRITE_KEY``, ``RELAY_URL`` (here a local Tracking API that answers
@@ -457,3 +458,31 @@ def test_the_documented_relay_variables_are_the_ones_it_reads() -> None:
     listed = text.split("Variables: ", 1)[1].split("Flags:", 1)[0]
     documented = {n if n.startswith("CALLPOST") else f"CALLPOST_RELAY{n}" for n in re.findall(r"`([A-Z_]+)`", listed)}
     assert documented == relay_variables() - {"CALLPOST_RELAY_BIN"}
+
+
+# -- links between the pages ------------------------------------------------
+
+
+def anchors(path: Path) -> set[str]:
+    """The anchors GitHub gives a file's headings."""
+    out: set[str] = set()
+    in_block = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        in_block ^= line.startswith("```")
+        if not in_block and line.startswith("#"):
+            heading = line.lstrip("#").strip().lower()
+            out.add(re.sub(r"[^\w\- ]", "", heading).replace(" ", "-"))
+    return out
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in DOCS])
+def test_links(path: Path) -> None:
+    broken = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text(encoding="utf-8")):
+        if re.match(r"[a-z]+:", target):
+            continue
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        if not linked.exists() or (anchor and anchor not in anchors(linked)):
+            broken.append(target)
+    assert broken == [], f"{path.relative_to(ROOT)}: links to nothing"
