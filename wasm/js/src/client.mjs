@@ -51,7 +51,10 @@ export function makeBatching(wasm, platform) {
 
   // The batching client's sender loop: report the batcher's events, send
   // the batches due, wait for the batcher's timer or a wake-up. It ends
-  // once the client is closed and nothing is left.
+  // once the client is closed and nothing is left. It has deliverySteps'
+  // shape (webhooks.mjs) but is kept apart: calls arrive between its
+  // passes, so each pass starts with the timer and the events, and it ends
+  // on close, not on an outcome.
   function* senderSteps(client) {
     const b = client._batcher;
     for (;;) {
