@@ -314,6 +314,8 @@ export class Batcher {
   handleResponse(nowMs: number, batchId: number, report: Report): void;
   handleTimeout(nowMs: number): void;
   pollTimeout(): number | undefined;
+  /** True once after `handleCall`, `handleMessage` or `flush` moved `pollTimeout()` earlier: a sender asleep until the time it last read must wake now. Reading it resets it. */
+  pollWake(): boolean;
   pollEvent(): BatcherEvent | undefined;
   readonly queued: number;
   readonly inBatches: number;

@@ -35,6 +35,27 @@ for (const [entry, { Client }] of [['callpost', main], ['callpost/client', clien
     } finally { srv.close(); }
   });
 
+  test(`a full batch goes out at once while the sender sleeps through a long flushAfter (${entry})`, async () => {
+    const srv = await serve(ok);
+    try {
+      const c = new Client({ writeKey: 'wk', endpoint: srv.url, flushAt: 3, flushAfter: 3_600_000 });
+      c.track({ userId: 'u', event: 'E', properties: { i: 0 } });
+      // The sender is now asleep until the hour's flush.
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(srv.received.length, 0);
+      c.track({ userId: 'u', event: 'E', properties: { i: 1 } });
+      c.track({ userId: 'u', event: 'E', properties: { i: 2 } });
+      // Only a wake-up sends the batch now; the guard fails a sender that
+      // missed it, long before the hour.
+      for (let waited = 0; srv.received.length === 0; waited += 10) {
+        assert.ok(waited < 20_000, 'the full batch was not sent');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.deepEqual(batches(srv).map((b) => b.batch.length), [3]);
+      await c.close();
+    } finally { srv.close(); }
+  });
+
   test(`flushAfter sends a partial batch (${entry})`, async () => {
     const srv = await serve(ok);
     try {
@@ -145,6 +166,7 @@ test('callpost/client loads the client-only wasm module, which sends the same me
   // The same Batcher input gives the same batch bytes from both modules.
   const batchOf = (api) => {
     const b = new api.Batcher({ writeKey: 'wk', flushAt: 2 }, 1_700_000_000_000);
+    assert.equal(b.pollWake(), false);
     for (let i = 0; i < 2; i++) b.handleCall(1_700_000_000_000, JSON.stringify({ type: 'track', userId: 'u', event: 'e', properties: { i, x: 1.5e-7 } }), new Uint8Array(16).fill(i));
     return b.pollRequest(1_700_000_000_000).request.body;
   };

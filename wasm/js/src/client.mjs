@@ -40,6 +40,7 @@ export function makeBatching(wasm, platform) {
     handleResponse(nowMs, batchId, report) { this.#core.handleResponse(nowMs, batchId, ...reportArgs(report)); }
     handleTimeout(nowMs) { this.#core.handleTimeout(nowMs); }
     pollTimeout() { return this.#core.pollTimeout(); }
+    pollWake() { return this.#core.pollWake(); }
     pollEvent() { return this.#core.pollEvent(); }
     get queued() { return this.#core.queued; }
     get inBatches() { return this.#core.inBatches; }
@@ -104,7 +105,7 @@ export function makeBatching(wasm, platform) {
     _enqueue(type, fields, callback) {
       if (callback === undefined && !this._disable) {
         const id = this._batcher.handleCall(Date.now(), callJson({ type, ...fields }));
-        this._kick();
+        this._kickIfDue();
         return id;
       }
       if (callback !== undefined && typeof callback !== 'function') throw error('invalid_argument', 'callback must be a function');
@@ -134,7 +135,7 @@ export function makeBatching(wasm, platform) {
         if (list) list.push([done, json]);
         else this._waiting.set(id, [[done, json]]);
       }
-      this._kick();
+      this._kickIfDue();
       return id;
     }
 
@@ -177,6 +178,13 @@ export function makeBatching(wasm, platform) {
 
     _drainEvents() {
       for (let ev = this._batcher.pollEvent(); ev; ev = this._batcher.pollEvent()) this._report(ev);
+    }
+
+    // After a call is queued: the sender needs waking only when the core
+    // says its wake-up time moved earlier (the first message, or a full
+    // batch); otherwise its timer already covers the call.
+    _kickIfDue() {
+      if (this._batcher.pollWake() || !this._loop) this._kick();
     }
 
     // Starts the sender loop, or wakes it.
