@@ -76,6 +76,30 @@ def iterations(size: int) -> int:
     return max(200, min(20_000, 4_000_000 // max(size, 1)))
 
 
+def from_dict(hooks: callpost.Webhooks, ours: str, call: dict[str, Any]) -> dict[str, Callable[[], object]]:
+    return {
+        # `.body`: the bytes to send, as the peers' `dumps` returns them
+        # (the Request makes them on access).
+        ours: lambda: hooks.request(call).body,
+        "orjson.dumps + hmac": lambda: hmac.new(SECRET, orjson.dumps(call), hashlib.sha1).hexdigest(),
+        "json.dumps + hmac": lambda: hmac.new(
+            SECRET, json.dumps(call, separators=(",", ":"), ensure_ascii=False).encode(), hashlib.sha1
+        ).hexdigest(),
+    }
+
+
+def from_bytes(hooks: callpost.Webhooks, ours: str, raw: bytes) -> dict[str, Callable[[], object]]:
+    return {
+        ours: lambda: hooks.request(raw).body,
+        "orjson.loads + orjson.dumps + hmac": lambda: hmac.new(
+            SECRET, orjson.dumps(orjson.loads(raw)), hashlib.sha1
+        ).hexdigest(),
+        "json.loads + json.dumps + hmac": lambda: hmac.new(
+            SECRET, json.dumps(json.loads(raw), separators=(",", ":"), ensure_ascii=False).encode(), hashlib.sha1
+        ).hexdigest(),
+    }
+
+
 def request_benches() -> list[tuple[str, float, float, float]]:
     """Per fixture: the dict, compact bytes and json.dumps bytes, each
     against orjson. Returns (fixture, dict ratio, bytes ratio, dumps ratio)."""
@@ -89,40 +113,14 @@ def request_benches() -> list[tuple[str, float, float, float]]:
         rounds = 3 if SMOKE else 11
         body_len = len(hooks.request(call).body)
         ours = "callpost Webhooks.request(dict)"
-        result = bench(
-            {
-                # `.body`: the bytes to send, as the peers' `dumps` returns
-                # them (the Request makes them on access).
-                ours: lambda call=call: hooks.request(call).body,
-                "orjson.dumps + hmac": lambda call=call: hmac.new(SECRET, orjson.dumps(call), hashlib.sha1).hexdigest(),
-                "json.dumps + hmac": lambda call=call: hmac.new(
-                    SECRET, json.dumps(call, separators=(",", ":"), ensure_ascii=False).encode(), hashlib.sha1
-                ).hexdigest(),
-            },
-            n,
-            rounds,
-        )
+        result = bench(from_dict(hooks, ours, call), n, rounds)
         report(f"{name}: webhook request from a dict ({len(compact)} B call, {body_len} B body)", result, ours)
         by_dict = ratio(result[ours], result["orjson.dumps + hmac"])
         # A forwarder receives the call as JSON bytes: the peers parse it too.
         by_bytes = []
         for form, raw in (("compact", compact), ("json.dumps", dumps)):
             ours_b = f"callpost Webhooks.request(bytes, {form})"
-            result = bench(
-                {
-                    ours_b: lambda raw=raw: hooks.request(raw).body,
-                    "orjson.loads + orjson.dumps + hmac": lambda raw=raw: hmac.new(
-                        SECRET, orjson.dumps(orjson.loads(raw)), hashlib.sha1
-                    ).hexdigest(),
-                    "json.loads + json.dumps + hmac": lambda raw=raw: hmac.new(
-                        SECRET,
-                        json.dumps(json.loads(raw), separators=(",", ":"), ensure_ascii=False).encode(),
-                        hashlib.sha1,
-                    ).hexdigest(),
-                },
-                n,
-                rounds,
-            )
+            result = bench(from_bytes(hooks, ours_b, raw), n, rounds)
             report(f"{name}: forwarding {len(raw)} bytes as {form} writes them", result, ours_b)
             by_bytes.append(ratio(result[ours_b], result["orjson.loads + orjson.dumps + hmac"]))
         summary.append((name, by_dict, by_bytes[0], by_bytes[1]))

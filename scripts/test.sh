@@ -51,9 +51,14 @@ step "python tests (shared vectors, real HTTP/HTTPS servers on 127.0.0.1, client
 # (CALLPOST_RELAY_BIN); the demo below runs the wheel's.
 (cd python && CALLPOST_RELAY_BIN="$PWD/../target/relay-test/callpost-relay" "../$PY" -m pytest tests -q -p no:cacheprovider)
 
-step "python types: mypy --strict (package and a typed example), stubtest"
-(cd python && "../$PY" -m mypy --strict -p callpost --cache-dir ../target/mypy && \
-  "../$PY" -m mypy --strict typecheck/example.py --cache-dir ../target/mypy && \
+step "python lint and types: ruff format --check, ruff check, mypy --strict (package, tests, typed example, benches' scripts), stubtest"
+# Every Python file in the repository, with python/pyproject.toml's settings.
+# mypy is handed the tracked .py files of benches/ and scripts/ by name: it
+# refuses a directory with none (scripts/ has none today).
+(cd python && "../$PY" -m ruff format --check --config pyproject.toml python tests typecheck ../benches ../scripts && \
+  "../$PY" -m ruff check --config pyproject.toml python tests typecheck ../benches ../scripts && \
+  "../$PY" -m mypy --strict -p callpost --cache-dir ../target/mypy && \
+  "../$PY" -m mypy --strict tests typecheck $(git ls-files -- ../benches ../scripts | grep '\.py$') --cache-dir ../target/mypy && \
   "../$PY" -m mypy.stubtest callpost._callpost)
 
 step "python: the abi3 wheel imports and passes the shared vectors on CPython 3.10 and 3.13 (3.9 is end-of-life)"

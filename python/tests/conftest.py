@@ -28,10 +28,10 @@ class Received:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.requests: list[tuple[str, dict, bytes]] = []
+        self.requests: list[tuple[str, dict[str, str], bytes]] = []
         self.connections = 0
 
-    def add(self, path: str, headers: dict, body: bytes) -> None:
+    def add(self, path: str, headers: dict[str, str], body: bytes) -> None:
         with self.lock:
             self.requests.append((path, headers, body))
 
@@ -40,7 +40,7 @@ class Received:
             return len(self.requests)
 
 
-Handler = Callable[[int, dict, bytes], tuple[int, dict, bytes]]
+Handler = Callable[[int, dict[str, str], bytes], tuple[float, dict[str, str], bytes]]
 """(request number from 0, headers, body) -> (status, headers, body). A
 negative status closes the connection without answering; a float status
 sleeps that many seconds first and then answers 200."""
@@ -157,7 +157,7 @@ def self_signed(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
     return ctx
 
 
-def ok(n: int, headers: dict, body: bytes) -> tuple[int, dict, bytes]:
+def ok(n: int, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
     return 200, {}, b"ok"
 
 

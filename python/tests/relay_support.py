@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import callpost
@@ -138,17 +138,22 @@ class Database:
         """Blocks the relay's writes (another session holds the write lock)
         until the returned function is called."""
         if self.backend == "sqlite":
-            conn = sqlite3.connect(self.path, isolation_level=None)
-            conn.execute("BEGIN IMMEDIATE")
-        else:
-            import psycopg
+            lite = sqlite3.connect(self.path, isolation_level=None)
+            lite.execute("BEGIN IMMEDIATE")
 
-            conn = psycopg.connect(self.url)
-            conn.execute("LOCK TABLE deliveries IN EXCLUSIVE MODE")
+            def release_sqlite() -> None:
+                lite.execute("ROLLBACK")
+                lite.close()
+
+            return release_sqlite
+        import psycopg
+
+        pg = psycopg.connect(self.url)
+        pg.execute("LOCK TABLE deliveries IN EXCLUSIVE MODE")
 
         def release() -> None:
-            conn.rollback() if self.backend != "sqlite" else conn.execute("ROLLBACK")
-            conn.close()
+            pg.rollback()
+            pg.close()
 
         return release
 
@@ -266,7 +271,11 @@ class RelayProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def post(
-        self, path: str, body: bytes | str | dict[str, Any], headers: dict[str, str] | None = None, timeout: float = 30
+        self,
+        path: str,
+        body: bytes | str | Mapping[str, object],
+        headers: dict[str, str] | None = None,
+        timeout: float = 30,
     ) -> tuple[int, dict[str, str], bytes]:
         data = body if isinstance(body, bytes) else (body if isinstance(body, str) else json.dumps(body)).encode()
         h = {"Content-Type": "application/json", **(headers or {})}

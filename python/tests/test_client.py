@@ -10,6 +10,7 @@ import json
 import os
 import time
 import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -218,14 +219,15 @@ def test_integer_ids_of_any_size_are_sent_as_their_exact_digits(serve: Any) -> N
         c.track(157963456373623802, "Big", anonymous_id=-(2**64), message_id=10**30)
         c.group("u", int("9" * 50))
         c.alias(2**53 + 1, 0)
-        for bad, code in (
-            (lambda: c.track(1.5, "e"), "invalid_field"),
+        bads: list[tuple[Callable[[], object], str]] = [
+            (lambda: c.track(1.5, "e"), "invalid_field"),  # type: ignore[arg-type]
             (lambda: c.track(True, "e"), "invalid_field"),
-            (lambda: c.track(float(2**53), "e"), "integer_out_of_range"),
+            (lambda: c.track(float(2**53), "e"), "integer_out_of_range"),  # type: ignore[arg-type]
             # Other fields keep the JSON rule for integers.
             (lambda: c.track("u", "e", {"n": 2**53 + 1}), "integer_out_of_range"),
-            (lambda: c.track("u", 2**64), "integer_out_of_range"),
-        ):
+            (lambda: c.track("u", 2**64), "integer_out_of_range"),  # type: ignore[arg-type]
+        ]
+        for bad, code in bads:
             with pytest.raises(callpost.CallpostError) as e:
                 bad()
             assert e.value.code == code

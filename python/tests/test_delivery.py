@@ -5,15 +5,29 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 from conftest import ok
 
 import callpost
+from callpost._types import AttemptRecord
 
 CALL: dict[str, Any] = {"type": "track", "userId": "u1", "event": "Tested", "messageId": "m-1", "properties": {"n": 1}}
-FAST = dict(backoff_base=0.05, backoff_cap=0.2)
+
+
+class _Backoff(TypedDict):
+    backoff_base: float
+    backoff_cap: float
+
+
+FAST = _Backoff(backoff_base=0.05, backoff_cap=0.2)
+
+
+def status(r: AttemptRecord) -> int | None:
+    """The attempt's HTTP status; None when it had no answer."""
+    o = r["outcome"]
+    return o["status"] if o["kind"] == "response" else None
 
 
 def test_500_then_200_is_retried_and_delivered_once(serve: Any) -> None:
@@ -37,7 +51,7 @@ def test_500_then_200_is_retried_and_delivered_once(serve: Any) -> None:
 def test_a_receiver_slower_than_the_timeout_is_retried(serve: Any) -> None:
     slow_answered = threading.Event()
 
-    def handler(n: int, h: dict, b: bytes) -> tuple[int, dict, bytes]:
+    def handler(n: int, h: dict[str, str], b: bytes) -> tuple[int, dict[str, str], bytes]:
         if n == 0:
             time.sleep(2.0)
             slow_answered.set()
@@ -147,7 +161,7 @@ def together(parties: int, status: int = 200) -> Any:
     never do: requests sent one after another cannot pass it."""
     barrier = threading.Barrier(parties, timeout=2.0)
 
-    def handler(n: int, h: dict, b: bytes) -> tuple[int, dict, bytes]:
+    def handler(n: int, h: dict[str, str], b: bytes) -> tuple[int, dict[str, str], bytes]:
         try:
             barrier.wait()
         except threading.BrokenBarrierError:
@@ -167,9 +181,7 @@ def test_parallel_sends_each_round_to_every_url_at_once(serve: Any) -> None:
     result = hooks.deliver(CALL)
     assert all(len(s.received) == 2 for s in servers), "every url, every round"
     assert [r["round"] for r in result.log] == [1, 1, 1, 2, 2, 2]
-    assert [r["outcome"]["status"] for r in result.log] == [503] * 3 + [200] * 3, (
-        "each round's requests were in flight together"
-    )
+    assert [status(r) for r in result.log] == [503] * 3 + [200] * 3, "each round's requests were in flight together"
     assert result.delivered
     bodies = {s.received.requests[1][2] for s in servers}
     assert len(bodies) == 1, "the same signed bytes to every url"
@@ -189,7 +201,7 @@ def test_deliver_async_sends_a_round_as_tasks(serve: Any) -> None:
     servers = [serve(handler) for _ in range(3)]
     hooks = callpost.Webhooks([s.url for s in servers], retry_window=3, **FAST)
     result = asyncio.run(hooks.deliver_async(CALL))
-    assert result.delivered and [r["outcome"]["status"] for r in result.log] == [200] * 3
+    assert result.delivered and [status(r) for r in result.log] == [200] * 3
     assert all(len(s.received) == 1 for s in servers)
 
 

@@ -22,10 +22,10 @@ import callpost
 N = 1000
 
 
-def faulty(seed: int) -> tuple[Any, Counter]:
+def faulty(seed: int) -> tuple[Any, Counter[str]]:
     rng = random.Random(seed)
     lock = threading.Lock()
-    acked: Counter = Counter()
+    acked: Counter[str] = Counter()
 
     def handler(n: int, headers: dict[str, str], body: bytes) -> tuple[Any, dict[str, str], bytes]:
         with lock:
@@ -126,7 +126,7 @@ def test_batching_client_under_faults(serve: Any) -> None:
 def test_a_receiver_that_never_answers_blocks_nothing(serve: Any) -> None:
     answered = threading.Event()
 
-    def hang(n: int, h: dict, b: bytes) -> tuple[int, dict, bytes]:
+    def hang(n: int, h: dict[str, str], b: bytes) -> tuple[int, dict[str, str], bytes]:
         time.sleep(30)
         answered.set()
         return 200, {}, b""

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -36,7 +36,7 @@ def relay(tmp_path: pathlib.Path, hook: Hook, database: Database) -> Any:
         r.stop()
 
 
-def batch(calls: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+def batch(calls: Sequence[object], **extra: object) -> dict[str, object]:
     return {"batch": calls, "writeKey": WRITE_KEY, **extra}
 
 
@@ -67,7 +67,7 @@ def test_a_batch_is_acknowledged_with_segments_answer_and_delivered_signed_and_e
 
 
 def test_every_route_and_the_write_key_in_either_place(relay: RelayProcess, hook: Hook) -> None:
-    calls = {
+    calls: dict[str, dict[str, object]] = {
         "/v1/identify": {"userId": "a", "traits": {}},
         "/v1/track": {"userId": "a", "event": "e"},
         "/v1/page": {"userId": "a", "name": "Home"},

@@ -217,7 +217,7 @@ def test_postgres_restarted_mid_run(tmp_path: pathlib.Path, serve: Callable[...,
         # They reconnect: the senders' batches are acknowledged again.
         procs[0].wait(lambda: sum(s.batches for s in senders) > before + 20, 60, "acknowledgements after the restart")
         for p in procs:
-            p.wait(lambda p=p: not not_ready(p), 30, "ready again")
+            p.wait(ready(p), 30, "ready again")
         for s in senders:
             s.stopping = True
         for s in senders:
@@ -239,6 +239,10 @@ def test_postgres_restarted_mid_run(tmp_path: pathlib.Path, serve: Callable[...,
         db.drop()
     finally:
         _pg("stop", env)
+
+
+def ready(p: RelayProcess) -> Callable[[], bool]:
+    return lambda: not not_ready(p)
 
 
 def not_ready(p: RelayProcess) -> bool:

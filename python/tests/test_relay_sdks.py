@@ -88,20 +88,20 @@ def check(
     except AssertionError as e:
         raise AssertionError(f"{sender_said}\nhave {mine()}; relay status {relay.status()}\n{e}") from None
     relay.wait_drained(timeout)
-    mine = [d for d in hook.ok() if marker(d).startswith(tag + "-")]
+    delivered = [d for d in hook.ok() if marker(d).startswith(tag + "-")]
     seen: dict[str, int] = {}
-    for d in mine:
+    for d in delivered:
         seen[marker(d)] = seen.get(marker(d), 0) + 1
     assert sorted(seen) == sorted(want), f"{tag}: missing {sorted(set(want) - set(seen))[:5]}"
     assert set(seen.values()) == {1}, f"{tag}: delivered more than once: {[m for m, c in seen.items() if c > 1][:5]}"
-    keys = [d.key for d in mine]
+    keys = [d.key for d in delivered]
     assert len(set(keys)) == len(keys) and all(keys), f"{tag}: idempotency keys"
-    assert all(d.verified for d in mine), f"{tag}: a signature did not verify"
+    assert all(d.verified for d in delivered), f"{tag}: a signature did not verify"
     # timestamp = receivedAt − (sentAt − originalTimestamp): the sender's
     # past timestamp, moved onto the relay's clock (an hour ahead).
     lo = (started * 1000) - PAST_MS + SKEW_MS - 1000
     hi = (ended * 1000) - PAST_MS + SKEW_MS + 1000
-    for d in mine:
+    for d in delivered:
         t = callpost.parse_timestamp(d.json["timestamp"])
         assert lo <= t <= hi, f"{tag}: {d.json['type']} timestamp {d.json['timestamp']} not skew-corrected"
     assert relay.status()["rejected"] == 0

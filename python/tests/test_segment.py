@@ -22,7 +22,7 @@ import types
 import unittest
 import unittest.mock
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -156,12 +156,13 @@ def test_integer_ids_of_any_size_are_their_exact_digits(serve: Any) -> None:
     assert (alias["previousId"], alias["userId"]) == ("9007199254740993", "9" * 50)
     assert messages(srv) == [track, group, alias]
     # An id given as a float or a bool is no identifier (Segment's SDK sends str() of it).
-    for bad in (
-        lambda: c.track(1.5, "E"),
+    bads: list[Callable[[], object]] = [
+        lambda: c.track(1.5, "E"),  # type: ignore[arg-type]
         lambda: c.track(True, "E"),
-        lambda: c.group("u", 2.5),
+        lambda: c.group("u", 2.5),  # type: ignore[arg-type]
         lambda: c.track("u", "E", message_id=False),
-    ):
+    ]
+    for bad in bads:
         with pytest.raises(callpost.InvalidCallError) as e:
             bad()
         assert e.value.code == "invalid_field"
@@ -229,16 +230,17 @@ def test_a_value_with_no_json_form_is_refused_with_its_path(serve: Any) -> None:
 
 def test_argument_errors_are_segments_classes_and_callposts(serve: Any) -> None:
     c = analytics.Client("wk", host=serve(ok).url, send=False)
-    for bad in (
+    bads: list[Callable[[], object]] = [
         lambda: c.track(None, "No Id"),
         lambda: c.track("u1", None),
-        lambda: c.track("u1", "E", [1]),
-        lambda: c.identify("u1", "traits"),
+        lambda: c.track("u1", "E", [1]),  # type: ignore[arg-type]
+        lambda: c.identify("u1", "traits"),  # type: ignore[arg-type]
         lambda: c.group("u1"),
         lambda: c.alias(None, "u1"),
-        lambda: c.page("u1", name=5),
-        lambda: c.track("u1", "E", timestamp="2026-01-01"),
-    ):
+        lambda: c.page("u1", name=5),  # type: ignore[arg-type]
+        lambda: c.track("u1", "E", timestamp="2026-01-01"),  # type: ignore[arg-type]
+    ]
+    for bad in bads:
         with pytest.raises(AssertionError) as e:
             bad()
         assert isinstance(e.value, callpost.InvalidCallError) and e.value.code == "invalid_argument"
@@ -554,8 +556,8 @@ def test_segments_own_test_passes_against_callpost_segment(
         "segment.analytics.version": types.ModuleType("segment.analytics.version"),
         "mock": unittest.mock,
     }
-    shims["segment.analytics.client"].Client = Client
-    shims["segment.analytics.version"].VERSION = analytics.VERSION
+    vars(shims["segment.analytics.client"])["Client"] = Client
+    vars(shims["segment.analytics.version"])["VERSION"] = analytics.VERSION
     for module_name, module in shims.items():
         monkeypatch.setitem(sys.modules, module_name, module)
     spec = importlib.util.spec_from_file_location("segments_test_client", segments_test_client)

@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import httpx
 
@@ -300,7 +300,7 @@ class _BatchingClient(_CallMethods, Generic[_Http]):
         self._report_events()
 
 
-def _waker(client: _BatchingClient[Any]) -> Callable[[], None]:
+def _waker(client: _BatchingClient[_Http]) -> Callable[[], None]:
     """The batcher's on_wake for `client`. It holds the client weakly: the
     client holds the batcher, and a cycle through a Rust object would keep
     both alive for good (it is not visible to the garbage collector)."""

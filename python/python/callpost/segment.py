@@ -35,7 +35,7 @@ import httpx
 from . import _callpost
 from ._client import Client as _Client
 from ._errors import CallpostError, InvalidCallError, MessageTooLargeError, QueueFullError
-from ._types import Default, JSONObject, JSONValue
+from ._types import Default, Id, JSONObject, JSONValue
 
 __all__ = [
     "Client",
@@ -60,8 +60,6 @@ _SD = _callpost.SEGMENT_DEFAULTS
 """segment-analytics-python's defaults, from the core (durations in ms)."""
 
 ID_TYPES = (numbers.Number, str)
-Id = str | int | float
-"""An id as Segment's SDK takes it: a string or a number (``ID_TYPES``)."""
 Msg = JSONObject
 _P = ParamSpec("_P")
 _R = TypeVar("_R")

@@ -17,7 +17,7 @@ from callpost import Receiver, Webhook
 framework, secret = sys.argv[1], sys.argv[2]
 receiver = Receiver(secret)
 processed: list[str] = []
-failed_once: set = set()
+failed_once: set[str | None] = set()
 lock = threading.Lock()
 
 
@@ -54,8 +54,8 @@ def serve_asgi(app: Any) -> None:
     server.run(sockets=[sock])
 
 
-if framework == "flask":
-    from flask import Flask, jsonify
+def serve_flask() -> None:
+    from flask import Flask, Response, jsonify
 
     from callpost.frameworks.flask import webhook
 
@@ -63,17 +63,19 @@ if framework == "flask":
 
     @app.post("/hook")
     @webhook(receiver)
-    def hook(hook: Webhook) -> Any:
+    def hook(hook: Webhook) -> tuple[str, int]:
         handle(hook)
         return "", 204
 
     @app.get("/processed")
-    def processed_ids() -> Any:
+    def processed_ids() -> Response:
         return jsonify(processed)
 
     serve_wsgi(app)
 
-elif framework == "django":
+
+def serve_django() -> None:
+    global urlpatterns
     import django
     from django.conf import settings
 
@@ -102,7 +104,8 @@ elif framework == "django":
     urlpatterns = [path("hook", hook_view), path("processed", processed_view)]
     serve_wsgi(get_wsgi_application())
 
-elif framework == "fastapi":
+
+def serve_fastapi() -> None:
     from fastapi import Depends, FastAPI
 
     from callpost.frameworks.fastapi import webhook_dependency
@@ -120,7 +123,8 @@ elif framework == "fastapi":
 
     serve_asgi(app)
 
-elif framework == "starlette":
+
+def serve_starlette() -> None:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -139,5 +143,11 @@ elif framework == "starlette":
     )
     serve_asgi(app)
 
-else:
+
+# Django finds the routes here: ROOT_URLCONF is this module.
+urlpatterns: list[object] = []
+
+SERVERS = {"flask": serve_flask, "django": serve_django, "fastapi": serve_fastapi, "starlette": serve_starlette}
+if framework not in SERVERS:
     raise SystemExit(f"unknown framework {framework}")
+SERVERS[framework]()

@@ -18,7 +18,7 @@ class Plan(enum.Enum):
     TEAM = "team"
 
 
-def show(result):
+def show(result: tuple[bool, dict[str, object]]) -> None:
     success, msg = result
     print(json.dumps({"success": success, "msg": msg}, default=str, sort_keys=True))
 
