@@ -275,6 +275,10 @@ fn clock_of(cfg: &Config) -> Clock {
 }
 
 async fn serve(cfg: Config) -> ExitCode {
+    // Registered before anything is opened or logged: until a handler is
+    // in place a SIGTERM is the default kill, and a deploy may send one as
+    // soon as the relay says it listens.
+    let stop = shutdown_signal();
     if let Err(e) = crate::deliver::check_destinations(&cfg).await {
         eprintln!("callpost relay: {e} (invalid_config)");
         return ExitCode::from(2);
@@ -327,7 +331,7 @@ async fn serve(cfg: Config) -> ExitCode {
     // Tests and scripts wait for this line; it names the port picked when
     // `listen` asked for port 0.
     tracing::info!("callpost relay listening on http://{}", server.api_addr);
-    server.run(shutdown_signal()).await;
+    server.run(stop).await;
     relay.set_ready(false);
     housekeeping.abort();
     if let Some(d) = deliverer {
@@ -338,20 +342,22 @@ async fn serve(cfg: Config) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// SIGTERM or SIGINT.
-async fn shutdown_signal() {
+/// Handles SIGTERM and SIGINT from now on; the future ends at the first.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let term = signal(SignalKind::terminate());
     let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
             }
+            // No signal handling: only a kill stops the relay.
+            _ => std::future::pending::<()>().await,
         }
-        // No signal handling: only a kill stops the relay.
-        _ => std::future::pending::<()>().await,
     }
 }
 
