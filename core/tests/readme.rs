@@ -1,4 +1,5 @@
-//! The README's example, exactly as shown there.
+//! The Rust example of docs/reference.md ("The Rust core"), as shown there;
+//! python/tests/test_docs.py checks that every statement of it is here.
 // Test code: a panic is how it reports, and it may print.
 #![allow(
     missing_docs,
