@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -112,8 +112,15 @@ class Server:
         self.httpd.server_close()
 
 
+class Serve(Protocol):
+    """The ``serve`` fixture: starts a server answering with ``handler``
+    (over TLS with ``tls``); it is closed when the test ends."""
+
+    def __call__(self, handler: Handler, tls: ssl.SSLContext | None = None) -> Server: ...
+
+
 @pytest.fixture
-def serve() -> Iterator[Callable[..., Server]]:
+def serve() -> Iterator[Serve]:
     servers: list[Server] = []
 
     def start(handler: Handler, tls: ssl.SSLContext | None = None) -> Server:

@@ -8,6 +8,7 @@ import datetime
 import gc
 import json
 import os
+import pathlib
 import time
 import weakref
 from collections.abc import Callable
@@ -15,20 +16,20 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from conftest import ok
+from conftest import Serve, Server, ok
 
 import callpost
 
 
-def batches(srv: Any) -> list[dict[str, Any]]:
+def batches(srv: Server) -> list[dict[str, Any]]:
     return [json.loads(body) for _, _, body in srv.received.requests]
 
 
-def ids(srv: Any) -> list[str]:
+def ids(srv: Server) -> list[str]:
     return [m["messageId"] for b in batches(srv) for m in b["batch"]]
 
 
-def test_batches_arrive_with_basic_auth_and_a_valid_envelope(serve: Any) -> None:
+def test_batches_arrive_with_basic_auth_and_a_valid_envelope(serve: Serve) -> None:
     srv = serve(ok)
     with callpost.Client("wk_123", endpoint=srv.url, flush_at=5, flush_after=60) as c:
         sent = [c.track("u1", "Event", {"i": i, "pad": "x" * 2000}) for i in range(12)]
@@ -56,7 +57,7 @@ def test_batches_arrive_with_basic_auth_and_a_valid_envelope(serve: Any) -> None
     assert alias["previousId"] == "anon" and alias["userId"] == "u1"
 
 
-def test_each_method_sends_its_arguments_under_their_segment_names(serve: Any) -> None:
+def test_each_method_sends_its_arguments_under_their_segment_names(serve: Serve) -> None:
     # The methods hand their arguments to the core as positional fields; a
     # field in the wrong place must show here as a message that differs from
     # the one the same call, written as a dict, makes.
@@ -130,7 +131,7 @@ def test_each_method_sends_its_arguments_under_their_segment_names(serve: Any) -
         assert got == json.loads(req.request.body)["batch"][0], call["type"]
 
 
-def test_flush_at_twenty(serve: Any) -> None:
+def test_flush_at_twenty(serve: Serve) -> None:
     srv = serve(ok)
     c = callpost.Client("wk", endpoint=srv.url, flush_after=60)
     for i in range(19):
@@ -145,7 +146,7 @@ def test_flush_at_twenty(serve: Any) -> None:
     c.close()
 
 
-def test_tracks_from_many_threads_are_sent_without_close(serve: Any) -> None:
+def test_tracks_from_many_threads_are_sent_without_close(serve: Serve) -> None:
     # No lock around track(): the batcher locks itself and wakes the sender.
     # Each round, one call starts the (hour-long) flush timer and the sender
     # goes back to sleep; then four threads fill the batch of flush_at
@@ -168,7 +169,7 @@ def test_tracks_from_many_threads_are_sent_without_close(serve: Any) -> None:
     c.close()
 
 
-def test_an_unused_client_is_garbage(serve: Any) -> None:
+def test_an_unused_client_is_garbage(serve: Serve) -> None:
     # The batcher holds its on_wake callback, and the client holds the
     # batcher: the callback holds the client weakly, or neither is freed.
     c = callpost.Client("wk", endpoint=serve(ok).url)
@@ -178,7 +179,7 @@ def test_an_unused_client_is_garbage(serve: Any) -> None:
     assert ref() is None
 
 
-def test_flush_after_the_interval(serve: Any) -> None:
+def test_flush_after_the_interval(serve: Serve) -> None:
     srv = serve(ok)
     c = callpost.Client("wk", endpoint=srv.url, flush_after=0.3)
     c.track("u", "e")
@@ -191,7 +192,7 @@ def test_flush_after_the_interval(serve: Any) -> None:
     c.close()
 
 
-def test_close_delivers_everything_queued(serve: Any) -> None:
+def test_close_delivers_everything_queued(serve: Serve) -> None:
     srv = serve(ok)
     c = callpost.Client("wk", endpoint=srv.url, flush_at=100, flush_after=3600)
     sent = [c.track("u", "e", {"i": i}) for i in range(250)]
@@ -202,7 +203,7 @@ def test_close_delivers_everything_queued(serve: Any) -> None:
     assert e.value.code == "closed"
 
 
-def test_a_message_over_32kb_raises_and_nothing_else_changes(serve: Any) -> None:
+def test_a_message_over_32kb_raises_and_nothing_else_changes(serve: Serve) -> None:
     srv = serve(ok)
     with callpost.Client("wk", endpoint=srv.url) as c:
         keep = c.track("u", "small")
@@ -213,7 +214,7 @@ def test_a_message_over_32kb_raises_and_nothing_else_changes(serve: Any) -> None
     assert ids(srv) == [keep]
 
 
-def test_integer_ids_of_any_size_are_sent_as_their_exact_digits(serve: Any) -> None:
+def test_integer_ids_of_any_size_are_sent_as_their_exact_digits(serve: Serve) -> None:
     srv = serve(ok)
     with callpost.Client("wk", endpoint=srv.url) as c:
         c.track(157963456373623802, "Big", anonymous_id=-(2**64), message_id=10**30)
@@ -241,7 +242,7 @@ def test_integer_ids_of_any_size_are_sent_as_their_exact_digits(serve: Any) -> N
     assert (alias["previousId"], alias["userId"]) == ("9007199254740993", "0")
 
 
-def test_invalid_calls_raise_typed_errors(serve: Any) -> None:
+def test_invalid_calls_raise_typed_errors(serve: Serve) -> None:
     with callpost.Client("wk", endpoint="http://127.0.0.1:9") as c:
         with pytest.raises(callpost.InvalidCallError) as e:
             c.track(event="no user")
@@ -254,7 +255,7 @@ def test_invalid_calls_raise_typed_errors(serve: Any) -> None:
         assert e2.value.code == "not_json" and "$.properties.tags" in str(e2.value)
 
 
-def test_500_three_times_then_200_loses_nothing(serve: Any) -> None:
+def test_500_three_times_then_200_loses_nothing(serve: Serve) -> None:
     srv = serve(lambda n, h, b: (500, {}, b"") if n < 3 else (200, {}, b""))
     errors: list[Any] = []
     c = callpost.Client(
@@ -273,7 +274,7 @@ def test_500_three_times_then_200_loses_nothing(serve: Any) -> None:
     assert errors == []
 
 
-def test_4xx_hands_the_messages_to_on_error(serve: Any) -> None:
+def test_4xx_hands_the_messages_to_on_error(serve: Serve) -> None:
     srv = serve(lambda n, h, b: (400, {}, b"bad"))
     errors: list[tuple[Any, list[dict[str, Any]]]] = []
     c = callpost.Client("wk", endpoint=srv.url, flush_at=3, on_error=lambda err, msgs: errors.append((err, msgs)))
@@ -286,7 +287,7 @@ def test_4xx_hands_the_messages_to_on_error(serve: Any) -> None:
     assert [m["messageId"] for m in msgs] == sent
 
 
-def test_close_with_the_server_down_reports_every_message(serve: Any) -> None:
+def test_close_with_the_server_down_reports_every_message(serve: Serve) -> None:
     errors: list[Any] = []
     c = callpost.Client(
         "wk",
@@ -301,7 +302,7 @@ def test_close_with_the_server_down_reports_every_message(serve: Any) -> None:
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-def test_a_forked_child_can_send(serve: Any) -> None:
+def test_a_forked_child_can_send(serve: Serve) -> None:
     srv = serve(ok)
     c = callpost.Client("wk", endpoint=srv.url, flush_after=0.1)
     c.track("parent", "before fork")
@@ -323,7 +324,7 @@ def test_a_forked_child_can_send(serve: Any) -> None:
     assert sorted(users) == ["child", "parent", "parent"]
 
 
-def test_messages_queued_at_exit_are_sent(serve: Any, tmp_path: Any) -> None:
+def test_messages_queued_at_exit_are_sent(serve: Serve, tmp_path: pathlib.Path) -> None:
     import subprocess
     import sys
 
@@ -340,7 +341,7 @@ def test_messages_queued_at_exit_are_sent(serve: Any, tmp_path: Any) -> None:
     assert len(ids(srv)) == 30
 
 
-def test_async_client(serve: Any) -> None:
+def test_async_client(serve: Serve) -> None:
     srv = serve(ok)
 
     async def main() -> list[str]:
@@ -352,7 +353,7 @@ def test_async_client(serve: Any) -> None:
     assert [len(b["batch"]) for b in batches(srv)] == [4, 4, 2]
 
 
-def test_debug_env_turns_on_logging_when_a_client_is_made(tmp_path: Any) -> None:
+def test_debug_env_turns_on_logging_when_a_client_is_made(tmp_path: pathlib.Path) -> None:
     # Importing configures nothing (a library must not); the spec's switch
     # takes effect when a client is made, and on the callpost logger only.
     import subprocess

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 import time
 from typing import Any, TypedDict
 
 import pytest
-from conftest import ok
+from conftest import Handler, Serve, ok
 
 import callpost
 from callpost._types import AttemptRecord
@@ -30,7 +31,7 @@ def status(r: AttemptRecord) -> int | None:
     return o["status"] if o["kind"] == "response" else None
 
 
-def test_500_then_200_is_retried_and_delivered_once(serve: Any) -> None:
+def test_500_then_200_is_retried_and_delivered_once(serve: Serve) -> None:
     srv = serve(lambda n, h, b: (500, {}, b"no") if n == 0 else (200, {}, b"ok"))
     hooks = callpost.Webhooks([srv.url + "/hook"], "s3cret", **FAST)
     result = hooks.deliver(CALL)
@@ -48,7 +49,7 @@ def test_500_then_200_is_retried_and_delivered_once(serve: Any) -> None:
         assert callpost.verify_request(body, headers, "s3cret")
 
 
-def test_a_receiver_slower_than_the_timeout_is_retried(serve: Any) -> None:
+def test_a_receiver_slower_than_the_timeout_is_retried(serve: Serve) -> None:
     slow_answered = threading.Event()
 
     def handler(n: int, h: dict[str, str], b: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -66,7 +67,7 @@ def test_a_receiver_slower_than_the_timeout_is_retried(serve: Any) -> None:
 
 
 @pytest.mark.parametrize("status", [400, 401, 404, 410, 302])
-def test_4xx_and_3xx_are_not_retried(serve: Any, status: int) -> None:
+def test_4xx_and_3xx_are_not_retried(serve: Serve, status: int) -> None:
     srv = serve(lambda n, h, b: (status, {"Location": "http://127.0.0.1:9/elsewhere"}, b""))
     hooks = callpost.Webhooks([srv.url], **FAST)
     with pytest.raises(callpost.DeliveryError) as e:
@@ -75,7 +76,7 @@ def test_4xx_and_3xx_are_not_retried(serve: Any, status: int) -> None:
     assert len(srv.received) == 1
 
 
-def test_408_and_429_are_retried_and_retry_after_is_honoured(serve: Any) -> None:
+def test_408_and_429_are_retried_and_retry_after_is_honoured(serve: Serve) -> None:
     srv = serve(
         lambda n, h, b: (429, {"Retry-After": "1"}, b"") if n == 0 else (408, {}, b"") if n == 1 else (200, {}, b"")
     )
@@ -87,7 +88,7 @@ def test_408_and_429_are_retried_and_retry_after_is_honoured(serve: Any) -> None
     assert result.log[1]["sent_at"] - result.log[0]["ended_at"] >= 1000
 
 
-def test_failover_to_the_second_url(serve: Any) -> None:
+def test_failover_to_the_second_url(serve: Serve) -> None:
     down = serve(lambda n, h, b: (503, {}, b""))
     up = serve(ok)
     third = serve(ok)
@@ -100,7 +101,7 @@ def test_failover_to_the_second_url(serve: Any) -> None:
     assert up.received.requests[0][1]["authorization"] == "Bearer t"
 
 
-def test_connection_refused_fails_over(serve: Any) -> None:
+def test_connection_refused_fails_over(serve: Serve) -> None:
     up = serve(ok)
     hooks = callpost.Webhooks(["http://127.0.0.1:9/", up.url], mode="failover", **FAST)
     result = hooks.deliver(CALL)
@@ -108,13 +109,13 @@ def test_connection_refused_fails_over(serve: Any) -> None:
     assert result.log[0]["outcome"]["kind"] == "connection"
 
 
-def test_a_connection_closed_mid_response_is_retried(serve: Any) -> None:
+def test_a_connection_closed_mid_response_is_retried(serve: Serve) -> None:
     srv = serve(lambda n, h, b: (-1, {}, b"") if n == 0 else (200, {}, b""))
     result = callpost.Webhooks([srv.url], **FAST).deliver(CALL)
     assert result.attempts == 2 and result.log[0]["outcome"]["kind"] == "connection"
 
 
-def test_self_signed_https_is_rejected_before_any_request(serve: Any, self_signed: Any) -> None:
+def test_self_signed_https_is_rejected_before_any_request(serve: Serve, self_signed: ssl.SSLContext) -> None:
     srv = serve(ok, tls=self_signed)
     hooks = callpost.Webhooks([srv.url + "/hook"], "k", **FAST)
     with pytest.raises(callpost.DeliveryError) as e:
@@ -125,7 +126,7 @@ def test_self_signed_https_is_rejected_before_any_request(serve: Any, self_signe
     assert len(srv.received) == 0, "the server saw no HTTP request"
 
 
-def test_self_signed_endpoint_fails_over_to_a_good_one(serve: Any, self_signed: Any) -> None:
+def test_self_signed_endpoint_fails_over_to_a_good_one(serve: Serve, self_signed: ssl.SSLContext) -> None:
     bad = serve(ok, tls=self_signed)
     good = serve(ok)
     for mode in ("parallel", "failover"):
@@ -133,13 +134,13 @@ def test_self_signed_endpoint_fails_over_to_a_good_one(serve: Any, self_signed: 
         assert result.endpoint == 1 and len(bad.received) == 0
 
 
-def test_disabled_by_integrations_sends_nothing(serve: Any) -> None:
+def test_disabled_by_integrations_sends_nothing(serve: Serve) -> None:
     srv = serve(ok)
     result = callpost.Webhooks([srv.url]).deliver({**CALL, "integrations": {"Webhooks": False}})
     assert not result.delivered and len(srv.received) == 0
 
 
-def test_deliver_async(serve: Any) -> None:
+def test_deliver_async(serve: Serve) -> None:
     srv = serve(lambda n, h, b: (503, {}, b"") if n < 2 else (200, {}, b""))
     hooks = callpost.Webhooks([srv.url], "k", **FAST)
 
@@ -155,7 +156,7 @@ def test_deliver_async(serve: Any) -> None:
     assert result.attempts == 3 and ticks > 3
 
 
-def together(parties: int, status: int = 200) -> Any:
+def together(parties: int, status: int = 200) -> Handler:
     """A handler for `parties` receivers that answers `status` only when all
     of them hold a request at the same moment (a barrier), and 599 if they
     never do: requests sent one after another cannot pass it."""
@@ -171,7 +172,7 @@ def together(parties: int, status: int = 200) -> Any:
     return handler
 
 
-def test_parallel_sends_each_round_to_every_url_at_once(serve: Any) -> None:
+def test_parallel_sends_each_round_to_every_url_at_once(serve: Serve) -> None:
     # Round 1: all three answer 503 only when all hold a request together;
     # round 2 goes to all three again, and they answer 200 together.
     rounds = [together(3, 503), together(3, 200)]
@@ -187,7 +188,7 @@ def test_parallel_sends_each_round_to_every_url_at_once(serve: Any) -> None:
     assert len(bodies) == 1, "the same signed bytes to every url"
 
 
-def test_parallel_does_not_retry_a_url_that_failed_beside_a_success(serve: Any) -> None:
+def test_parallel_does_not_retry_a_url_that_failed_beside_a_success(serve: Serve) -> None:
     down = serve(lambda n, h, b: (500, {}, b""))
     up = serve(ok)
     result = callpost.Webhooks([down.url, up.url], **FAST).deliver(CALL)
@@ -196,7 +197,7 @@ def test_parallel_does_not_retry_a_url_that_failed_beside_a_success(serve: Any) 
     assert len(down.received) == 1 and len(up.received) == 1
 
 
-def test_deliver_async_sends_a_round_as_tasks(serve: Any) -> None:
+def test_deliver_async_sends_a_round_as_tasks(serve: Serve) -> None:
     handler = together(3)
     servers = [serve(handler) for _ in range(3)]
     hooks = callpost.Webhooks([s.url for s in servers], retry_window=3, **FAST)

@@ -17,6 +17,8 @@ import time
 from collections import Counter
 from typing import Any
 
+from conftest import Serve
+
 import callpost
 
 N = 1000
@@ -48,7 +50,7 @@ def faulty(seed: int) -> tuple[Any, Counter[str]]:
     return handler, acked
 
 
-def test_webhook_deliveries_under_faults(serve: Any) -> None:
+def test_webhook_deliveries_under_faults(serve: Serve) -> None:
     handler, acked = faulty(7)
     srv = serve(handler)
     hooks = callpost.Webhooks(
@@ -86,7 +88,7 @@ def test_webhook_deliveries_under_faults(serve: Any) -> None:
     print(f"duplicates={sum(acked.values()) - len(set(acked))}")
 
 
-def test_batching_client_under_faults(serve: Any) -> None:
+def test_batching_client_under_faults(serve: Serve) -> None:
     handler, _acked = faulty(11)
     acked_batches: list[list[str]] = []
     lock = threading.Lock()
@@ -123,7 +125,7 @@ def test_batching_client_under_faults(serve: Any) -> None:
     assert len(failed) == len(set(failed)), "reported once"
 
 
-def test_a_receiver_that_never_answers_blocks_nothing(serve: Any) -> None:
+def test_a_receiver_that_never_answers_blocks_nothing(serve: Serve) -> None:
     answered = threading.Event()
 
     def hang(n: int, h: dict[str, str], b: bytes) -> tuple[int, dict[str, str], bytes]:

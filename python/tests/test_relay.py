@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -28,7 +28,7 @@ def hook(serve: Callable[..., Any]) -> Hook:
 
 
 @pytest.fixture
-def relay(tmp_path: pathlib.Path, hook: Hook, database: Database) -> Any:
+def relay(tmp_path: pathlib.Path, hook: Hook, database: Database) -> Iterator[RelayProcess]:
     r = RelayProcess(config_text(database, [hook.url]), tmp_path)
     r.start()
     yield r

@@ -18,7 +18,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -33,7 +33,7 @@ LEASE_S = 10
 
 
 @pytest.fixture
-def pg(postgres_url: str, tmp_path: pathlib.Path) -> Any:
+def pg(postgres_url: str, tmp_path: pathlib.Path) -> Iterator[Database]:
     db = Database("postgres", tmp_path, postgres_url)
     yield db
     db.drop()

@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -65,7 +65,7 @@ def hook(serve: Callable[..., Any]) -> Hook:
 
 
 @pytest.fixture
-def relay(tmp_path: pathlib.Path, hook: Hook, database: Database) -> Any:
+def relay(tmp_path: pathlib.Path, hook: Hook, database: Database) -> Iterator[RelayProcess]:
     r = RelayProcess(
         config_text(database, [hook.url]), tmp_path, args=("--test-clock", "--clock-offset-ms", str(SKEW_MS))
     )

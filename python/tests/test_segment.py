@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import ROOT, ok
+from conftest import ROOT, Serve, ok
 
 import callpost
 import callpost.segment as analytics
@@ -70,7 +70,7 @@ def module() -> Iterator[Any]:
         setattr(analytics, n, v)
 
 
-def test_module_level_settings_and_proxies(serve: Any, module: Any) -> None:
+def test_module_level_settings_and_proxies(serve: Serve, module: Any) -> None:
     srv = serve(ok)
     module.write_key = "wk_mod"
     module.host = srv.url
@@ -94,7 +94,7 @@ def test_module_level_settings_and_proxies(serve: Any, module: Any) -> None:
     assert success is False and msg["event"] == "Too Late"
 
 
-def test_each_method_returns_segments_msg_with_its_arguments(serve: Any) -> None:
+def test_each_method_returns_segments_msg_with_its_arguments(serve: Serve) -> None:
     srv = serve(ok)
     c = analytics.Client("wk", host=srv.url)
     ok1, identify = c.identify("u1", {"a": 1}, {"ip": "203.0.113.1"}, WHEN, "anon1", {"All": True}, "m-identify")
@@ -130,7 +130,7 @@ def test_each_method_returns_segments_msg_with_its_arguments(serve: Any) -> None
         assert sent[m["messageId"]] == m
 
 
-def test_ids_are_strings_and_defaults_are_filled_as_segment_fills_them(serve: Any) -> None:
+def test_ids_are_strings_and_defaults_are_filled_as_segment_fills_them(serve: Serve) -> None:
     c = analytics.Client("wk", host=serve(ok).url, send=False)
     _, msg = c.track(1234, "Numeric", message_id=uuid.UUID(int=7))
     assert msg["userId"] == "1234" and msg["messageId"] == str(uuid.UUID(int=7))
@@ -144,7 +144,7 @@ def test_ids_are_strings_and_defaults_are_filled_as_segment_fills_them(serve: An
     assert datetime.datetime.fromisoformat(msg["timestamp"].replace("Z", "+00:00")).tzinfo is not None
 
 
-def test_integer_ids_of_any_size_are_their_exact_digits(serve: Any) -> None:
+def test_integer_ids_of_any_size_are_their_exact_digits(serve: Serve) -> None:
     srv = serve(ok)
     c = analytics.Client("wk", host=srv.url)
     _, track = c.track(157963456373623802, "Big", message_id=2**64)
@@ -174,7 +174,7 @@ def test_integer_ids_of_any_size_are_their_exact_digits(serve: Any) -> None:
         msg["groupId"]
 
 
-def test_naive_timestamps_are_guessed_as_segment_guesses(serve: Any) -> None:
+def test_naive_timestamps_are_guessed_as_segment_guesses(serve: Serve) -> None:
     c = analytics.Client("wk", host=serve(ok).url, send=False)
     # Long ago and naive: UTC.
     _, msg = c.track("u1", "Old", timestamp=datetime.datetime(2020, 1, 2, 3, 4, 5))
@@ -190,7 +190,7 @@ class Color(enum.Enum):
     PRICE = decimal.Decimal("1.5")
 
 
-def test_segments_value_conversions_apply(serve: Any) -> None:
+def test_segments_value_conversions_apply(serve: Serve) -> None:
     srv = serve(ok)
     c = analytics.Client("wk", host=srv.url)
     props = {
@@ -221,14 +221,14 @@ def test_segments_value_conversions_apply(serve: Any) -> None:
     assert messages(srv)[0]["properties"] == expected
 
 
-def test_a_value_with_no_json_form_is_refused_with_its_path(serve: Any) -> None:
+def test_a_value_with_no_json_form_is_refused_with_its_path(serve: Serve) -> None:
     c = analytics.Client("wk", host=serve(ok).url, send=False)
     with pytest.raises(callpost.NotJSONError) as e:
         c.track("u1", "Bad", {"list": [1, object()]})
     assert e.value.code == "not_json" and "$.properties.list[1]" in str(e.value)
 
 
-def test_argument_errors_are_segments_classes_and_callposts(serve: Any) -> None:
+def test_argument_errors_are_segments_classes_and_callposts(serve: Serve) -> None:
     c = analytics.Client("wk", host=serve(ok).url, send=False)
     bads: list[Callable[[], object]] = [
         lambda: c.track(None, "No Id"),
@@ -251,7 +251,7 @@ def test_argument_errors_are_segments_classes_and_callposts(serve: Any) -> None:
         analytics.Client(None)
 
 
-def test_send_false_sends_nothing_and_returns_the_msg(serve: Any) -> None:
+def test_send_false_sends_nothing_and_returns_the_msg(serve: Serve) -> None:
     srv = serve(ok)
     c = analytics.Client("wk", host=srv.url, send=False, upload_size=1)
     success, msg = c.track("u1", "Dry Run", {"a": 1})
@@ -261,7 +261,7 @@ def test_send_false_sends_nothing_and_returns_the_msg(serve: Any) -> None:
     assert len(srv.received) == 0
 
 
-def test_sync_mode_has_sent_the_call_when_it_returns(serve: Any) -> None:
+def test_sync_mode_has_sent_the_call_when_it_returns(serve: Serve) -> None:
     srv = serve(ok)
     c = analytics.Client("wk", host=srv.url, sync_mode=True, upload_interval=60)
     for i in range(3):
@@ -270,7 +270,7 @@ def test_sync_mode_has_sent_the_call_when_it_returns(serve: Any) -> None:
     c.shutdown()
 
 
-def test_on_error_gets_the_exception_and_the_batch(serve: Any) -> None:
+def test_on_error_gets_the_exception_and_the_batch(serve: Serve) -> None:
     srv = serve(lambda n, h, b: (400, {"Content-Type": "application/json"}, b'{"code":"invalid","message":"no"}'))
     failures: list[tuple[Exception, list[dict[str, Any]]]] = []
     c = analytics.Client("wk", host=srv.url, on_error=lambda e, batch: failures.append((e, batch)))
@@ -283,7 +283,7 @@ def test_on_error_gets_the_exception_and_the_batch(serve: Any) -> None:
     assert [m["messageId"] for m in batch] == [msg["messageId"]]
 
 
-def test_max_retries_counts_retries_after_the_first_attempt(serve: Any) -> None:
+def test_max_retries_counts_retries_after_the_first_attempt(serve: Serve) -> None:
     srv = serve(lambda n, h, b: (503, {"Retry-After": "0"}, b""))
     failures: list[Any] = []
     c = analytics.Client("wk", host=srv.url, max_retries=2, on_error=lambda e, batch: failures.append(batch))
@@ -293,7 +293,7 @@ def test_max_retries_counts_retries_after_the_first_attempt(serve: Any) -> None:
     assert len(srv.received) == 3 and len(failures) == 1
 
 
-def test_flush_blocks_until_delivered_and_join_stops_the_client(serve: Any) -> None:
+def test_flush_blocks_until_delivered_and_join_stops_the_client(serve: Serve) -> None:
     srv = serve(lambda n, h, b: (0.3, {}, b""))
     c = analytics.Client("wk", host=srv.url, upload_interval=60)
     for i in range(250):
@@ -305,7 +305,7 @@ def test_flush_blocks_until_delivered_and_join_stops_the_client(serve: Any) -> N
     assert c.track("u1", "After Join")[0] is False
 
 
-def test_a_full_queue_returns_false_with_the_msg(serve: Any) -> None:
+def test_a_full_queue_returns_false_with_the_msg(serve: Serve) -> None:
     release = threading.Event()
     srv = serve(lambda n, h, b: (200, {}, b"") if release.wait(10) else (500, {}, b""))
     c = analytics.Client("wk", host=srv.url, max_queue_size=3, upload_size=1, upload_interval=0.01)
@@ -319,7 +319,7 @@ def test_a_full_queue_returns_false_with_the_msg(serve: Any) -> None:
     assert sorted(refused + delivered) == list(range(20))
 
 
-def test_gzip_compresses_batches(serve: Any) -> None:
+def test_gzip_compresses_batches(serve: Serve) -> None:
     srv = serve(ok)
     c = analytics.Client("wk", host=srv.url, gzip=True)
     c.track("u1", "Zipped", {"text": "abc" * 1000})
@@ -329,7 +329,7 @@ def test_gzip_compresses_batches(serve: Any) -> None:
     assert messages(srv)[0]["properties"]["text"] == "abc" * 1000
 
 
-def test_proxies_send_through_the_proxy(serve: Any) -> None:
+def test_proxies_send_through_the_proxy(serve: Serve) -> None:
     # An HTTP proxy gets the request with the absolute URL in its request
     # line; the test server plays the proxy and records it.
     proxy = serve(ok)
@@ -340,7 +340,7 @@ def test_proxies_send_through_the_proxy(serve: Any) -> None:
     assert path == "http://ingest.invalid/v1/batch"
 
 
-def test_http_client_is_used_and_left_open(serve: Any) -> None:
+def test_http_client_is_used_and_left_open(serve: Serve) -> None:
     srv = serve(ok)
     http = httpx.Client(headers={"X-Through": "mine"})
     c = analytics.Client("wk", host=srv.url, http_client=http)
@@ -356,7 +356,7 @@ def test_oauth_settings_are_refused_clearly() -> None:
         analytics.Client("wk", oauth_client_id="id", oauth_client_key="key", oauth_key_id="kid")
 
 
-def test_debug_logs_through_the_callpost_logger_only(serve: Any, caplog: pytest.LogCaptureFixture) -> None:
+def test_debug_logs_through_the_callpost_logger_only(serve: Serve, caplog: pytest.LogCaptureFixture) -> None:
     root_handlers = list(logging.getLogger().handlers)
     c = analytics.Client("wk", host=serve(ok).url, debug=True, send=False)
     with caplog.at_level(logging.DEBUG, logger="callpost"):
@@ -386,7 +386,7 @@ def test_importing_callpost_with_debug_set_configures_no_logging() -> None:
     assert r.returncode == 0, r.stderr
 
 
-def test_default_hook_for_stringify_and_the_clients(serve: Any) -> None:
+def test_default_hook_for_stringify_and_the_clients(serve: Serve) -> None:
     def default(v: Any) -> Any:
         if isinstance(v, decimal.Decimal):
             return str(v)
@@ -458,7 +458,7 @@ def comparable(m: dict[str, Any], fixed_id: bool) -> dict[str, Any]:
 
 
 def test_one_program_through_segments_sdk_and_callpost_segment(
-    serve: Any, segment_python: str, tmp_path: pathlib.Path
+    serve: Serve, segment_python: str, tmp_path: pathlib.Path
 ) -> None:
     source = SCRIPT.read_text()
     theirs_import = "\nimport segment.analytics as analytics\n"
@@ -535,7 +535,7 @@ def segments_test_client(segment_python: str) -> pathlib.Path:
 
 @pytest.mark.parametrize("name", SEGMENTS_OWN_TESTS)
 def test_segments_own_test_passes_against_callpost_segment(
-    serve: Any, segments_test_client: pathlib.Path, monkeypatch: pytest.MonkeyPatch, name: str
+    serve: Serve, segments_test_client: pathlib.Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     """Segment's test module, unmodified, with its imports pointed at
     callpost.segment: `segment.analytics.client.Client` is callpost's, sending
