@@ -38,6 +38,17 @@ def own_queue(hooks: callpost.Webhooks) -> str:
     return d.to_json()
 
 
+def delivered_to(d: callpost.Delivery) -> int | None:
+    # The outcome is a dict tagged by "kind": each kind has its own keys.
+    outcome = d.poll_outcome()
+    if outcome is not None and outcome["kind"] == "delivered":
+        return outcome["endpoint"]
+    for record in d.log:
+        if record["outcome"]["kind"] == "response":
+            print(record["endpoint"], record["outcome"]["status"])
+    return None
+
+
 def on_error(err: callpost.DeliveryError, messages: list[dict[str, Any]]) -> None:
     print(err.code, len(messages))
 
