@@ -231,8 +231,8 @@ class _BatchingClient(_CallMethods, Generic[_Http]):
     ) -> None:
         self._endpoint = endpoint
         self._flush_at = flush_at
-        # A partial, not a method reading attributes: `_reset` makes a new
-        # batcher after a fork from the same options.
+        # The batcher's options, kept for `_reset`, which makes a new batcher
+        # from them after a fork.
         self._new_batcher = functools.partial(
             _callpost.Batcher,
             write_key,
