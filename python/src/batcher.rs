@@ -2,14 +2,13 @@
 //! shared safely between threads.
 
 use crate::call::{call_from_fields, to_call_with};
-use crate::delivery::{os_seed, outcome_of};
+use crate::delivery::{from_core_json, os_seed, outcome_of};
 use crate::error::err;
 use crate::timestamp::{clock, millis, now_of};
 use crate::webhooks::Request;
 use callpost_core as core;
 use callpost_core::ApiMisuse;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, TryLockError};
 
@@ -113,25 +112,22 @@ impl Batcher {
         })
     }
 
-    /// Runs `enqueue` on the state and calls `on_wake` when that moved the
-    /// wake-up time earlier (the first queued message starts the flush
-    /// timer, and `flush_at` messages make a batch due now). Deciding under
-    /// the same lock as the enqueue is what keeps a wake-up from being lost
-    /// between two threads' calls.
+    /// Runs `enqueue` on the state and calls `on_wake` when the core says
+    /// the sender must wake (`poll_wake`). Reading it under the same lock as
+    /// the enqueue is what keeps a wake-up from being lost between two
+    /// threads' calls.
     fn queue<T>(
         &self,
         py: Python<'_>,
         enqueue: impl FnOnce(&mut BatcherState) -> PyResult<T>,
     ) -> PyResult<T> {
-        let (out, woke) = {
+        let (out, wake) = {
             let mut s = self.state(py);
-            let before = s.inner.poll_timeout();
             let out = enqueue(&mut s)?;
-            let after = s.inner.poll_timeout();
-            (out, after.is_some_and(|a| before.is_none_or(|b| a < b)))
+            (out, s.inner.poll_wake())
         };
-        if let (true, Some(wake)) = (woke, &self.on_wake) {
-            wake.call0(py)?;
+        if let (true, Some(on_wake)) = (wake, &self.on_wake) {
+            on_wake.call0(py)?;
         }
         Ok(out)
     }
@@ -388,8 +384,10 @@ impl Batcher {
 
     fn flush(&self, py: Python<'_>, now_ms: i64) -> PyResult<()> {
         let now = millis(now_ms)?;
-        self.state(py).inner.flush(now);
-        Ok(())
+        self.queue(py, |s| {
+            s.inner.flush(now);
+            Ok(())
+        })
     }
 
     fn shutdown(&self, py: Python<'_>) {
@@ -441,52 +439,14 @@ impl Batcher {
             .map(core::Timestamp::as_millis)
     }
 
-    /// The next event as a dict: {"kind": "delivered" | "retrying" | "failed", ...}.
-    fn poll_event<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    /// The next event as a dict: {"kind": "delivered" | "retrying" | "failed", ...},
+    /// in the core's shape (`BatcherEvent::to_json`).
+    fn poll_event<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         // The lock is let go before the dict is built.
         let Some(ev) = self.state(py).inner.poll_event() else {
             return Ok(None);
         };
-        let d = PyDict::new(py);
-        match ev {
-            core::BatcherEvent::Delivered {
-                batch_id,
-                message_ids,
-            } => {
-                d.set_item("kind", "delivered")?;
-                d.set_item("batch_id", batch_id)?;
-                d.set_item("message_ids", message_ids)?;
-            }
-            core::BatcherEvent::Retrying {
-                batch_id,
-                attempt,
-                retry_at,
-                outcome,
-            } => {
-                d.set_item("kind", "retrying")?;
-                d.set_item("batch_id", batch_id)?;
-                d.set_item("attempt", attempt)?;
-                d.set_item("retry_at_ms", retry_at.as_millis())?;
-                d.set_item("reason", outcome.to_string())?;
-            }
-            core::BatcherEvent::Failed {
-                batch_id,
-                messages,
-                reason,
-            } => {
-                d.set_item("kind", "failed")?;
-                d.set_item("batch_id", batch_id)?;
-                d.set_item("code", reason.code().as_str())?;
-                d.set_item("reason", reason.to_string())?;
-                let list = PyList::empty(py);
-                for m in messages {
-                    list.append((m.message_id(), m.json()))?;
-                }
-                d.set_item("messages", list)?;
-            }
-            _ => d.set_item("kind", "unknown")?,
-        }
-        Ok(Some(d))
+        from_core_json(py, &ev.to_json(core::KeyCase::Snake)).map(Some)
     }
 
     #[getter]

@@ -13,7 +13,6 @@ mod batcher;
 mod call;
 mod delivery;
 mod error;
-mod ingest;
 mod json;
 mod receive;
 mod signature;
@@ -54,17 +53,7 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<batcher::BatchRequest>()?;
     m.add_class::<batcher::Message>()?;
     m.add_function(wrap_pyfunction!(webhooks::delete_notifications, m)?)?;
-    m.add_function(wrap_pyfunction!(ingest::check_headers, m)?)?;
-    m.add_function(wrap_pyfunction!(ingest::parse_request, m)?)?;
-    m.add_function(wrap_pyfunction!(ingest::inflate, m)?)?;
-    m.add_function(wrap_pyfunction!(ingest::ingest_refusal, m)?)?;
-    m.add_function(wrap_pyfunction!(ingest::write_key, m)?)?;
-    m.add_function(wrap_pyfunction!(ingest::originate, m)?)?;
-    m.add_function(wrap_pyfunction!(ingest::is_public_address, m)?)?;
     m.add_class::<audience::AudienceSync>()?;
-    m.add_class::<ingest::Accepted>()?;
-    m.add_class::<ingest::Rejected>()?;
-    m.add_class::<ingest::Parsed>()?;
     m.add_class::<batcher::Batcher>()?;
     m.add("__version__", core::VERSION)?;
     m.add("USER_AGENT", core::webhooks::USER_AGENT)?;
@@ -73,8 +62,6 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("SEGMENT_SIGNATURE_HEADER", core::SEGMENT_SIGNATURE_HEADER)?;
     m.add("MAX_MESSAGE_BYTES", core::batcher::MAX_MESSAGE_BYTES)?;
     m.add("MAX_BATCH_BYTES", core::batcher::MAX_BATCH_BYTES)?;
-    m.add("MAX_REQUEST_BYTES", core::ingest::MAX_REQUEST_BYTES)?;
-    m.add("MAX_BATCH_CALLS", core::ingest::MAX_BATCH_CALLS)?;
     m.add("SUCCESS_BODY", core::ingest::SUCCESS_BODY)?;
     let defaults = PyDict::new(py);
     for (name, value) in core::DEFAULTS {

@@ -6,7 +6,7 @@ Parameters that default to ``None`` take the core's default, listed in
 ``DEFAULTS`` (durations in milliseconds)."""
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, final
+from typing import final
 
 from ._types import AttemptRecord, BatcherEvent, Call, Default, DeliveryOutcome, Endpoint, Headers, JSONValue, Now
 
@@ -16,33 +16,22 @@ __all__ = [
     "DEFAULT_ENDPOINT",
     "ERROR_CODES",
     "MAX_BATCH_BYTES",
-    "MAX_BATCH_CALLS",
     "MAX_MESSAGE_BYTES",
-    "MAX_REQUEST_BYTES",
     "SEGMENT_DEFAULTS",
     "SEGMENT_SIGNATURE_HEADER",
     "SIGNATURE_HEADER",
     "SUCCESS_BODY",
     "USER_AGENT",
-    "Accepted",
     "Attempt",
     "AudienceSync",
     "BatchRequest",
     "Batcher",
     "Delivery",
     "Message",
-    "Parsed",
-    "Rejected",
     "Request",
     "Webhooks",
     "__version__",
-    "check_headers",
     "delete_notifications",
-    "inflate",
-    "ingest_refusal",
-    "is_public_address",
-    "originate",
-    "parse_request",
     "parse_timestamp",
     "receive",
     "receive_webhook",
@@ -53,13 +42,9 @@ __all__ = [
     "verify",
     "verify_parsed",
     "verify_request",
-    "write_key",
 ]
 
 _Bytes = str | bytes
-_Source = Any
-"""The caller's own value for a source (``parse_request``'s ``write_keys``),
-handed back untouched as ``Parsed.source``."""
 
 __version__: str
 """callpost's version (the Rust workspace's)."""
@@ -76,6 +61,8 @@ MAX_MESSAGE_BYTES: int
 """Largest serialized message the batching client accepts."""
 MAX_BATCH_BYTES: int
 """Largest batch body, envelope included."""
+SUCCESS_BODY: str
+"""The exact body of a Tracking API server's answer to an accepted request (Segment's, and the relay's)."""
 DEFAULTS: dict[str, int]
 """Every limit and default of the core, by name; durations in milliseconds."""
 SEGMENT_DEFAULTS: dict[str, int]
@@ -84,12 +71,6 @@ CALL_FIELDS: list[str]
 """A call's top-level keys other than ``type``, in the order ``Batcher.handle_fields`` takes them."""
 ERROR_CODES: dict[str, tuple[str, str | None]]
 """The core's error registry: code → (exception class name, built-in base or None)."""
-MAX_REQUEST_BYTES: int
-"""Largest Tracking API request body the relay takes, decompressed (and on the wire)."""
-MAX_BATCH_CALLS: int
-"""Most calls in one Tracking API batch."""
-SUCCESS_BODY: str
-"""The exact body of the relay's answer to an accepted request."""
 
 def stringify(value: object, *, default: Default | None = None) -> str:
     """``JSON.stringify(value)``, byte for byte. Takes dict (str keys), list,
@@ -171,84 +152,6 @@ def delete_notifications(
 ) -> list[tuple[str, str]]:
     """One delete call per ``(source_id, integrations)`` whose integrations
     leave Webhooks on, as ``(source_id, message JSON text)``."""
-
-def check_headers(content_type: str | None, content_encoding: str | None, content_length: int | None) -> bool:
-    """Checks a Tracking API request's headers before its body is read;
-    returns whether the body is gzipped. Raises IngestError (with
-    ``status``)."""
-
-def inflate(body: bytes) -> bytes:
-    """Inflates a gzip body, refusing it past ``MAX_REQUEST_BYTES``
-    (IngestError, status 413) or when it is not gzip (status 400)."""
-
-def ingest_refusal(kind: str) -> BaseException:
-    """The IngestError (with ``status`` and ``retry_after``) the relay
-    answers with when it refuses a request itself: ``"overloaded"``,
-    ``"unavailable"``, ``"batch_too_large"``. Returned, not raised."""
-
-def parse_request(
-    path: str, body: bytes, write_keys: dict[str, _Source], received_at: Now = None, authorization: str | None = None
-) -> Parsed:
-    """Splits a Tracking API request into its calls, checked and enriched as
-    Segment's servers do, for the source ``write_keys`` (write key → source)
-    gives its write key (the Basic auth user, else the body's ``writeKey``).
-    Raises IngestError (with ``status``) when the request is refused whole
-    (401 for a missing or unknown write key), or the call's error on a
-    single-call route."""
-
-def write_key(authorization: str | None, body_key: str | None = None) -> str | None:
-    """The Basic auth user of ``authorization``, else ``body_key``."""
-
-def originate(call: Call, now: Now = None) -> Accepted:
-    """A call the relay makes itself, enriched as a received one."""
-
-def is_public_address(address: str) -> bool:
-    """Whether a destination may be reached at this IP address when private
-    networks are not allowed."""
-
-@final
-class Accepted:
-    """A call accepted and enriched: what the relay stores. ``repr`` shows
-    the id only."""
-
-    @property
-    def index(self) -> int: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def message_id(self) -> str: ...
-    @property
-    def message(self) -> str:
-        """The enriched Segment message, in ``JSON.stringify`` form."""
-    @property
-    def webhooks_enabled(self) -> bool:
-        """Whether its ``integrations`` let it reach Webhooks."""
-
-@final
-class Rejected:
-    """A call refused on its own; its batch's other calls were kept."""
-
-    @property
-    def index(self) -> int: ...
-    @property
-    def code(self) -> str: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def text(self) -> str:
-        """The call's JSON text as it came."""
-
-@final
-class Parsed:
-    """A Tracking API request split into its calls."""
-
-    @property
-    def source(self) -> _Source:
-        """The ``write_keys`` value for the request's write key."""
-    @property
-    def accepted(self) -> list[Accepted]: ...
-    @property
-    def rejected(self) -> list[Rejected]: ...
 
 @final
 class AudienceSync:

@@ -175,7 +175,7 @@ class _CallMethods:
 
 def _report(on_error: OnError | None, event: BatcherEvent) -> None:
     if event["kind"] == "failed":
-        messages = [json.loads(m) for _, m in event["messages"]]
+        messages = [json.loads(m["json"]) for m in event["messages"]]
         err = DeliveryError(event["code"], event["reason"], event)
         logger.error("callpost: %d messages failed: %s", len(messages), event["reason"])
         if on_error is not None:

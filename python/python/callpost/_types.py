@@ -140,13 +140,20 @@ class BatchRetrying(TypedDict):
     reason: str
 
 
+class FailedMessage(TypedDict):
+    """A message of a failed batch, as it was queued."""
+
+    message_id: str
+    json: str
+
+
 class BatchFailed(TypedDict):
     kind: Literal["failed"]
     batch_id: int | None
     """None for messages still queued at shutdown."""
     code: Literal["rejected", "retries_exhausted", "shutdown"]
     reason: str
-    messages: list[tuple[str, str]]
+    messages: list[FailedMessage]
     """Each message's id and JSON text."""
 
 
