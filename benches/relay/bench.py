@@ -120,9 +120,12 @@ SINGLE_RATE = 4000
 CALLS_PER_BATCH = 20
 SECRET = "bench-secret"
 WRITE_KEY = "bench-write-key"
-# The relay refuses an admin token under 32 characters.
-ADMIN_TOKEN = "bench-admin-token-0123456789abcdef"
 TICK = os.sysconf("SC_CLK_TCK")
+
+# One relay configuration for the bench and the relay tests.
+sys.path.insert(0, str(ROOT / "python" / "tests"))
+from relay_config import ADMIN as ADMIN_TOKEN  # noqa: E402
+from relay_config import config_text  # noqa: E402
 
 # The before: the Python relay's last numbers, from BENCHMARKS.md, section
 # "The relay (`benches/relay.sh`)" (two runs on 2026-11-23; ranges over
@@ -673,28 +676,19 @@ class Backend:
 
     def config(self, recv_port: int, name: str, deliver: bool) -> pathlib.Path:
         path = WORK / f"{name}-{'deliver' if deliver else 'ingest'}.toml"
-        path.write_text(f"""
-listen = "127.0.0.1:0"
-database = "{self.url}"
-admin_token = "{ADMIN_TOKEN}"
-log_level = "info"
-
-[[sources]]
-name = "bench"
-write_keys = ["{WRITE_KEY}"]
-[sources.webhooks]
-urls = ["http://127.0.0.1:{recv_port}/hook"]
-shared_secret = "{SECRET}"
-
-[security]
-allow_private_networks = true
-
+        # The relay tests' configuration, with the bench's keys, the
+        # stricter of the two synchronous modes, and delivery on or off.
+        extra = f"""
 [storage]
 synchronous = "FULL"
 
 [delivery]
 enabled = {"true" if deliver else "false"}
-""")
+"""
+        text = config_text(
+            self.url, [f"http://127.0.0.1:{recv_port}/hook"], secret=SECRET, write_key=WRITE_KEY, extra=extra
+        )
+        path.write_text('listen = "127.0.0.1:0"\n' + text)
         return path
 
 

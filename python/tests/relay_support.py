@@ -21,12 +21,13 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import relay_config
+from relay_config import ADMIN as ADMIN
+
 import callpost
 
 SECRET = "relay-test-secret"
 WRITE_KEY = "wk-test"
-# At least 32 characters: the relay refuses shorter admin tokens.
-ADMIN = "admin-test-token-0123456789abcdef0123"
 
 
 def free_port() -> int:
@@ -174,24 +175,8 @@ def config_text(
     secret: str = SECRET,
     write_key: str = WRITE_KEY,
 ) -> str:
-    hooks = ", ".join(json.dumps(u) for u in urls)
     url = database.url if isinstance(database, Database) else database
-    return f"""
-database = "{url}"
-admin_token = "{ADMIN}"
-log_level = "INFO"
-
-[[sources]]
-name = "web"
-write_keys = ["{write_key}"]
-[sources.webhooks]
-urls = [{hooks}]
-shared_secret = "{secret}"
-{sources}
-[security]
-allow_private_networks = true
-{extra}
-"""
+    return relay_config.config_text(url, urls, secret=secret, write_key=write_key, extra=extra, sources=sources)
 
 
 class RelayProcess:
