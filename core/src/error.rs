@@ -11,6 +11,7 @@ use crate::call::CallError;
 use crate::delivery::StateError;
 use crate::ingest::IngestError;
 use crate::json::JsonError;
+use crate::protection::ProtectionError;
 use crate::receive::ReceiveError;
 use crate::signature::SignatureError;
 use crate::timestamp::TimestampError;
@@ -54,6 +55,9 @@ pub enum Error {
     /// A Tracking API request refused as a whole.
     #[error(transparent)]
     Ingest(#[from] IngestError),
+    /// Receiver protection settings that cannot be used.
+    #[error(transparent)]
+    Protection(#[from] ProtectionError),
 }
 
 impl From<ReceiveError> for Error {
@@ -88,6 +92,7 @@ impl Error {
             Self::State(e) => e.code(),
             Self::Misuse(e) => e.code(),
             Self::Ingest(e) => e.code(),
+            Self::Protection(e) => e.code(),
         }
     }
 

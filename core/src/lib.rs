@@ -49,6 +49,7 @@ pub mod error;
 pub mod ingest;
 pub mod json;
 pub mod misuse;
+pub mod protection;
 pub mod receive;
 pub mod retry;
 pub mod routing;
@@ -74,6 +75,9 @@ pub use delivery::{
 pub use error::Error;
 pub use json::{stringify, JsonError, JsonObject, KeyCase, Map, ObjectMark, Value, Writer};
 pub use misuse::ApiMisuse;
+pub use protection::{
+    EndpointGuard, EndpointState, GuardEvent, GuardState, Permit, ProtectionConfig, ProtectionError,
+};
 pub use receive::{
     receive, verify_value, Coverage, ReceiveError, ReceiveOptions, Received,
     SEGMENT_SIGNATURE_HEADER,
