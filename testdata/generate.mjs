@@ -379,3 +379,45 @@ const receive = [
 ].map((c) => ({ secrets: [rsecret], options: { allow_first_event_signature: false }, ...c }));
 write('receive.json', receive);
 console.log(`wrote ${receive.length} receive cases`);
+
+// Operational events (core ops.rs): the body a service signs for its
+// operator, built here with JSON.stringify. `event` is the input (the URL
+// as configured); `expect.body` shows it without userinfo or query.
+const opsNow = Date.parse('2026-11-25T18:00:00.000Z');
+const opsSecret = 'ops-secret';
+const shown = (url) => url.replace(/\/\/[^/@]*@/, '//***@').replace(/\?.*$/, '');
+const opsCases = [
+  { name: 'circuit_opened', type: 'endpoint.circuit_opened', random: '00112233445566778899aabbccddeeff',
+    input: { url: 'https://user:pw@hooks.example.com/in?token=abc', until: opsNow + 30_000 } },
+  { name: 'circuit_closed', type: 'endpoint.circuit_closed', random: '0f0e0d0c0b0a09080706050403020100',
+    input: { url: 'https://hooks.example.com/in' } },
+  { name: 'endpoint_disabled', type: 'endpoint.disabled', random: 'ffeeddccbbaa99887766554433221100',
+    input: { url: 'http://10.0.0.7:8080/hook', failing_since: opsNow - 5 * 86_400_000 } },
+  { name: 'endpoint_disabled_by_operator', type: 'endpoint.disabled', random: '11111111111111111111111111111111',
+    input: { url: 'https://hooks.example.com/in', failing_since: null } },
+  { name: 'dead_lettered', type: 'calls.dead_lettered', random: '22222222222222222222222222222222',
+    input: { count: 42, sources: [['web', 40], ['ios', 2]], since: opsNow - 3_600_000 } },
+  { name: 'backlog_over_threshold', type: 'backlog.over_threshold', random: '33333333333333333333333333333333',
+    input: { pending: 60_000, threshold: 50_000, oldest_pending_at: opsNow - 120_000 } },
+  { name: 'database_unreachable', type: 'database.unreachable', random: '44444444444444444444444444444444',
+    input: { since: opsNow - 15_000, reason: 'connection refused: "db" — 127.0.0.1:5432' } },
+];
+const opsData = ({ type, input }) => {
+  const time = (t) => (t === null ? null : iso(t));
+  switch (type) {
+    case 'endpoint.circuit_opened': return { url: shown(input.url), until: time(input.until) };
+    case 'endpoint.circuit_closed': return { url: shown(input.url) };
+    case 'endpoint.disabled': return { url: shown(input.url), failing_since: time(input.failing_since) };
+    case 'calls.dead_lettered': return { count: input.count, sources: Object.fromEntries(input.sources), since: time(input.since) };
+    case 'backlog.over_threshold': return { pending: input.pending, threshold: input.threshold, oldest_pending_at: time(input.oldest_pending_at) };
+    case 'database.unreachable': return { since: time(input.since), reason: input.reason };
+  }
+  throw new Error(type);
+};
+const ops = opsCases.map((c) => {
+  const id = uuidFromBytes(c.random);
+  const body = JSON.stringify({ version: 1, id, type: c.type, timestamp: iso(opsNow), data: opsData(c) });
+  return { ...c, now: opsNow, secret: opsSecret, expect: { body, signature: hmac(opsSecret, body), idempotency_key: id } };
+});
+write('ops_events.json', ops);
+console.log(`wrote ${ops.length} operational events`);

@@ -49,6 +49,7 @@ pub mod error;
 pub mod ingest;
 pub mod json;
 pub mod misuse;
+pub mod ops;
 pub mod protection;
 pub mod receive;
 pub mod retry;
@@ -75,6 +76,7 @@ pub use delivery::{
 pub use error::Error;
 pub use json::{stringify, JsonError, JsonObject, KeyCase, Map, ObjectMark, Value, Writer};
 pub use misuse::ApiMisuse;
+pub use ops::{OpsEvent, OPS_EVENT_VERSION};
 pub use protection::{
     EndpointGuard, EndpointState, GuardEvent, GuardState, Permit, ProtectionConfig, ProtectionError,
 };

@@ -310,6 +310,19 @@ def test_receive(case: dict[str, Any]) -> None:
     assert isinstance(value, list) == expect["batch"]
 
 
+@pytest.mark.parametrize("case", vectors("ops_events.json"), ids=lambda c: c["name"])
+def test_operational_events_verify_as_any_webhook(case: dict[str, Any]) -> None:
+    """An operator's receiver checks the relay's operational events with
+    the same receive() as any webhook."""
+    expect = case["expect"]
+    headers = [("X-Signature", expect["signature"]), ("Idempotency-Key", expect["idempotency_key"])]
+    value = callpost.receive(expect["body"].encode(), headers, [case["secret"]])
+    assert isinstance(value, dict)
+    assert (value["version"], value["type"], value["id"]) == (1, case["type"], expect["idempotency_key"])
+    with pytest.raises(callpost.SignatureError):
+        callpost.receive(expect["body"].encode(), headers, ["another-secret"])
+
+
 IDS = vectors("ids.json")
 ID_CASES = [(case, field) for case in IDS["cases"] for field in case.get("fields", list(IDS["calls"]))]
 

@@ -465,6 +465,17 @@ for (const [entry, api] of signingEntries) {
     }
   });
 
+  test(`operational events verify as any webhook (${entry})`, () => {
+    const cases = vectors('ops_events.json');
+    assert.ok(cases.length >= 6);
+    for (const c of cases) {
+      const headers = { 'X-Signature': c.expect.signature, 'Idempotency-Key': c.expect.idempotency_key };
+      const value = api.receive(c.expect.body, headers, [c.secret]);
+      assert.deepEqual([value.version, value.type, value.id], [1, c.type, c.expect.idempotency_key], c.name);
+      assert.throws(() => api.receive(c.expect.body, headers, ['another-secret']), (e) => e.code === 'signature_mismatch', c.name);
+    }
+  });
+
   test(`Receiver: ids, duplicates and failures (${entry})`, async () => {
     const c = vectors('receive.json').find((v) => v.name === 'callpost_body_idempotency_key');
     const receiver = new api.Receiver(c.secrets);
