@@ -21,6 +21,9 @@ optionally followed by ``fragment``:
   these (timestamps and the port aside).
 - ``rust`` is the README example of the core: its lines must be those
   ``core/tests/readme.rs`` runs.
+- ``json`` is something callpost writes: it must be, byte for byte, a
+  string of the shared vectors in ``testdata/`` (which the three suites
+  check the code against).
 - ``js`` and ``mjs`` blocks are run by ``wasm/test/docs.test.mjs``.
 
 Any other language, or a fence without one, fails here. Links between the
@@ -62,7 +65,7 @@ DOCS = [
     ROOT / "wasm" / "README.md",
     ROOT / "relay" / "README.md",
 ]
-HANDLED_HERE = {"python", "toml", "sh", "text", "rust"}
+HANDLED_HERE = {"python", "toml", "sh", "text", "rust", "json"}
 HANDLED_BY_JS = {"js", "mjs"}
 # Only illustrations in a language that can at least be compiled may be
 # fragments; every other block runs or is checked whole.
@@ -486,3 +489,27 @@ def test_links(path: Path) -> None:
         if not linked.exists() or (anchor and anchor not in anchors(linked)):
             broken.append(target)
     assert broken == [], f"{path.relative_to(ROOT)}: links to nothing"
+
+
+def vector_strings() -> set[str]:
+    """Every string in the shared vectors."""
+    found: set[str] = set()
+
+    def walk(v: object) -> None:
+        if isinstance(v, str):
+            found.add(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    for path in sorted((ROOT / "testdata").glob("*.json")):
+        walk(json.loads(path.read_text()))
+    return found
+
+
+@pytest.mark.parametrize("block", blocks_of("json"))
+def test_json(block: Block) -> None:
+    assert block.code.strip() in vector_strings(), f"{block.where}: not a vector of testdata/"

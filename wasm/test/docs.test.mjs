@@ -1,6 +1,6 @@
 // Every js and mjs code block of the docs runs here, against the installed
 // package, so the docs cannot go stale. python/tests/test_docs.py checks
-// the blocks of the other languages (python, toml, sh, text, rust); a
+// the blocks of the other languages (python, toml, sh, text, rust, json); a
 // block of a language neither file handles fails in both.
 //
 // A block runs as an ES module in a fresh `node`, from an empty directory
@@ -33,7 +33,7 @@ const docs = [
   'relay/README.md',
 ];
 const HANDLED_HERE = new Set(['js', 'mjs']);
-const HANDLED_BY_PYTHON = new Set(['python', 'toml', 'sh', 'text', 'rust']);
+const HANDLED_BY_PYTHON = new Set(['python', 'toml', 'sh', 'text', 'rust', 'json']);
 const MAY_BE_FRAGMENT = new Set(['python', 'js', 'mjs']);
 const WRITE_KEY = 'docs-write-key';
 const WEBHOOK_SECRET = 'docs-webhook-secret';
