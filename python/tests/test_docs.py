@@ -47,6 +47,7 @@ import shlex
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -513,3 +514,49 @@ def vector_strings() -> set[str]:
 @pytest.mark.parametrize("block", blocks_of("json"))
 def test_json(block: Block) -> None:
     assert block.code.strip() in vector_strings(), f"{block.where}: not a vector of testdata/"
+
+
+# -- the operators' metrics table ------------------------------------------
+
+
+def test_the_metrics_table_is_what_the_relay_exposes(tmp_path: Path) -> None:
+    """docs/operators.md's metrics table names every metric the relay
+    registers, and no other, with the type a running relay's /metrics
+    gives it."""
+    page = (ROOT / "docs" / "operators.md").read_text(encoding="utf-8")
+    documented = dict(re.findall(r"^\s*\| `(callpost_relay_\w+)` \| (\w+) \|", page, re.M))
+    assert len(documented) > 10, "the metrics table is gone"
+    token = "a-docs-test-admin-token-of-32-chars"
+    config = tmp_path / "relay.toml"
+    config.write_text(
+        f'listen = "127.0.0.1:0"\nadmin_token = "{token}"\ndatabase = "sqlite:///{tmp_path}/relay.db"\n',
+        encoding="utf-8",
+    )
+    process = subprocess.Popen(
+        relay("--config", str(config)), cwd=tmp_path, env=clean_env(), stderr=subprocess.PIPE, text=True
+    )
+    assert process.stderr is not None
+    killer = threading.Timer(RUN_TIMEOUT, process.kill)
+    killer.start()
+    try:
+        address = None
+        for line in process.stderr:
+            if found := re.search(r"listening on (http://127\.0\.0\.1:\d+)", line):
+                address = found.group(1)
+                break
+        assert address, "the relay did not start"
+        request = urllib.request.Request(f"{address}/metrics", headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            text = answer.read().decode()
+    finally:
+        killer.cancel()
+        process.kill()
+        process.wait()
+    exposed = dict(re.findall(r"^# TYPE (callpost_relay_\w+) (\w+)$", text, re.M))
+    # Families with labels appear once they have a sample; every metric the
+    # relay registers must be in the table all the same.
+    assert exposed.items() <= documented.items(), "exposed, and not in the table (or with another type)"
+    source = (ROOT / "relay" / "src" / "metrics.rs").read_text(encoding="utf-8")
+    registered = {f"callpost_relay_{n}" for n in re.findall(r'\br\.register\(\s*"(\w+)"', source)}
+    assert len(registered) > 10, "the relay's metrics changed shape"
+    assert set(documented) == registered
