@@ -227,6 +227,7 @@ class RelayProcess:
         )
         self.starts += 1
         ready = threading.Event()
+        listening = threading.Event()
         proc = self.proc
 
         def drain() -> None:
@@ -234,11 +235,14 @@ class RelayProcess:
             for line in proc.stdout:
                 self.log.append(line.rstrip())
                 if "listening on" in line:
+                    listening.set()
                     ready.set()
             ready.set()
 
         threading.Thread(target=drain, daemon=True).start()
-        if wait and (not ready.wait(60) or proc.poll() is not None):
+        # Its output ending without "listening on" is a failed start, even
+        # before the process is reaped (poll() may still say it runs).
+        if wait and (not ready.wait(60) or not listening.is_set() or proc.poll() is not None):
             raise RuntimeError("relay did not start:\n" + "\n".join(self.log[-30:]))
         return self
 
