@@ -87,16 +87,7 @@ class ErrorOutcome(TypedDict):
     message: str
 
 
-class HeldOutcome(TypedDict):
-    """Not sent: a host held it back while its endpoint was protected (the
-    relay's circuit breaker or a receiver's ``Retry-After``)."""
-
-    kind: Literal["held"]
-    until: int
-    reason: str
-
-
-AttemptOutcome = ResponseOutcome | TimeoutOutcome | ErrorOutcome | HeldOutcome
+AttemptOutcome = ResponseOutcome | TimeoutOutcome | ErrorOutcome
 """What one HTTP attempt came to."""
 
 

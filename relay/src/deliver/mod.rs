@@ -735,6 +735,5 @@ fn result_class(o: &Outcome) -> String {
         Outcome::Timeout => "timeout".into(),
         Outcome::Connection { .. } => "connection".into(),
         Outcome::Tls { .. } => "tls".into(),
-        Outcome::Held { .. } => "held".into(),
     }
 }
