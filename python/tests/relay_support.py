@@ -308,9 +308,15 @@ class RelayProcess:
             time.sleep(0.05)
         raise AssertionError(f"timed out waiting for {what}; relay log:\n" + "\n".join(self.log[-40:]))
 
-    def wait_drained(self, timeout: float = 60) -> None:
-        """Until no delivery is pending."""
-        self.wait(lambda: self.status()["pending"] == 0, timeout, "the queue to drain")
+    def wait_drained(self, timeout: float = 60, database: Database | None = None) -> None:
+        """Until no delivery is pending; on a timeout, with ``database``,
+        the message says what the pending calls wait for."""
+        try:
+            self.wait(lambda: self.status()["pending"] == 0, timeout, "the queue to drain")
+        except AssertionError as e:
+            if database is None:
+                raise
+            raise AssertionError(f"{e}\n{pending_report(database)}") from None
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -403,11 +409,50 @@ this close before it may not have been stored, and its delivery counts as
 unsettled then."""
 
 
-def delivered_ids(database: Database) -> set[str]:
-    """The calls the store holds as delivered, read straight after a kill:
-    the killed relay can store nothing more, so a call answered before the
-    kill and missing here had its result lost, and may be sent again."""
-    return {str(r[0]) for r in database.query("SELECT message_id FROM deliveries WHERE status = 1")}
+class Settled:
+    """What the store held as delivered at each kill, read straight after
+    it: the killed relay can store nothing more, so a call answered before
+    the kill and missing then had its result lost, and may be sent again.
+
+    Kept as the first kill at which each call was held (delivered calls
+    stay delivered), not as a set per kill: a few hundred sets of up to
+    150,000 ids made the test process grow to about 2 GB, and the
+    collector's passes over it held the receiver up in the same process."""
+
+    def __init__(self) -> None:
+        self.kills = 0
+        self.first: dict[str, int] = {}
+
+    def record(self, database: Database) -> None:
+        k = self.kills
+        for (m,) in database.query("SELECT message_id FROM deliveries WHERE status = 1"):
+            self.first.setdefault(str(m), k)
+        self.kills += 1
+
+    def held(self, message_id: str, kill: int) -> bool:
+        """Whether the store held the call as delivered at kill ``kill``."""
+        return self.first.get(message_id, self.kills) <= kill
+
+
+def pending_report(database: Database) -> str:
+    """What the calls still pending wait for, straight from the store:
+    by attempts made, a saved state (a retry), a lease and the due time;
+    and the attempt log of a few that are waiting for a retry."""
+    now = time.time() * 1000
+    lines = [f"pending calls at {now:.0f} (attempts, saved state, leased, due in s: count):"]
+    rows = database.query(
+        "SELECT attempts, state IS NOT NULL, lease_until IS NOT NULL AND lease_until > ?, "
+        "CAST((due_at - ?) / 1000 AS INTEGER), count(*) FROM deliveries WHERE status = 0 "
+        "GROUP BY 1, 2, 3, 4 ORDER BY 5 DESC LIMIT 20",
+        (now, now),
+    )
+    lines += [f"  {r[0]}, {bool(r[1])}, {bool(r[2])}, {r[3]}: {r[4]}" for r in rows]
+    for m, state in database.query(
+        "SELECT message_id, state FROM deliveries WHERE status = 0 AND state IS NOT NULL LIMIT 3"
+    ):
+        log = json.loads(state).get("log", [])
+        lines.append(f"  {m}: " + json.dumps(log)[:600])
+    return "\n".join(lines)
 
 
 class Tally:
@@ -415,15 +460,15 @@ class Tally:
     database) at known moments, against what the senders had acknowledged.
 
     ``windows`` are (from, to) times. A delivery in progress during one is
-    unsettled; so is one answered before it whose call is not in the
-    matching ``settled`` set (what the store held at the kill), or, with no
-    sets, answered at most ``SETTLE_S`` before it. A call may be delivered
+    unsettled; so is one answered before it whose call the store did not
+    hold as delivered at that kill (``settled``), or, without ``settled``,
+    answered at most ``SETTLE_S`` before it. A call may be delivered
     again only after an unsettled delivery."""
 
     def __init__(
-        self, hook: Hook, acked: set[str], windows: list[tuple[float, float]], settled: list[set[str]] | None = None
+        self, hook: Hook, acked: set[str], windows: list[tuple[float, float]], settled: Settled | None = None
     ) -> None:
-        assert settled is None or len(settled) == len(windows)
+        assert settled is None or settled.kills == len(windows)
         self.got: dict[str, list[Delivery]] = {}
         for d in hook.deliveries:
             seq = d.json["properties"]["seq"]
@@ -453,7 +498,5 @@ class Tally:
             return False
         if self.settled is None:
             return any(start - SETTLE_S <= d.ended < start for start, _ in self.windows)
-        return any(
-            d.ended < start and message_id not in held
-            for (start, _), held in zip(self.windows, self.settled, strict=True)
-        )
+        settled = self.settled
+        return any(d.ended < start and not settled.held(message_id, k) for k, (start, _) in enumerate(self.windows))

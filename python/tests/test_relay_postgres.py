@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from relay_support import Database, Hook, RelayProcess, Sender, Tally, config_text, delivered_ids, free_port, track
+from relay_support import Database, Hook, RelayProcess, Sender, Settled, Tally, config_text, free_port, track
 
 pytest.importorskip("psycopg")
 
@@ -61,9 +61,9 @@ def answers(seed: int) -> Callable[[Any], Any]:
     return behaviour
 
 
-def drained(procs: list[RelayProcess], timeout: float) -> None:
+def drained(procs: list[RelayProcess], timeout: float, pg: Database) -> None:
     live = next(p for p in procs if p.running())
-    live.wait_drained(timeout)
+    live.wait_drained(timeout, pg)
 
 
 @pytest.mark.parametrize("n", [2, 3])
@@ -82,14 +82,14 @@ def test_relays_on_one_postgres_with_one_killed_again_and_again(
     for s in senders:
         s.start()
     kills: list[tuple[float, float]] = []
-    settled: list[set[str]] = []
+    settled = Settled()
     try:
         for _ in range(KILLS):
             time.sleep(rng.uniform(0.1, 1.0))
             victim = rng.choice(procs)
             at = time.time()
             victim.kill()
-            settled.append(delivered_ids(pg))
+            settled.record(pg)
             # Its port stays closed a moment, so the senders move on.
             time.sleep(rng.uniform(0.0, 0.5))
             victim.start()
@@ -99,7 +99,7 @@ def test_relays_on_one_postgres_with_one_killed_again_and_again(
         for s in senders:
             s.join(60)
         # What a killed relay held comes back when its lease runs out.
-        drained(procs, 120)
+        drained(procs, 120, pg)
     finally:
         for s in senders:
             s.stopping = True
@@ -222,7 +222,7 @@ def test_postgres_restarted_mid_run(tmp_path: pathlib.Path, serve: Callable[...,
             s.stopping = True
         for s in senders:
             s.join(60)
-        drained(procs, 120)
+        drained(procs, 120, db)
         for p in procs:
             p.stop()
         acked = set().union(*(s.acked for s in senders))
