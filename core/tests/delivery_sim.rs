@@ -836,3 +836,41 @@ fn debug_shows_the_body_length_not_the_body() {
     }
     assert!(shown.contains("body_len"), "{shown}");
 }
+
+/// A host that waits for a slot of its endpoint before sending says when
+/// it sent: the receiver gets its whole 5 s from then, and the log shows
+/// the receiver's latency, not the wait.
+#[test]
+fn an_attempt_sent_after_a_wait_is_timed_from_its_send() {
+    let mut d = Delivery::new(
+        &hooks(1, Mode::Parallel),
+        &call(),
+        at(T0),
+        DeliveryConfig::new(7),
+    )
+    .unwrap();
+    let a = d.poll_request(at(T0)).unwrap();
+    // Three seconds waiting for a slot, then sent.
+    let sent = T0 + 3_000;
+    d.handle_sent(at(sent), a.attempt);
+    // Past 5 s from the poll, not from the send: no timeout yet.
+    assert_eq!(d.poll_timeout(), Some(at(sent + WEBHOOK_TIMEOUT_MS as i64)));
+    d.handle_timeout(at(T0 + WEBHOOK_TIMEOUT_MS as i64 + 1));
+    assert!(d.log().is_empty(), "timed out from the poll");
+    d.handle_response(at(sent + 40), a.attempt, Outcome::status(200));
+    let r = &d.log()[0];
+    assert_eq!((r.sent_at, r.ended_at), (at(sent), at(sent + 40)));
+    // An attempt not in flight, or a time before the poll, changes nothing.
+    d.handle_sent(at(sent + 100), a.attempt);
+    let mut e = Delivery::new(
+        &hooks(1, Mode::Parallel),
+        &call(),
+        at(T0),
+        DeliveryConfig::new(7),
+    )
+    .unwrap();
+    let b = e.poll_request(at(T0)).unwrap();
+    e.handle_sent(at(T0 - 500), b.attempt);
+    e.handle_sent(at(T0 + 10), b.attempt + 1);
+    assert_eq!(e.poll_timeout(), Some(at(T0 + WEBHOOK_TIMEOUT_MS as i64)));
+}

@@ -260,6 +260,48 @@ async fn every_call_is_delivered_once_signed_in_parallel_and_failover() {
     );
 }
 
+/// A request that waited for its endpoint's cap is logged as sent when it
+/// went out: with one request in flight per URL and a receiver that takes
+/// 300 ms, the second call's attempt goes out only after the first's
+/// answer, and its log says so (the core's `handle_sent`), not the time
+/// both were taken from the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attempt_that_waited_for_its_endpoint_is_logged_from_its_send() {
+    let slow = Receiver::start("127.0.0.1:0").await.unwrap();
+    slow.answer(Answer::StatusAfter(400, Duration::from_millis(300)));
+    let w = World::new(&toml(&head(true, 64, 1, ""), &[src("s", &[&slow.url()])]));
+    w.add("s", &ids("s", 2)).await;
+    let d = w.start();
+    eventually("both dead letters", Duration::from_secs(20), || {
+        w.all("s", Status::Dead)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    let mut sent: Vec<(i64, i64)> = w
+        .rows_of("s")
+        .iter()
+        .map(|row| {
+            let o: serde_json::Value =
+                serde_json::from_str(row.outcome.as_deref().unwrap()).unwrap();
+            let at = |k: &str| {
+                let t = &o["log"][0][k];
+                t.as_i64().unwrap_or_else(|| panic!("{k} in {o}"))
+            };
+            (at("sent_at"), at("ended_at"))
+        })
+        .collect();
+    sent.sort_unstable();
+    let [(first_sent, first_ended), (second_sent, second_ended)] = sent[..] else {
+        panic!("{sent:?}")
+    };
+    assert!(first_ended - first_sent >= 300, "{sent:?}");
+    assert!(
+        second_sent >= first_sent + 300,
+        "the second went out after the first's answer: {sent:?}"
+    );
+    assert!(second_ended - second_sent >= 300, "{sent:?}");
+}
+
 // -- 2. 3xx, 4xx, 429, 5xx -------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -379,6 +379,21 @@ impl Delivery {
         })
     }
 
+    /// The host sent attempt `attempt` at `now`, later than it polled it
+    /// (it waited for a free slot of its endpoint): the attempt's timeout
+    /// and its log entry count from `now`, so the receiver has its whole
+    /// 5 s and the log shows the receiver's latency, not the host's queue.
+    /// Optional: without it an attempt counts as sent when polled. Ignored
+    /// for an attempt not in flight, or a time before the poll.
+    pub fn handle_sent(&mut self, now: Timestamp, attempt: u32) {
+        let Phase::Round(r) = &mut self.phase else {
+            return;
+        };
+        if let Some(slot) = r.in_flight.iter_mut().find(|s| s.attempt == Some(attempt)) {
+            slot.sent_at = slot.sent_at.max(Some(now));
+        }
+    }
+
     /// Reports the outcome of attempt `attempt`. Answers to attempts not
     /// in flight (from an earlier round, or already timed out) are ignored.
     pub fn handle_response(&mut self, now: Timestamp, attempt: u32, outcome: Outcome) {

@@ -7,6 +7,7 @@
 //! proxy is taken from the environment: the relay posts where it is told.
 
 use super::connect::{Connector, PrivateAddress};
+use crate::clock::Clock;
 use crate::config::Config;
 use bytes::Bytes;
 use callpost_core::{Attempt, Outcome};
@@ -111,15 +112,17 @@ impl Http {
         )
     }
 
-    /// Sends `attempt` and reports how it went. `polled_at` is when the
-    /// core gave it: the core's deadline minus that is the receiver's
-    /// time, counted from when the request goes out, after the wait for
-    /// the endpoint's cap (the lease renewal covers that wait).
+    /// Sends `attempt` and reports how it went, and when it went out
+    /// (`None` when it never did). `polled_at` is when the core gave it:
+    /// the core's deadline minus that is the receiver's time, counted from
+    /// when the request goes out, after the wait for the endpoint's cap
+    /// (the lease renewal covers that wait).
     pub(super) async fn send(
         &self,
         attempt: Attempt,
         polled_at: callpost_core::Timestamp,
-    ) -> Outcome {
+        clock: &Clock,
+    ) -> (Option<callpost_core::Timestamp>, Outcome) {
         let budget_ms = attempt
             .deadline
             .as_millis()
@@ -129,14 +132,15 @@ impl Http {
         let endpoint = self.endpoint(&attempt.request.url);
         let request = match build(attempt.request) {
             Ok(r) => r,
-            Err(message) => return Outcome::connection(message),
+            Err(message) => return (None, Outcome::connection(message)),
         };
         let Ok(permit) = endpoint.acquire_owned().await else {
-            return Outcome::connection("the relay is stopping");
+            return (None, Outcome::connection("the relay is stopping"));
         };
+        let sent = clock.now();
         let answer = tokio::time::timeout(budget, self.client.request(request)).await;
         drop(permit);
-        match answer {
+        let outcome = match answer {
             Err(_) => Outcome::Timeout,
             Ok(Err(e)) => outcome_of_error(&e),
             Ok(Ok(response)) => {
@@ -152,7 +156,8 @@ impl Http {
                     retry_after,
                 }
             }
-        }
+        };
+        (Some(sent), outcome)
     }
 }
 

@@ -595,8 +595,11 @@ async fn turn(shared: &Arc<Shared>, lane: usize, row: Claimed) -> Finish {
         if !sends.is_empty() {
             attempts += sends.len() as i64;
             let logged = d.log().len();
-            for (attempt, ended, outcome) in send_all(shared, sends, now).await {
+            for (attempt, sent, ended, outcome) in send_all(shared, sends, now).await {
                 relay.metrics.attempt(&result_class(&outcome));
+                if let Some(sent) = sent {
+                    d.handle_sent(sent, attempt);
+                }
                 d.handle_response(ended, attempt, outcome);
             }
             if tracing::enabled!(tracing::Level::DEBUG) {
@@ -628,19 +631,23 @@ async fn turn(shared: &Arc<Shared>, lane: usize, row: Claimed) -> Finish {
     }
 }
 
-/// The requests of one step, sent at once; each with when it ended.
+/// One answered request of a step: its attempt, when it went out (if it
+/// did), when it ended, and how.
+type Sent = (u32, Option<Timestamp>, Timestamp, Outcome);
+
+/// The requests of one step, sent at once.
 async fn send_all(
     shared: &Arc<Shared>,
     sends: Vec<callpost_core::Attempt>,
     polled_at: Timestamp,
-) -> Vec<(u32, Timestamp, Outcome)> {
+) -> Vec<Sent> {
     let clock = &shared.relay.clock;
     if sends.len() == 1 {
         let mut out = Vec::with_capacity(1);
         for a in sends {
             let attempt = a.attempt;
-            let outcome = shared.http.send(a, polled_at).await;
-            out.push((attempt, clock.now(), outcome));
+            let (sent, outcome) = shared.http.send(a, polled_at, clock).await;
+            out.push((attempt, sent, clock.now(), outcome));
         }
         return out;
     }
@@ -649,8 +656,9 @@ async fn send_all(
         let shared = Arc::clone(shared);
         set.spawn(async move {
             let attempt = a.attempt;
-            let outcome = shared.http.send(a, polled_at).await;
-            (attempt, shared.relay.clock.now(), outcome)
+            let clock = &shared.relay.clock;
+            let (sent, outcome) = shared.http.send(a, polled_at, clock).await;
+            (attempt, sent, clock.now(), outcome)
         });
     }
     let mut out = Vec::new();

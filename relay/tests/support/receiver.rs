@@ -27,6 +27,8 @@ pub(crate) enum Answer {
     Status(u16, Vec<(&'static str, String)>),
     /// With 200 after this long.
     After(Duration),
+    /// With this status after this long.
+    StatusAfter(u16, Duration),
     /// Not until the test opens the gate ([`Receiver::open`]), then 200.
     Hold,
     /// 200 and its headers at once, then a body of one byte every 100 ms,
@@ -254,6 +256,10 @@ async fn handle(
         Answer::After(d) => {
             tokio::time::sleep(d).await;
             full(200, vec![])
+        }
+        Answer::StatusAfter(status, d) => {
+            tokio::time::sleep(d).await;
+            full(status, vec![])
         }
         Answer::Hold => {
             let mut gate = st.gate.subscribe();
