@@ -33,6 +33,17 @@ pub enum Outcome {
         /// For logs.
         message: String,
     },
+    /// Not sent: the host held the request back because its endpoint is
+    /// protected until `until` ([`crate::protection`]: its circuit is
+    /// open, or the receiver asked every caller to wait). A failure of the
+    /// round that is not tried again before `until`; the call's window is
+    /// unchanged.
+    Held {
+        /// When the endpoint takes requests again.
+        until: Timestamp,
+        /// The endpoint's state, for logs (`circuit_open`, `slowed`).
+        reason: String,
+    },
 }
 
 impl Outcome {
@@ -84,7 +95,7 @@ impl Outcome {
     pub fn verdict(&self) -> Verdict {
         match self {
             Self::Response { status, .. } => classify_status(*status),
-            Self::Timeout | Self::Connection { .. } => Verdict::Retry,
+            Self::Timeout | Self::Connection { .. } | Self::Held { .. } => Verdict::Retry,
             Self::Tls { .. } => Verdict::Reject,
         }
     }
@@ -97,6 +108,7 @@ impl Outcome {
             Self::Timeout => "timeout".into(),
             Self::Connection { .. } => "connection_error".into(),
             Self::Tls { .. } => "tls_error".into(),
+            Self::Held { .. } => "held".into(),
         }
     }
 }
@@ -108,6 +120,7 @@ impl fmt::Display for Outcome {
             Self::Timeout => f.write_str("timed out"),
             Self::Connection { message } => write!(f, "connection error: {message}"),
             Self::Tls { message } => write!(f, "tls error: {message}"),
+            Self::Held { reason, .. } => write!(f, "held back: {reason}"),
         }
     }
 }

@@ -874,3 +874,102 @@ fn an_attempt_sent_after_a_wait_is_timed_from_its_send() {
     e.handle_sent(at(T0 + 10), b.attempt + 1);
     assert_eq!(e.poll_timeout(), Some(at(T0 + WEBHOOK_TIMEOUT_MS as i64)));
 }
+
+fn held(until: i64, reason: &str) -> Reply {
+    Reply::Answer(
+        Outcome::Held {
+            until: at(until),
+            reason: reason.into(),
+        },
+        0,
+    )
+}
+
+/// A host holds a request back while its endpoint is protected (an open
+/// circuit, a receiver's Retry-After): the round fails without a send, and
+/// the next is not before the endpoint takes requests again.
+#[test]
+fn a_held_attempt_waits_for_its_endpoint_and_keeps_the_window() {
+    // The circuit is open for the first 30 minutes, then the receiver
+    // answers.
+    let open_until = T0 + 30 * MINUTE;
+    let mut hits = 0;
+    let (outcome, d, _) = run(&hooks(1, Mode::Parallel), 1, |now, _| {
+        if now < open_until {
+            held(open_until, "circuit_open")
+        } else {
+            hits += 1;
+            status(200)
+        }
+    });
+    let DeliveryOutcome::Delivered { at: done, .. } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(done.as_millis() >= open_until);
+    assert_eq!(hits, 1, "one request reached the receiver");
+    let log = d.log();
+    assert_eq!(log[0].outcome.code(), "held");
+    assert_eq!(log[0].verdict, Verdict::Retry);
+    assert!(log[1].sent_at.as_millis() >= open_until, "{log:?}");
+    // The log keeps the held attempt through a save and restore.
+    let saved = d.to_json();
+    assert!(saved.contains(r#""kind":"held""#), "{saved}");
+    let back = Delivery::from_json(&saved, &hooks(1, Mode::Parallel)).unwrap();
+    assert_eq!(back.log(), d.log());
+
+    // Held past the window: the call gives up at once, unsent.
+    let mut hits = 0;
+    let (outcome, d, _) = run(&hooks(1, Mode::Parallel), 2, |now, _| {
+        if now < T0 + 5 * HOUR {
+            held(T0 + 5 * HOUR, "circuit_open")
+        } else {
+            hits += 1;
+            status(200)
+        }
+    });
+    assert!(
+        matches!(
+            outcome,
+            DeliveryOutcome::GaveUp {
+                reason: GiveUpReason::WindowExhausted,
+                ..
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert_eq!((hits, d.log().len()), (0, 1));
+}
+
+/// In parallel mode a held endpoint does not hold back the others: the
+/// call is delivered through the endpoint that answers, and the held one
+/// is never sent to.
+#[test]
+fn a_held_endpoint_beside_a_live_one_is_never_sent_to() {
+    let mut hits = [0, 0];
+    let (outcome, d, _) = run(&hooks(2, Mode::Parallel), 3, |now, e| {
+        if e == 0 {
+            return held(now + 10 * MINUTE, "circuit_open");
+        }
+        hits[1] += 1;
+        if now < T0 + HOUR {
+            status(500)
+        } else {
+            status(200)
+        }
+    });
+    assert!(
+        matches!(outcome, DeliveryOutcome::Delivered { endpoint: 1, .. }),
+        "{outcome:?}"
+    );
+    assert_eq!(hits[0], 0);
+    // Rounds are at least the hold apart.
+    let rounds: Vec<i64> = d
+        .log()
+        .iter()
+        .filter(|r| r.endpoint == 1)
+        .map(|r| r.sent_at.as_millis())
+        .collect();
+    for w in rounds.windows(2) {
+        assert!(w[1] - w[0] >= 10 * MINUTE, "{rounds:?}");
+    }
+}

@@ -58,7 +58,9 @@ export type Outcome =
   | { kind: 'response'; status: number; retryAfter?: string }
   | { kind: 'timeout' }
   | { kind: 'connection'; message: string }
-  | { kind: 'tls'; message: string };
+  | { kind: 'tls'; message: string }
+  /** Not sent: a host held it back while its endpoint was protected (the relay's circuit breaker or a receiver's Retry-After). */
+  | { kind: 'held'; until: number; reason: string };
 
 export interface AttemptRecord {
   attempt: number;

@@ -426,14 +426,17 @@ impl Delivery {
             }
             Verdict::Reject => self.rejected[slot.endpoint] = true,
             Verdict::Retry => {
-                if let Outcome::Response {
-                    retry_after: Some(v),
-                    ..
-                } = &outcome
-                {
-                    let ra = parse_retry_after(v, now);
-                    self.round_retry_after = self.round_retry_after.max(ra);
-                }
+                let wait = match &outcome {
+                    Outcome::Response {
+                        retry_after: Some(v),
+                        ..
+                    } => parse_retry_after(v, now),
+                    Outcome::Held { until, .. } => {
+                        Some(u64::try_from(until.millis_since(now)).unwrap_or(0))
+                    }
+                    _ => None,
+                };
+                self.round_retry_after = self.round_retry_after.max(wait);
             }
         }
         if !r.in_flight.is_empty() {

@@ -177,6 +177,11 @@ fn outcome_value(o: &Outcome) -> Value {
         Outcome::Tls { message } => {
             object([("kind", "tls".into()), ("message", message.as_str().into())])
         }
+        Outcome::Held { until, reason } => object([
+            ("kind", "held".into()),
+            ("until", time(*until)),
+            ("reason", reason.as_str().into()),
+        ]),
     }
 }
 
@@ -184,6 +189,13 @@ fn outcome_value(o: &Outcome) -> Value {
 fn outcome_of(v: &Value) -> Result<Outcome, StateError> {
     let f = Fields::of(v, "outcome")?;
     let kind = f.kind()?;
+    // Not a report of an HTTP client: the host's own decision.
+    if kind == "held" {
+        return Ok(Outcome::Held {
+            until: f.time("until")?,
+            reason: f.str("reason")?.to_owned(),
+        });
+    }
     let status = if kind == "response" {
         Some(f.int("status")?)
     } else {

@@ -87,7 +87,16 @@ class ErrorOutcome(TypedDict):
     message: str
 
 
-AttemptOutcome = ResponseOutcome | TimeoutOutcome | ErrorOutcome
+class HeldOutcome(TypedDict):
+    """Not sent: a host held it back while its endpoint was protected (the
+    relay's circuit breaker or a receiver's ``Retry-After``)."""
+
+    kind: Literal["held"]
+    until: int
+    reason: str
+
+
+AttemptOutcome = ResponseOutcome | TimeoutOutcome | ErrorOutcome | HeldOutcome
 """What one HTTP attempt came to."""
 
 

@@ -735,5 +735,6 @@ fn result_class(o: &Outcome) -> String {
         Outcome::Timeout => "timeout".into(),
         Outcome::Connection { .. } => "connection".into(),
         Outcome::Tls { .. } => "tls".into(),
+        Outcome::Held { .. } => "held".into(),
     }
 }
