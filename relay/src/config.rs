@@ -11,6 +11,7 @@
 //! in `ps`.
 
 use crate::store::{Retention, Synchronous};
+use callpost_core::protection::ProtectionConfig;
 use callpost_core::webhooks::{EndpointConfig, Mode, Webhooks};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
@@ -216,6 +217,10 @@ pub struct Config {
     pub delivery_concurrency: usize,
     /// Requests in flight per endpoint URL, per relay.
     pub endpoint_concurrency: usize,
+    /// The receiver protections of each endpoint URL that has settings
+    /// (`[sources.webhooks.protection]`); every other URL has the core's
+    /// defaults.
+    pub protections: HashMap<String, ProtectionConfig>,
     /// How long a claim is held, ms.
     pub lease_ms: i64,
     /// Calls waiting for the writer before ingest answers 503.
@@ -312,6 +317,7 @@ struct FileWebhooks {
     shared_secret: Option<String>,
     mode: Option<String>,
     enabled: Option<bool>,
+    protection: Option<ProtectionConfig>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -421,8 +427,14 @@ pub fn load(
     };
 
     let mut sources = Vec::new();
+    let mut protections = HashMap::new();
     for (i, s) in file.sources.iter().enumerate() {
-        sources.push(source_from_file(s, i)?);
+        let src = source_from_file(s, i)?;
+        let chosen = s.webhooks.as_ref().and_then(|w| w.protection);
+        if let (Some(p), Some(hooks)) = (chosen, &src.webhooks) {
+            protection_of(&src.name, p, hooks, &mut protections)?;
+        }
+        sources.push(src);
     }
     // The flag/variable form: one source called "default".
     let keys = if overrides.write_keys.is_empty() {
@@ -676,6 +688,7 @@ pub fn load(
         deliver,
         delivery_concurrency,
         endpoint_concurrency,
+        protections,
         lease_ms,
         max_backlog,
         limits,
@@ -761,6 +774,42 @@ fn webhooks_of(
     };
     Webhooks::with_mode(endpoints, secret.map(str::as_bytes), mode)
         .map_err(|e| bad(format!("source {name:?}: {e} ({})", e.code().as_str())))
+}
+
+/// Checks a destination's protection settings by the core's rules and
+/// records them for each of its URLs. A URL is one receiver whichever
+/// sources post to it, so two sources may not protect it differently.
+fn protection_of(
+    name: &str,
+    p: ProtectionConfig,
+    hooks: &Webhooks,
+    protections: &mut HashMap<String, ProtectionConfig>,
+) -> Result<(), ConfigError> {
+    p.validate().map_err(|e| {
+        bad(format!(
+            "source {name:?}: webhooks.protection.{e} ({})",
+            e.code().as_str()
+        ))
+    })?;
+    if p.disable_after_ms.is_some() {
+        // Enabling an endpoint again needs the admin API, which does not
+        // manage destinations yet; until then nothing may disable one.
+        return Err(bad(format!(
+            "source {name:?}: webhooks.protection.disable_after_ms is not supported yet (invalid_settings)"
+        )));
+    }
+    for e in hooks.endpoints() {
+        match protections.insert(e.url().to_owned(), p) {
+            Some(other) if other != p => {
+                return Err(bad(format!(
+                    "source {name:?}: {} has other protection settings in another source (invalid_settings)",
+                    callpost_core::ops::shown_url(e.url())
+                )))
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 fn source_from_file(s: &FileSource, index: usize) -> Result<Source, ConfigError> {

@@ -32,6 +32,7 @@ pub struct Metrics {
     calls: Family<Labels, Counter>,
     deliveries: Family<Labels, Counter>,
     attempts: Family<Labels, Counter>,
+    endpoint_states: Family<Labels, Counter>,
     sql_statements: Counter<u64, AtomicU64>,
     stale_finishes: Counter,
     conflicts: Counter<u64, AtomicU64>,
@@ -66,6 +67,7 @@ impl Metrics {
             calls: Family::default(),
             deliveries: Family::default(),
             attempts: Family::default(),
+            endpoint_states: Family::default(),
             sql_statements: Counter::default(),
             stale_finishes: Counter::default(),
             conflicts: Counter::default(),
@@ -105,6 +107,11 @@ impl Metrics {
             "webhook_attempts",
             "Webhook attempts, by result",
             m.attempts.clone(),
+        );
+        r.register(
+            "endpoint_state_changes",
+            "Changes of an endpoint's state (healthy, slowed, circuit_open, probing, disabled), by the state entered",
+            m.endpoint_states.clone(),
         );
         r.register(
             "sql_statements",
@@ -221,6 +228,13 @@ impl Metrics {
     pub fn attempt(&self, result: &str) {
         self.attempts
             .get_or_create(&vec![("result", result.to_owned())])
+            .inc();
+    }
+
+    /// An endpoint entered `state` (the core's receiver protections).
+    pub fn endpoint_state(&self, state: &str) {
+        self.endpoint_states
+            .get_or_create(&vec![("state", state.to_owned())])
             .inc();
     }
 

@@ -32,6 +32,8 @@ struct Src<'a> {
     name: &'a str,
     urls: Vec<String>,
     mode: Option<&'a str>,
+    /// The lines of `[sources.webhooks.protection]`.
+    protection: Option<&'a str>,
 }
 
 fn src<'a>(name: &'a str, urls: &[&str]) -> Src<'a> {
@@ -39,6 +41,7 @@ fn src<'a>(name: &'a str, urls: &[&str]) -> Src<'a> {
         name,
         urls: urls.iter().map(|u| (*u).to_owned()).collect(),
         mode: None,
+        protection: None,
     }
 }
 
@@ -60,6 +63,9 @@ fn toml(head: &str, sources: &[Src<'_>]) -> String {
         );
         if let Some(m) = s.mode {
             t += &format!("mode = \"{m}\"\n");
+        }
+        if let Some(p) = s.protection {
+            t += &format!("[sources.webhooks.protection]\n{p}\n");
         }
     }
     t
@@ -207,8 +213,12 @@ async fn every_call_is_delivered_once_signed_in_parallel_and_failover() {
         &head(true, 64, 8, ""),
         &[
             src("par", &[&p1.url(), &p2.url()]),
+            // Every call meets f1's 500 first: the subject is failover, so
+            // no circuit opens on f1 (a_failing_receiver_is_probed_not_flooded
+            // is the breaker's test).
             Src {
                 mode: Some("failover"),
+                protection: Some("breaker_failures = 0"),
                 ..src("fo", &[&f1.url(), &f2.url()])
             },
             src("nowhere", &[]),
@@ -300,6 +310,169 @@ async fn an_attempt_that_waited_for_its_endpoint_is_logged_from_its_send() {
         "the second went out after the first's answer: {sent:?}"
     );
     assert!(second_ended - second_sent >= 300, "{sent:?}");
+}
+
+/// The saved attempt log of a row (pending rows keep their delivery's
+/// state, dead letters their record).
+fn log_of(row: &StoredRow) -> Vec<serde_json::Value> {
+    let text = row.state.as_deref().or(row.outcome.as_deref()).unwrap();
+    let v: serde_json::Value = serde_json::from_str(text).unwrap();
+    v["log"].as_array().cloned().unwrap_or_default()
+}
+
+/// A receiver that fails every request gets a run of them, then one probe
+/// at a time: the circuit opens and the other calls are held back, each
+/// rescheduled after the probe, instead of all being sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_receiver_is_probed_not_flooded() {
+    let down = Receiver::start("127.0.0.1:0").await.unwrap();
+    down.answer(Answer::Status(503, vec![]));
+    let w = World::new(&toml(
+        &head(true, 64, 1, ""),
+        &[Src {
+            protection: Some("breaker_failures = 3\nbreaker_open_ms = 60000"),
+            ..src("s", &[&down.url()])
+        }],
+    ));
+    w.add("s", &ids("s", 30)).await;
+    let d = w.start();
+    eventually("every call tried once", Duration::from_secs(30), || {
+        let rows = w.rows_of("s");
+        rows.iter().all(|r| r.state.is_some())
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    // Three failures open the circuit; the next probe is a minute away.
+    assert_eq!(down.received().len(), 3);
+    let rows = w.rows_of("s");
+    let held: Vec<_> = rows
+        .iter()
+        .filter(|r| log_of(r)[0]["outcome"]["kind"] == "held")
+        .collect();
+    assert_eq!(held.len(), 27);
+    let now = w.relay.clock.now_ms();
+    for r in &held {
+        assert_eq!(log_of(r)[0]["outcome"]["reason"], "circuit_open");
+        assert!(
+            r.due_at >= now + 50_000,
+            "held until the probe: {}",
+            r.due_at - now
+        );
+    }
+    let m = w.metrics();
+    assert!(
+        m.contains(r#"callpost_relay_endpoint_state_changes_total{state="circuit_open"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"callpost_relay_webhook_attempts_total{result="held"} 27"#),
+        "{m}"
+    );
+}
+
+/// A receiver's 429 with Retry-After holds back every call to its URL, not
+/// only the one it answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_slows_the_endpoint_for_every_call() {
+    let busy = Receiver::start("127.0.0.1:0").await.unwrap();
+    busy.answer(Answer::Status(429, vec![("retry-after", "120".into())]));
+    let w = World::new(&toml(&head(true, 64, 1, ""), &[src("s", &[&busy.url()])]));
+    w.add("s", &ids("s", 10)).await;
+    let d = w.start();
+    eventually("every call tried once", Duration::from_secs(30), || {
+        w.rows_of("s").iter().all(|r| r.state.is_some())
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    assert_eq!(busy.received().len(), 1, "one request, then the pause");
+    let now = w.relay.clock.now_ms();
+    for r in w.rows_of("s") {
+        assert!(r.due_at >= now + 100_000, "{}", r.due_at - now);
+    }
+}
+
+/// With a rate limit, requests to the URL are spaced: ten calls at 5 a
+/// second take at least 1.8 s whatever the machine (a lower bound the
+/// limiter imposes, not a speed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_spaces_the_requests() {
+    let r = Receiver::start("127.0.0.1:0").await.unwrap();
+    let w = World::new(&toml(
+        &head(true, 64, 8, ""),
+        &[Src {
+            protection: Some("rate_per_second = 5"),
+            ..src("s", &[&r.url()])
+        }],
+    ));
+    w.add("s", &ids("s", 10)).await;
+    let started = std::time::Instant::now();
+    let d = w.start();
+    eventually("every call delivered", Duration::from_secs(30), || {
+        w.all("s", Status::Delivered)
+    })
+    .await;
+    let took = started.elapsed();
+    stop(d, Duration::from_secs(5)).await;
+    assert_eq!(r.received().len(), 10);
+    assert!(took >= Duration::from_millis(1_790), "{took:?}");
+}
+
+/// Protection settings are the core's, checked at start.
+#[test]
+fn bad_protection_settings_are_refused_at_start() {
+    for (lines, what) in [
+        ("rate_per_second = 0", "rate_per_second"),
+        ("max_in_flight = 0", "max_in_flight"),
+        ("breaker_open_ms = 5", "breaker_open_ms"),
+        ("rate = 3", "unknown field"),
+        ("disable_after_ms = 86400000", "not supported yet"),
+    ] {
+        let text = toml(
+            &head(true, 64, 8, ""),
+            &[Src {
+                protection: Some(lines),
+                ..src("s", &["https://hooks.example.com/in"])
+            }],
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relay.toml");
+        std::fs::write(&path, &text).unwrap();
+        let e = config::load(
+            &Overrides {
+                config: Some(path.to_string_lossy().into_owned()),
+                ..Overrides::default()
+            },
+            &|_| None,
+        )
+        .unwrap_err();
+        assert!(e.0.contains(what), "{lines}: {e}");
+    }
+    // Two sources may not protect one URL differently.
+    let text = toml(
+        &head(true, 64, 8, ""),
+        &[
+            Src {
+                protection: Some("rate_per_second = 5"),
+                ..src("a", &["https://hooks.example.com/in"])
+            },
+            Src {
+                protection: Some("rate_per_second = 6"),
+                ..src("b", &["https://hooks.example.com/in"])
+            },
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("relay.toml");
+    std::fs::write(&path, &text).unwrap();
+    let e = config::load(
+        &Overrides {
+            config: Some(path.to_string_lossy().into_owned()),
+            ..Overrides::default()
+        },
+        &|_| None,
+    )
+    .unwrap_err();
+    assert!(e.0.contains("other protection settings"), "{e}");
 }
 
 // -- 2. 3xx, 4xx, 429, 5xx -------------------------------------------------

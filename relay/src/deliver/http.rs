@@ -9,8 +9,13 @@
 use super::connect::{Connector, PrivateAddress};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::metrics::Metrics;
 use bytes::Bytes;
-use callpost_core::{Attempt, Outcome};
+use callpost_core::ops::shown_url;
+use callpost_core::protection::{
+    EndpointGuard, EndpointState, Permit, ProtectionConfig, MAX_BREAKER_OPEN_MS,
+};
+use callpost_core::{Attempt, Outcome, Timestamp};
 use http::{HeaderName, HeaderValue, Request, Uri};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -22,7 +27,7 @@ use std::error::Error as StdError;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 
 /// A receiver's answer body is read up to this much, so its connection
 /// goes back to the pool; past it the connection is dropped instead
@@ -41,18 +46,73 @@ pub const ANSWER_BODY_TIMEOUT: Duration = Duration::from_secs(5);
 /// 60-75 s most servers keep an idle connection.
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// A wait for the receiver protections shorter than this (the rate
+/// limit's spacing) is waited out with the delivery; a longer one (an open
+/// circuit, a receiver's `Retry-After`) holds the attempt back
+/// ([`Outcome::Held`]) and the delivery's next round comes after it.
+pub const HOLD_AFTER: Duration = Duration::from_secs(1);
+
+/// How often a request waiting for an answer to its endpoint (the guard's
+/// cap, or a probe in flight) asks the guard again: a bound on a missed
+/// wake-up, not the usual wait.
+const ANSWER_POLL: Duration = Duration::from_millis(250);
+
 /// The delivery client.
 pub(super) struct Http {
     client: Client<HttpsConnector<Connector>, Full<Bytes>>,
     /// endpoint URL → its cap on requests in flight.
     endpoints: Mutex<HashMap<String, Arc<Semaphore>>>,
     per_endpoint: usize,
+    /// endpoint URL → its receiver protections (the core's state).
+    guards: Mutex<HashMap<String, Arc<Guarded>>>,
+    protections: HashMap<String, ProtectionConfig>,
+    metrics: Arc<Metrics>,
+}
+
+/// One endpoint URL's guard, and a wake-up for requests waiting for an
+/// answer to it.
+struct Guarded {
+    url: String,
+    guard: Mutex<EndpointGuard>,
+    answered: Notify,
+}
+
+impl Guarded {
+    /// Runs `f` on the guard, then reports each state change it made.
+    fn with<T>(
+        &self,
+        now: Timestamp,
+        metrics: &Metrics,
+        f: impl FnOnce(&mut EndpointGuard) -> T,
+    ) -> T {
+        let mut g = self
+            .guard
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let out = f(&mut g);
+        while let Some(ev) = g.poll_event() {
+            metrics.endpoint_state(ev.to.as_str());
+            let url = shown_url(&self.url);
+            match ev.to {
+                EndpointState::CircuitOpen { until } => tracing::warn!(
+                    "endpoint {url}: circuit open after failures in a row; one probe in {} s",
+                    until.millis_since(now).max(0) / 1000
+                ),
+                EndpointState::Slowed { until } => tracing::info!(
+                    "endpoint {url}: asked to wait {} s (Retry-After)",
+                    until.millis_since(now).max(0) / 1000
+                ),
+                to => tracing::info!("endpoint {url}: {}", to.as_str()),
+            }
+        }
+        out
+    }
 }
 
 impl Http {
     /// The client `cfg` asks for. Fails when `ca_file` cannot be read or
     /// holds no certificate.
-    pub(super) fn new(cfg: &Config) -> io::Result<Self> {
+    pub(super) fn new(cfg: &Config, metrics: Arc<Metrics>) -> io::Result<Self> {
         let tls = tls_config(cfg.ca_file.as_deref())?;
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
@@ -98,7 +158,65 @@ impl Http {
             client,
             endpoints: Mutex::new(endpoints),
             per_endpoint: cfg.endpoint_concurrency,
+            guards: Mutex::new(HashMap::new()),
+            protections: cfg.protections.clone(),
+            metrics,
         })
+    }
+
+    fn guard(&self, url: &str, now: Timestamp) -> Arc<Guarded> {
+        let mut map = self
+            .guards
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(g) = map.get(url) {
+            return Arc::clone(g);
+        }
+        let config = self.protections.get(url).copied().unwrap_or_default();
+        // The configuration was checked at start; the defaults always pass.
+        let guard = EndpointGuard::new(config, now)
+            .or_else(|_| EndpointGuard::new(ProtectionConfig::default(), now))
+            .unwrap_or_else(|_| unreachable!("the default protections are valid"));
+        let g = Arc::new(Guarded {
+            url: url.to_owned(),
+            guard: Mutex::new(guard),
+            answered: Notify::new(),
+        });
+        map.insert(url.to_owned(), Arc::clone(&g));
+        g
+    }
+
+    /// Waits until the endpoint's guard lets a request go, or says why it
+    /// is held back.
+    async fn permit(&self, g: &Guarded, clock: &Clock) -> Result<(), Outcome> {
+        loop {
+            let now = clock.now();
+            let permit = g.with(now, &self.metrics, |guard| {
+                (guard.poll_permit(now), guard.endpoint_state(now))
+            });
+            match permit {
+                (Permit::Send, _) => return Ok(()),
+                (Permit::WaitUntil(until), state) => {
+                    let wait = u64::try_from(until.millis_since(now)).unwrap_or(0);
+                    if Duration::from_millis(wait) > HOLD_AFTER {
+                        return Err(Outcome::Held {
+                            until,
+                            reason: state.as_str().into(),
+                        });
+                    }
+                    tokio::time::sleep(Duration::from_millis(wait.max(1))).await;
+                }
+                (Permit::WaitForAnswer, _) => {
+                    let _ = tokio::time::timeout(ANSWER_POLL, g.answered.notified()).await;
+                }
+                (Permit::Disabled, state) => {
+                    return Err(Outcome::Held {
+                        until: now.saturating_add_ms(MAX_BREAKER_OPEN_MS),
+                        reason: state.as_str().into(),
+                    })
+                }
+            }
+        }
     }
 
     fn endpoint(&self, url: &str) -> Arc<Semaphore> {
@@ -120,9 +238,9 @@ impl Http {
     pub(super) async fn send(
         &self,
         attempt: Attempt,
-        polled_at: callpost_core::Timestamp,
+        polled_at: Timestamp,
         clock: &Clock,
-    ) -> (Option<callpost_core::Timestamp>, Outcome) {
+    ) -> (Option<Timestamp>, Outcome) {
         let budget_ms = attempt
             .deadline
             .as_millis()
@@ -130,6 +248,7 @@ impl Http {
             .max(1);
         let budget = Duration::from_millis(u64::try_from(budget_ms).unwrap_or(1));
         let endpoint = self.endpoint(&attempt.request.url);
+        let guard = self.guard(&attempt.request.url, clock.now());
         let request = match build(attempt.request) {
             Ok(r) => r,
             Err(message) => return (None, Outcome::connection(message)),
@@ -137,9 +256,14 @@ impl Http {
         let Ok(permit) = endpoint.acquire_owned().await else {
             return (None, Outcome::connection("the relay is stopping"));
         };
+        // The guard is asked once a slot is free, right before the send:
+        // answers that came in while this request waited for the slot
+        // (a run of failures, a Retry-After) already count.
+        if let Err(held) = self.permit(&guard, clock).await {
+            return (None, held);
+        }
         let sent = clock.now();
         let answer = tokio::time::timeout(budget, self.client.request(request)).await;
-        drop(permit);
         let outcome = match answer {
             Err(_) => Outcome::Timeout,
             Ok(Err(e)) => outcome_of_error(&e),
@@ -157,6 +281,12 @@ impl Http {
                 }
             }
         };
+        // The guard hears the answer before the slot is free, so the next
+        // request to this URL is judged with it.
+        let now = clock.now();
+        guard.with(now, &self.metrics, |g| g.handle_outcome(now, &outcome));
+        drop(permit);
+        guard.answered.notify_waiters();
         (Some(sent), outcome)
     }
 }

@@ -37,7 +37,7 @@
 mod connect;
 mod http;
 
-pub use self::http::{ANSWER_BODY_TIMEOUT, ANSWER_BYTES, POOL_IDLE_TIMEOUT};
+pub use self::http::{ANSWER_BODY_TIMEOUT, ANSWER_BYTES, HOLD_AFTER, POOL_IDLE_TIMEOUT};
 pub use connect::check_destinations;
 
 use self::http::Http;
@@ -84,7 +84,7 @@ impl Deliverer {
             return Ok(Self { stop, main: None });
         }
         let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
-        let http = Http::new(&relay.cfg)?;
+        let http = Http::new(&relay.cfg, Arc::clone(&relay.metrics))?;
         let sources: Vec<Arc<Source>> = relay
             .cfg
             .sources
