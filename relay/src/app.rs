@@ -3,6 +3,7 @@
 
 use crate::clock::Clock;
 use crate::config::{Config, Source};
+use crate::deliver::Guards;
 use crate::metrics::Metrics;
 use crate::store::{Stats, Store};
 use std::collections::HashMap;
@@ -25,6 +26,8 @@ pub struct Relay {
     /// Wakes the delivery workers: new calls were stored, a replay made
     /// some due, or the clock moved.
     pub wake: Arc<Notify>,
+    /// Receiver protection per endpoint URL (`/admin/status` shows it).
+    pub guards: Arc<Guards>,
     /// The store's latest counts (read on an interval for `/metrics`).
     pub stats: Mutex<Option<Stats>>,
     ready: AtomicBool,
@@ -34,12 +37,15 @@ impl Relay {
     /// The relay over `store`, not yet ready.
     pub fn new(cfg: Config, store: Arc<dyn Store>, clock: Arc<Clock>) -> Self {
         let write_keys = cfg.write_keys();
+        let metrics = Arc::new(Metrics::new());
+        let guards = Arc::new(Guards::new(cfg.protections.clone(), Arc::clone(&metrics)));
         Self {
             cfg: Arc::new(cfg),
             write_keys,
             store,
             clock,
-            metrics: Arc::new(Metrics::new()),
+            metrics,
+            guards,
             wake: Arc::new(Notify::new()),
             stats: Mutex::new(None),
             ready: AtomicBool::new(false),

@@ -219,6 +219,11 @@ pub struct StatusReport {
     pub disabled: i64,
     /// How old the oldest pending call is, seconds.
     pub oldest_pending_age_seconds: Option<f64>,
+    /// The receiver protection of each endpoint URL the relay answering
+    /// has posted to: kept in that relay's memory, so the admin API shows
+    /// it and `status` from the command line (the database alone) does not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoints: Option<Vec<crate::deliver::EndpointReport>>,
 }
 
 /// The store's counts now, with the oldest pending call's age.
@@ -231,5 +236,6 @@ pub async fn status(store: &dyn Store, clock: &Clock) -> Result<StatusReport, Op
             .oldest_pending_received_at
             .map(|t| (now - t).max(0) as f64 / 1000.0),
         stats,
+        endpoints: None,
     })
 }

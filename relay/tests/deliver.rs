@@ -18,6 +18,7 @@ use callpost_relay::store::memory::{MemoryStore, StoredRow};
 use callpost_relay::store::{Row, Status, Store};
 use callpost_relay::Relay;
 use receiver::{Answer, Receiver};
+use serde_json::json;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -359,6 +360,16 @@ async fn a_failing_receiver_is_probed_not_flooded() {
             r.due_at - now
         );
     }
+    // `/admin/status` shows the endpoint as it stands.
+    let shown = serde_json::to_value(w.relay.guards.report(w.relay.clock.now())).unwrap();
+    assert_eq!(shown.as_array().map(Vec::len), Some(1), "{shown}");
+    assert_eq!(shown[0]["url"], down.url(), "{shown}");
+    assert_eq!(shown[0]["state"]["kind"], "circuit_open", "{shown}");
+    assert!(shown[0]["state"]["until"].as_i64().unwrap() >= now + 50_000);
+    assert_eq!(
+        (shown[0]["failures"].clone(), shown[0]["in_flight"].clone()),
+        (json!(3), json!(0))
+    );
     let m = w.metrics();
     assert!(
         m.contains(r#"callpost_relay_endpoint_state_changes_total{state="circuit_open"} 1"#),

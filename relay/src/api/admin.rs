@@ -211,7 +211,8 @@ async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Res
         Route::Status => {
             no_query(query)?;
             f.done()?;
-            let report = ops::status(store, &relay.clock).await?;
+            let mut report = ops::status(store, &relay.clock).await?;
+            report.endpoints = Some(relay.guards.report(relay.clock.now()));
             Ok(json_value(200, &report))
         }
         Route::DeadLetters => {

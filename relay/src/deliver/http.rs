@@ -7,14 +7,11 @@
 //! proxy is taken from the environment: the relay posts where it is told.
 
 use super::connect::{Connector, PrivateAddress};
+use super::guards::{Guarded, Guards};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::metrics::Metrics;
 use bytes::Bytes;
-use callpost_core::ops::shown_url;
-use callpost_core::protection::{
-    EndpointGuard, EndpointState, Permit, ProtectionConfig, MAX_BREAKER_OPEN_MS,
-};
+use callpost_core::protection::{Permit, MAX_BREAKER_OPEN_MS};
 use callpost_core::{Attempt, Outcome, Timestamp};
 use http::{HeaderName, HeaderValue, Request, Uri};
 use http_body_util::{BodyExt, Full};
@@ -27,7 +24,7 @@ use std::error::Error as StdError;
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Semaphore;
 
 /// A receiver's answer body is read up to this much, so its connection
 /// goes back to the pool; past it the connection is dropped instead
@@ -63,56 +60,14 @@ pub(super) struct Http {
     /// endpoint URL → its cap on requests in flight.
     endpoints: Mutex<HashMap<String, Arc<Semaphore>>>,
     per_endpoint: usize,
-    /// endpoint URL → its receiver protections (the core's state).
-    guards: Mutex<HashMap<String, Arc<Guarded>>>,
-    protections: HashMap<String, ProtectionConfig>,
-    metrics: Arc<Metrics>,
-}
-
-/// One endpoint URL's guard, and a wake-up for requests waiting for an
-/// answer to it.
-struct Guarded {
-    url: String,
-    guard: Mutex<EndpointGuard>,
-    answered: Notify,
-}
-
-impl Guarded {
-    /// Runs `f` on the guard, then reports each state change it made.
-    fn with<T>(
-        &self,
-        now: Timestamp,
-        metrics: &Metrics,
-        f: impl FnOnce(&mut EndpointGuard) -> T,
-    ) -> T {
-        let mut g = self
-            .guard
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let out = f(&mut g);
-        while let Some(ev) = g.poll_event() {
-            metrics.endpoint_state(ev.to.as_str());
-            let url = shown_url(&self.url);
-            match ev.to {
-                EndpointState::CircuitOpen { until } => tracing::warn!(
-                    "endpoint {url}: circuit open after failures in a row; one probe in {} s",
-                    until.millis_since(now).max(0) / 1000
-                ),
-                EndpointState::Slowed { until } => tracing::info!(
-                    "endpoint {url}: asked to wait {} s (Retry-After)",
-                    until.millis_since(now).max(0) / 1000
-                ),
-                to => tracing::info!("endpoint {url}: {}", to.as_str()),
-            }
-        }
-        out
-    }
+    /// The receiver protections of each endpoint URL.
+    guards: Arc<Guards>,
 }
 
 impl Http {
     /// The client `cfg` asks for. Fails when `ca_file` cannot be read or
     /// holds no certificate.
-    pub(super) fn new(cfg: &Config, metrics: Arc<Metrics>) -> io::Result<Self> {
+    pub(super) fn new(cfg: &Config, guards: Arc<Guards>) -> io::Result<Self> {
         let tls = tls_config(cfg.ca_file.as_deref())?;
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
@@ -158,32 +113,8 @@ impl Http {
             client,
             endpoints: Mutex::new(endpoints),
             per_endpoint: cfg.endpoint_concurrency,
-            guards: Mutex::new(HashMap::new()),
-            protections: cfg.protections.clone(),
-            metrics,
+            guards,
         })
-    }
-
-    fn guard(&self, url: &str, now: Timestamp) -> Arc<Guarded> {
-        let mut map = self
-            .guards
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(g) = map.get(url) {
-            return Arc::clone(g);
-        }
-        let config = self.protections.get(url).copied().unwrap_or_default();
-        // The configuration was checked at start; the defaults always pass.
-        let guard = EndpointGuard::new(config, now)
-            .or_else(|_| EndpointGuard::new(ProtectionConfig::default(), now))
-            .unwrap_or_else(|_| unreachable!("the default protections are valid"));
-        let g = Arc::new(Guarded {
-            url: url.to_owned(),
-            guard: Mutex::new(guard),
-            answered: Notify::new(),
-        });
-        map.insert(url.to_owned(), Arc::clone(&g));
-        g
     }
 
     /// Waits until the endpoint's guard lets a request go, or says why it
@@ -191,7 +122,7 @@ impl Http {
     async fn permit(&self, g: &Guarded, clock: &Clock) -> Result<(), Outcome> {
         loop {
             let now = clock.now();
-            let permit = g.with(now, &self.metrics, |guard| {
+            let permit = self.guards.with(g, now, |guard| {
                 (guard.poll_permit(now), guard.endpoint_state(now))
             });
             match permit {
@@ -248,7 +179,7 @@ impl Http {
             .max(1);
         let budget = Duration::from_millis(u64::try_from(budget_ms).unwrap_or(1));
         let endpoint = self.endpoint(&attempt.request.url);
-        let guard = self.guard(&attempt.request.url, clock.now());
+        let guard = self.guards.get(&attempt.request.url, clock.now());
         let request = match build(attempt.request) {
             Ok(r) => r,
             Err(message) => return (None, Outcome::connection(message)),
@@ -284,7 +215,8 @@ impl Http {
         // The guard hears the answer before the slot is free, so the next
         // request to this URL is judged with it.
         let now = clock.now();
-        guard.with(now, &self.metrics, |g| g.handle_outcome(now, &outcome));
+        self.guards
+            .with(&guard, now, |g| g.handle_outcome(now, &outcome));
         drop(permit);
         guard.answered.notify_waiters();
         (Some(sent), outcome)

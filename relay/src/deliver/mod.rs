@@ -35,10 +35,12 @@
 //! its result is stored.
 
 mod connect;
+mod guards;
 mod http;
 
 pub use self::http::{ANSWER_BODY_TIMEOUT, ANSWER_BYTES, HOLD_AFTER, POOL_IDLE_TIMEOUT};
 pub use connect::check_destinations;
+pub use guards::{EndpointReport, Guards};
 
 use self::http::Http;
 use crate::app::Relay;
@@ -84,7 +86,7 @@ impl Deliverer {
             return Ok(Self { stop, main: None });
         }
         let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
-        let http = Http::new(&relay.cfg, Arc::clone(&relay.metrics))?;
+        let http = Http::new(&relay.cfg, Arc::clone(&relay.guards))?;
         let sources: Vec<Arc<Source>> = relay
             .cfg
             .sources

@@ -1,0 +1,130 @@
+//! Receiver protection per endpoint URL: one core `EndpointGuard` for each
+//! URL this relay posts to, shared by every source that posts there, and
+//! read by `/admin/status`.
+//!
+//! Every decision is the guard's; this module only keeps the guards,
+//! reports each state change (log and metric), and shows their states.
+
+use crate::metrics::Metrics;
+use callpost_core::ops::shown_url;
+use callpost_core::protection::{EndpointGuard, EndpointState, ProtectionConfig};
+use callpost_core::Timestamp;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::Notify;
+
+/// The guards of one relay, by endpoint URL.
+pub struct Guards {
+    map: Mutex<BTreeMap<String, Arc<Guarded>>>,
+    protections: HashMap<String, ProtectionConfig>,
+    metrics: Arc<Metrics>,
+}
+
+/// One endpoint URL's guard, and a wake-up for requests waiting for an
+/// answer to it.
+pub(super) struct Guarded {
+    url: String,
+    guard: Mutex<EndpointGuard>,
+    pub(super) answered: Notify,
+}
+
+/// What `/admin/status` shows of one endpoint URL.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct EndpointReport {
+    /// The URL without credentials or query.
+    pub url: String,
+    /// Healthy, slowed, circuit open, probing or disabled, with until when.
+    pub state: EndpointState,
+    /// Failures in a row (timeouts, connection errors, 5xx).
+    pub failures: u32,
+    /// Requests sent and not yet answered.
+    pub in_flight: u32,
+    /// The first answer that was not a success since the last success.
+    pub failing_since: Option<Timestamp>,
+}
+
+impl Guards {
+    /// Guards with `protections` for the URLs that have settings (every
+    /// other URL gets the core's defaults); state changes are counted in
+    /// `metrics`.
+    pub fn new(protections: HashMap<String, ProtectionConfig>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            map: Mutex::new(BTreeMap::new()),
+            protections,
+            metrics,
+        }
+    }
+
+    /// The guard of `url`, made on its first use.
+    pub(super) fn get(&self, url: &str, now: Timestamp) -> Arc<Guarded> {
+        let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(g) = map.get(url) {
+            return Arc::clone(g);
+        }
+        let config = self.protections.get(url).copied().unwrap_or_default();
+        // The configuration was checked at start; the defaults always pass.
+        let guard = EndpointGuard::new(config, now)
+            .or_else(|_| EndpointGuard::new(ProtectionConfig::default(), now))
+            .unwrap_or_else(|_| unreachable!("the default protections are valid"));
+        let g = Arc::new(Guarded {
+            url: url.to_owned(),
+            guard: Mutex::new(guard),
+            answered: Notify::new(),
+        });
+        map.insert(url.to_owned(), Arc::clone(&g));
+        g
+    }
+
+    /// Runs `f` on `g`'s guard, then reports each state change it made.
+    pub(super) fn with<T>(
+        &self,
+        g: &Guarded,
+        now: Timestamp,
+        f: impl FnOnce(&mut EndpointGuard) -> T,
+    ) -> T {
+        let mut guard = g.guard.lock().unwrap_or_else(PoisonError::into_inner);
+        let out = f(&mut guard);
+        while let Some(ev) = guard.poll_event() {
+            self.metrics.endpoint_state(ev.to.as_str());
+            let url = shown_url(&g.url);
+            match ev.to {
+                EndpointState::CircuitOpen { until } => tracing::warn!(
+                    "endpoint {url}: circuit open after failures in a row; one probe in {} s",
+                    until.millis_since(now).max(0) / 1000
+                ),
+                EndpointState::Slowed { until } => tracing::info!(
+                    "endpoint {url}: asked to wait {} s (Retry-After)",
+                    until.millis_since(now).max(0) / 1000
+                ),
+                to => tracing::info!("endpoint {url}: {}", to.as_str()),
+            }
+        }
+        out
+    }
+
+    /// Every endpoint URL this relay has posted to, in URL order, as it
+    /// stands at `now`.
+    pub fn report(&self, now: Timestamp) -> Vec<EndpointReport> {
+        let guards: Vec<Arc<Guarded>> = self
+            .map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        guards
+            .iter()
+            .map(|g| {
+                let guard = g.guard.lock().unwrap_or_else(PoisonError::into_inner);
+                let s = guard.state();
+                EndpointReport {
+                    url: shown_url(&g.url),
+                    state: guard.endpoint_state(now),
+                    failures: s.failures,
+                    in_flight: s.in_flight,
+                    failing_since: s.failing_since,
+                }
+            })
+            .collect()
+    }
+}
