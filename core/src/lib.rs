@@ -28,6 +28,9 @@
 //! * [`Batcher`]: the client library's queue, batches and upload retries.
 //! * [`Delivery`]: one call through the Webhooks destination, in rounds
 //!   across its endpoints, with 4 hours of retries.
+//! * [`protection`], [`ops`], [`notify`]: a service's receiver protection
+//!   per endpoint URL, its operational events, and which of them it sends
+//!   its operator, when.
 //!
 //! The state machines follow one shape (after quinn-proto): inputs are
 //! `handle_*(now, …)`, commands are verbs (`flush`, `shutdown`), outputs are
@@ -49,6 +52,7 @@ pub mod error;
 pub mod ingest;
 pub mod json;
 pub mod misuse;
+pub mod notify;
 pub mod ops;
 pub mod protection;
 pub mod receive;
@@ -76,6 +80,7 @@ pub use delivery::{
 pub use error::Error;
 pub use json::{stringify, JsonError, JsonObject, KeyCase, Map, ObjectMark, Value, Writer};
 pub use misuse::ApiMisuse;
+pub use notify::{EventAttempt, Notifier, NotifierConfig};
 pub use ops::{OpsEvent, OPS_EVENT_VERSION};
 pub use protection::{
     EndpointGuard, EndpointState, GuardEvent, GuardState, Permit, ProtectionConfig, ProtectionError,
