@@ -5,6 +5,7 @@ use crate::clock::Clock;
 use crate::config::{Config, Source};
 use crate::deliver::Guards;
 use crate::metrics::Metrics;
+use crate::notify::Operator;
 use crate::store::{Stats, Store};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,6 +27,8 @@ pub struct Relay {
     /// Wakes the delivery workers: new calls were stored, a replay made
     /// some due, or the clock moved.
     pub wake: Arc<Notify>,
+    /// Operational events (`[operator]`), if configured.
+    pub operator: Option<Arc<Operator>>,
     /// Receiver protection per endpoint URL (`/admin/status` shows it).
     pub guards: Arc<Guards>,
     /// The store's latest counts (read on an interval for `/metrics`).
@@ -38,13 +41,24 @@ impl Relay {
     pub fn new(cfg: Config, store: Arc<dyn Store>, clock: Arc<Clock>) -> Self {
         let write_keys = cfg.write_keys();
         let metrics = Arc::new(Metrics::new());
-        let guards = Arc::new(Guards::new(cfg.protections.clone(), Arc::clone(&metrics)));
+        // Only a relay that delivers sends events (it has the HTTP client).
+        let operator = (cfg.deliver)
+            .then_some(cfg.operator.as_ref())
+            .flatten()
+            .and_then(Operator::new)
+            .map(Arc::new);
+        let guards = Arc::new(Guards::new(
+            cfg.protections.clone(),
+            Arc::clone(&metrics),
+            operator.clone(),
+        ));
         Self {
             cfg: Arc::new(cfg),
             write_keys,
             store,
             clock,
             metrics,
+            operator,
             guards,
             wake: Arc::new(Notify::new()),
             stats: Mutex::new(None),

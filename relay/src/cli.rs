@@ -380,7 +380,22 @@ async fn housekeeping(relay: Arc<Relay>) {
             }
             _ = stats.tick() => {
                 let now = relay.clock.now_ms();
-                match relay.store.stats(now).await {
+                let stats = relay.store.stats(now).await;
+                if let Some(op) = &relay.operator {
+                    let at = relay.clock.now();
+                    match &stats {
+                        Ok(s) => op.status_check(
+                            at,
+                            Ok((
+                                u64::try_from(s.pending).unwrap_or(0),
+                                s.oldest_pending_received_at
+                                    .and_then(|t| callpost_core::Timestamp::from_millis(t).ok()),
+                            )),
+                        ),
+                        Err(e) => op.status_check(at, Err(&e.to_string())),
+                    }
+                }
+                match stats {
                     Ok(s) => {
                         relay.metrics.set_stats(&s, now);
                         if let Ok(mut cached) = relay.stats.lock() {

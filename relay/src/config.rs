@@ -11,8 +11,10 @@
 //! in `ps`.
 
 use crate::store::{Retention, Synchronous};
+use callpost_core::notify::DEAD_LETTER_WINDOW_RANGE_MS;
 use callpost_core::protection::ProtectionConfig;
 use callpost_core::webhooks::{EndpointConfig, Mode, Webhooks};
+use callpost_core::NotifierConfig;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -221,6 +223,8 @@ pub struct Config {
     /// (`[sources.webhooks.protection]`); every other URL has the core's
     /// defaults.
     pub protections: HashMap<String, ProtectionConfig>,
+    /// Where operational events go (`[operator]`), if anywhere.
+    pub operator: Option<Operator>,
     /// How long a claim is held, ms.
     pub lease_ms: i64,
     /// Calls waiting for the writer before ingest answers 503.
@@ -234,6 +238,16 @@ pub struct Config {
     /// Test builds: the clock starts this far ahead, and
     /// `POST /admin/test/clock` may move it.
     pub test_clock: Option<i64>,
+}
+
+/// The operator's own Webhooks destination for operational events
+/// (`[operator]`), and what to report.
+#[derive(Debug, Clone)]
+pub struct Operator {
+    /// Its URLs (tried in order) and shared secret.
+    pub webhooks: Webhooks,
+    /// The backlog threshold and the dead-letter window (the core's).
+    pub notify: NotifierConfig,
 }
 
 impl Config {
@@ -299,6 +313,17 @@ struct File {
     ingest: FileIngest,
     #[serde(default)]
     limits: FileLimits,
+    operator: Option<FileOperator>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileOperator {
+    #[serde(default)]
+    urls: Vec<FileUrl>,
+    shared_secret: Option<String>,
+    backlog_threshold: Option<u64>,
+    dead_letter_window_seconds: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -689,6 +714,7 @@ pub fn load(
         delivery_concurrency,
         endpoint_concurrency,
         protections,
+        operator: file.operator.as_ref().map(operator_from_file).transpose()?,
         lease_ms,
         max_backlog,
         limits,
@@ -812,18 +838,8 @@ fn protection_of(
     Ok(())
 }
 
-fn source_from_file(s: &FileSource, index: usize) -> Result<Source, ConfigError> {
-    if s.name.is_empty() {
-        return Err(bad(format!(
-            "sources[{index}].name must be a non-empty string"
-        )));
-    }
-    let Some(hooks) = &s.webhooks else {
-        return source(&s.name, s.write_keys.clone(), None, true);
-    };
-    let endpoints: Vec<EndpointConfig> = hooks
-        .urls
-        .iter()
+fn endpoints_of(urls: &[FileUrl]) -> Vec<EndpointConfig> {
+    urls.iter()
         .map(|u| match u {
             FileUrl::Url(url) => EndpointConfig::new(url.clone()),
             FileUrl::WithHeaders { url, headers } => EndpointConfig {
@@ -834,7 +850,49 @@ fn source_from_file(s: &FileSource, index: usize) -> Result<Source, ConfigError>
                     .collect(),
             },
         })
-        .collect();
+        .collect()
+}
+
+/// `[operator]`, checked by the core's rules: its URLs and secret as any
+/// destination's, its settings as the notifier's.
+fn operator_from_file(o: &FileOperator) -> Result<Operator, ConfigError> {
+    let webhooks = Webhooks::new(
+        &endpoints_of(&o.urls),
+        o.shared_secret.as_deref().map(str::as_bytes),
+    )
+    .map_err(|e| bad(format!("operator: {e} ({})", e.code().as_str())))?;
+    let (low, high) = DEAD_LETTER_WINDOW_RANGE_MS;
+    let window = match o.dead_letter_window_seconds {
+        None => NotifierConfig::default().dead_letter_window_ms,
+        Some(s) => {
+            range(
+                s,
+                "operator.dead_letter_window_seconds",
+                low / 1000,
+                high / 1000,
+            )? * 1000
+        }
+    };
+    let notify = NotifierConfig {
+        backlog_threshold: o.backlog_threshold,
+        dead_letter_window_ms: window,
+    };
+    notify
+        .validate()
+        .map_err(|e| bad(format!("operator.{e} ({})", e.code().as_str())))?;
+    Ok(Operator { webhooks, notify })
+}
+
+fn source_from_file(s: &FileSource, index: usize) -> Result<Source, ConfigError> {
+    if s.name.is_empty() {
+        return Err(bad(format!(
+            "sources[{index}].name must be a non-empty string"
+        )));
+    }
+    let Some(hooks) = &s.webhooks else {
+        return source(&s.name, s.write_keys.clone(), None, true);
+    };
+    let endpoints = endpoints_of(&hooks.urls);
     let webhooks = webhooks_of(
         &s.name,
         &endpoints,

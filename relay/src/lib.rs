@@ -18,6 +18,7 @@
 //!   HTTP client (per-host pools, a cap per endpoint, the private-network
 //!   rule at every connection);
 //! * [`ops`]: delete notifications, audience syncs, replays, status;
+//! * [`notify`]: operational events to the operator's own destination;
 //! * [`config`], [`cli`], [`metrics`], [`clock`], [`tls`].
 
 pub mod api;
@@ -27,6 +28,7 @@ pub mod clock;
 pub mod config;
 pub mod deliver;
 pub mod metrics;
+pub mod notify;
 pub mod ops;
 pub mod store;
 pub mod tls;

@@ -33,6 +33,7 @@ pub struct Metrics {
     deliveries: Family<Labels, Counter>,
     attempts: Family<Labels, Counter>,
     endpoint_states: Family<Labels, Counter>,
+    operator_events: Family<Labels, Counter>,
     sql_statements: Counter<u64, AtomicU64>,
     stale_finishes: Counter,
     conflicts: Counter<u64, AtomicU64>,
@@ -68,6 +69,7 @@ impl Metrics {
             deliveries: Family::default(),
             attempts: Family::default(),
             endpoint_states: Family::default(),
+            operator_events: Family::default(),
             sql_statements: Counter::default(),
             stale_finishes: Counter::default(),
             conflicts: Counter::default(),
@@ -112,6 +114,11 @@ impl Metrics {
             "endpoint_state_changes",
             "Changes of an endpoint's state (healthy, slowed, circuit_open, probing, disabled), by the state entered",
             m.endpoint_states.clone(),
+        );
+        r.register(
+            "operator_events",
+            "Operational events to the operator's destination: sent, failed (a try that was not taken), dropped (given up)",
+            m.operator_events.clone(),
         );
         r.register(
             "sql_statements",
@@ -235,6 +242,13 @@ impl Metrics {
     pub fn endpoint_state(&self, state: &str) {
         self.endpoint_states
             .get_or_create(&vec![("state", state.to_owned())])
+            .inc();
+    }
+
+    /// An operational event: `sent`, `failed` (one try) or `dropped`.
+    pub fn operator_event(&self, result: &str) {
+        self.operator_events
+            .get_or_create(&vec![("result", result.to_owned())])
             .inc();
     }
 

@@ -381,6 +381,71 @@ async fn a_failing_receiver_is_probed_not_flooded() {
     );
 }
 
+/// `[operator]`: a circuit opening and dead letters reach the operator's
+/// own URL as signed operational events, dead letters counted per window.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operational_events_reach_the_operator_signed() {
+    let ops = Receiver::start("127.0.0.1:0").await.unwrap();
+    let down = Receiver::start("127.0.0.1:0").await.unwrap();
+    down.answer(Answer::Status(503, vec![]));
+    let refusing = Receiver::start("127.0.0.1:0").await.unwrap();
+    refusing.answer(Answer::Status(400, vec![]));
+    let operator = format!(
+        "[operator]\nurls = [\"{}\"]\nshared_secret = \"ops-secret\"\ndead_letter_window_seconds = 1\n",
+        ops.url()
+    );
+    let w = World::new(&toml(
+        &(head(true, 64, 1, "") + &operator),
+        &[
+            Src {
+                protection: Some("breaker_failures = 3\nbreaker_open_ms = 60000"),
+                ..src("s", &[&down.url()])
+            },
+            src("bad", &[&refusing.url()]),
+        ],
+    ));
+    w.add("s", &ids("s", 5)).await;
+    w.add("bad", &ids("bad", 4)).await;
+    let d = w.start();
+    eventually("two operational events", Duration::from_secs(30), || {
+        ops.received().len() >= 2
+    })
+    .await;
+    // Nothing more comes: one event for the opening, one for the window.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    stop(d, Duration::from_secs(5)).await;
+    let secret = callpost_core::Secret::new("ops-secret").unwrap();
+    let mut by_type = HashMap::new();
+    for r in ops.received() {
+        let headers: Vec<(&str, &str)> = r
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let got = callpost_core::receive::receive(
+            &r.body,
+            headers,
+            std::slice::from_ref(&secret),
+            callpost_core::receive::ReceiveOptions::default(),
+        );
+        assert!(got.is_ok(), "verified with the operator's secret: {got:?}");
+        let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(body["id"].as_str(), r.key.as_deref(), "{body}");
+        by_type.insert(body["type"].as_str().unwrap().to_owned(), body);
+    }
+    assert_eq!(ops.received().len(), 2, "{by_type:?}");
+    let opened = &by_type["endpoint.circuit_opened"];
+    assert_eq!(opened["data"]["url"], down.url());
+    let dead = &by_type["calls.dead_lettered"];
+    assert_eq!(dead["data"]["count"], 4, "{dead}");
+    assert_eq!(dead["data"]["sources"], json!({"bad": 4}));
+    let m = w.metrics();
+    assert!(
+        m.contains(r#"callpost_relay_operator_events_total{result="sent"} 2"#),
+        "{m}"
+    );
+}
+
 /// A receiver's 429 with Retry-After holds back every call to its URL, not
 /// only the one it answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -429,6 +494,48 @@ async fn a_rate_limit_spaces_the_requests() {
 }
 
 /// Protection settings are the core's, checked at start.
+#[test]
+fn bad_operator_settings_are_refused_at_start() {
+    let url = "https://ops.example.com/events";
+    for (lines, what) in [
+        ("urls = []".to_owned(), "operator: "),
+        (
+            format!("urls = [\"{url}\"]\nbacklog_threshold = 0"),
+            "operator.backlog_threshold",
+        ),
+        (
+            format!("urls = [\"{url}\"]\ndead_letter_window_seconds = 0"),
+            "operator.dead_letter_window_seconds",
+        ),
+        (
+            format!("urls = [\"{url}\"]\ndead_letter_window_seconds = 3601"),
+            "operator.dead_letter_window_seconds",
+        ),
+        ("urls = [\"ftp://x.example.com/\"]".to_owned(), "operator: "),
+        (
+            format!("urls = [\"{url}\"]\nthreshold = 5"),
+            "unknown field",
+        ),
+    ] {
+        let text = head(true, 64, 8, "") + "[operator]\n" + &lines + "\n";
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relay.toml");
+        std::fs::write(&path, &text).unwrap();
+        let e = config::load(
+            &Overrides {
+                config: Some(path.to_string_lossy().into_owned()),
+                ..Overrides::default()
+            },
+            &|_| None,
+        )
+        .unwrap_err();
+        assert!(e.0.contains(what), "{lines}: {e}");
+    }
+    let (cfg, _dir) = load(&(head(true, 64, 8, "") + &format!("[operator]\nurls = [\"{url}\"]\n")));
+    let op = cfg.operator.unwrap();
+    assert_eq!(op.notify, callpost_core::NotifierConfig::default());
+}
+
 #[test]
 fn bad_protection_settings_are_refused_at_start() {
     for (lines, what) in [

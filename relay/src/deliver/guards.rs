@@ -6,6 +6,7 @@
 //! reports each state change (log and metric), and shows their states.
 
 use crate::metrics::Metrics;
+use crate::notify::Operator;
 use callpost_core::ops::shown_url;
 use callpost_core::protection::{EndpointGuard, EndpointState, ProtectionConfig};
 use callpost_core::Timestamp;
@@ -18,6 +19,7 @@ pub struct Guards {
     map: Mutex<BTreeMap<String, Arc<Guarded>>>,
     protections: HashMap<String, ProtectionConfig>,
     metrics: Arc<Metrics>,
+    operator: Option<Arc<Operator>>,
 }
 
 /// One endpoint URL's guard, and a wake-up for requests waiting for an
@@ -46,12 +48,17 @@ pub struct EndpointReport {
 impl Guards {
     /// Guards with `protections` for the URLs that have settings (every
     /// other URL gets the core's defaults); state changes are counted in
-    /// `metrics`.
-    pub fn new(protections: HashMap<String, ProtectionConfig>, metrics: Arc<Metrics>) -> Self {
+    /// `metrics` and told to the `operator`.
+    pub fn new(
+        protections: HashMap<String, ProtectionConfig>,
+        metrics: Arc<Metrics>,
+        operator: Option<Arc<Operator>>,
+    ) -> Self {
         Self {
             map: Mutex::new(BTreeMap::new()),
             protections,
             metrics,
+            operator,
         }
     }
 
@@ -86,6 +93,9 @@ impl Guards {
         let out = f(&mut guard);
         while let Some(ev) = guard.poll_event() {
             self.metrics.endpoint_state(ev.to.as_str());
+            if let Some(op) = &self.operator {
+                op.guard_event(now, &g.url, &ev, guard.state().failing_since);
+            }
             let url = shown_url(&g.url);
             match ev.to {
                 EndpointState::CircuitOpen { until } => tracing::warn!(

@@ -194,8 +194,21 @@ impl Http {
             return (None, held);
         }
         let sent = clock.now();
-        let answer = tokio::time::timeout(budget, self.client.request(request)).await;
-        let outcome = match answer {
+        let outcome = self.exchange(request, budget).await;
+        // The guard hears the answer before the slot is free, so the next
+        // request to this URL is judged with it.
+        let now = clock.now();
+        self.guards
+            .with(&guard, now, |g| g.handle_outcome(now, &outcome));
+        drop(permit);
+        guard.answered.notify_waiters();
+        (Some(sent), outcome)
+    }
+
+    /// Sends `request` and waits `budget` for its status line; the body is
+    /// read afterwards, to the limits ([`drain`]).
+    async fn exchange(&self, request: Request<Full<Bytes>>, budget: Duration) -> Outcome {
+        match tokio::time::timeout(budget, self.client.request(request)).await {
             Err(_) => Outcome::Timeout,
             Ok(Err(e)) => outcome_of_error(&e),
             Ok(Ok(response)) => {
@@ -211,15 +224,16 @@ impl Http {
                     retry_after,
                 }
             }
-        };
-        // The guard hears the answer before the slot is free, so the next
-        // request to this URL is judged with it.
-        let now = clock.now();
-        self.guards
-            .with(&guard, now, |g| g.handle_outcome(now, &outcome));
-        drop(permit);
-        guard.answered.notify_waiters();
-        (Some(sent), outcome)
+        }
+    }
+
+    /// Sends one of the core's requests outside any endpoint's cap and
+    /// guard: the operator's events (a handful, one at a time).
+    pub(super) async fn post(&self, request: callpost_core::Request, budget: Duration) -> Outcome {
+        match build(request) {
+            Ok(r) => self.exchange(r, budget).await,
+            Err(message) => Outcome::connection(message),
+        }
     }
 }
 

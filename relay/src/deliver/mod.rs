@@ -74,6 +74,8 @@ pub const PARK_INTERVAL: Duration = Duration::from_secs(60);
 pub struct Deliverer {
     stop: watch::Sender<Option<Duration>>,
     main: Option<JoinHandle<()>>,
+    /// The sender of operational events, when `[operator]` is set.
+    events: Option<JoinHandle<()>>,
 }
 
 impl Deliverer {
@@ -83,7 +85,11 @@ impl Deliverer {
     pub fn start(relay: Arc<Relay>) -> std::io::Result<Self> {
         let (stop, stop_rx) = watch::channel(None);
         if !relay.cfg.deliver {
-            return Ok(Self { stop, main: None });
+            return Ok(Self {
+                stop,
+                main: None,
+                events: None,
+            });
         }
         let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
         let http = Http::new(&relay.cfg, Arc::clone(&relay.guards))?;
@@ -123,10 +129,23 @@ impl Deliverer {
             shared.share,
             shared.relay.cfg.endpoint_concurrency
         );
+        let events = shared.relay.operator.clone().map(|op| {
+            let relay = &shared.relay;
+            let sender = Arc::clone(&shared);
+            runtime.spawn(op.run(
+                Arc::clone(&relay.clock),
+                Arc::clone(&relay.metrics),
+                move |request, budget| {
+                    let sender = Arc::clone(&sender);
+                    async move { sender.http.post(request, budget).await }
+                },
+            ))
+        });
         let main = runtime.spawn(run(shared, stop_rx));
         Ok(Self {
             stop,
             main: Some(main),
+            events,
         })
     }
 
@@ -135,6 +154,9 @@ impl Deliverer {
     /// claimable again at once, and sent again at the next start).
     pub async fn stop(self, grace: Duration) {
         self.stop.send_replace(Some(grace));
+        if let Some(events) = self.events {
+            events.abort();
+        }
         if let Some(main) = self.main {
             if let Err(e) = main.await {
                 tracing::error!("the delivery workers ended abnormally: {e}");
@@ -567,6 +589,9 @@ async fn turn(shared: &Arc<Shared>, lane: usize, row: Claimed) -> Finish {
         Ok(d) => d,
         Err((code, message)) => {
             relay.metrics.delivery("dead", 1);
+            if let Some(op) = &relay.operator {
+                op.dead_letters(relay.clock.now(), &row.source, 1);
+            }
             tracing::warn!(
                 source = %row.source,
                 message_id = %row.message_id,
@@ -700,6 +725,9 @@ fn ended(
         }
         DeliveryOutcome::GaveUp { reason, .. } => {
             relay.metrics.delivery("dead", 1);
+            if let Some(op) = &relay.operator {
+                op.dead_letters(relay.clock.now(), &row.source, 1);
+            }
             tracing::warn!(
                 source = %row.source,
                 message_id = %row.message_id,
