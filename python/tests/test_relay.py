@@ -251,6 +251,38 @@ def test_probes_metrics_status_and_admin_auth(relay: RelayProcess) -> None:
     assert not any(SECRET in line or ADMIN in line or WRITE_KEY in line for line in relay.log)
 
 
+def test_the_operator_is_told_of_a_backlog_once_signed_and_endpoints_are_in_the_status(
+    tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database
+) -> None:
+    fast = threading.Event()
+    slow = Hook(serve, lambda d: 200 if fast.is_set() else 0.3)
+    ops_secret = "operator-secret-for-the-test"
+    ops = Hook(serve, secret=ops_secret)
+    extra = (
+        f'[operator]\nurls = ["{ops.url}"]\nshared_secret = "{ops_secret}"\nbacklog_threshold = 10\n'
+        "[delivery]\nendpoint_concurrency = 1\n"
+    )
+    r = RelayProcess(config_text(database, [slow.url], extra=extra), tmp_path).start()
+    try:
+        assert r.post("/v1/batch", batch([track(n) for n in range(40)]))[0] == 200
+        # The status check every 5 s sees more than 10 waiting.
+        r.wait(lambda: len(ops.deliveries) >= 1, 30, "the backlog event")
+        shown = r.status()["endpoints"]
+        assert [e["url"] for e in shown] == [slow.url] and shown[0]["state"] == {"kind": "healthy"}, shown
+        fast.set()
+        r.wait_drained(60, database)
+        time.sleep(6)  # another status check: still one event, the backlog is gone
+    finally:
+        r.stop()
+    events = list(ops.deliveries)
+    assert len(events) == 1, [d.json for d in events]
+    e = events[0]
+    assert e.verified and e.key == e.json["id"]
+    assert e.json["type"] == "backlog.over_threshold" and e.json["version"] == 1
+    assert e.json["data"]["threshold"] == 10 and e.json["data"]["pending"] > 10
+    assert not any(ops_secret in line for line in r.log)
+
+
 def test_delete_notifications_go_to_every_enabled_source(
     tmp_path: pathlib.Path, hook: Hook, serve: Callable[..., Any], database: Database
 ) -> None:
