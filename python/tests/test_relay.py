@@ -283,6 +283,34 @@ def test_the_operator_is_told_of_a_backlog_once_signed_and_endpoints_are_in_the_
     assert not any(ops_secret in line for line in r.log)
 
 
+def test_a_rotated_shared_secret_is_verified_by_receivers_that_hold_both(
+    tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database
+) -> None:
+    old, new = "the-old-shared-secret", "the-new-shared-secret"
+    hook = Hook(serve, secret=old)
+    r = RelayProcess(config_text(database, [hook.url], secret=old), tmp_path).start()
+    try:
+        assert r.post("/v1/batch", batch([track(n) for n in range(3)]))[0] == 200
+        r.wait(lambda: len(hook.ok()) == 3, what="three deliveries under the old secret")
+        # The operator switches the relay to the new secret and restarts it.
+        assert r.stop() == 0
+        r.path.write_text(config_text(database, [hook.url], secret=new))
+        r.start()
+        assert r.post("/v1/batch", batch([track(n) for n in range(3, 6)]))[0] == 200
+        r.wait(lambda: len(hook.ok()) == 6, what="three more under the new secret")
+    finally:
+        r.stop()
+    both = [new.encode(), old.encode()]
+    for d in hook.ok():
+        assert callpost.receive(d.body, d.headers, both) == d.json
+    # Each request carries one signature, by the secret in use when it left.
+    for d in hook.ok():
+        signer = old if d.key in {"m-0", "m-1", "m-2"} else new
+        other = new if signer == old else old
+        assert callpost.verify_request(d.body, d.headers, signer.encode())
+        assert not callpost.verify_request(d.body, d.headers, other.encode())
+
+
 def test_delete_notifications_go_to_every_enabled_source(
     tmp_path: pathlib.Path, hook: Hook, serve: Callable[..., Any], database: Database
 ) -> None:
