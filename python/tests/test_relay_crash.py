@@ -106,11 +106,14 @@ def test_kill_9_at_random_points_loses_nothing(
         f"{during_attempt}); calls answered but not stored at a kill: {len(tally.answered_then_lost)}; "
         f"batches acknowledged {sender.batches} (sent again {sender.retries}); "
         f"calls acknowledged {len(sender.acked)}, delivered {len(delivered)}, lost {len(lost)}, "
-        f"delivered twice {len(twice)}, of which unexplained {len(unexplained)}"
+        f"delivered twice {len(twice)}, of which unexplained {len(unexplained)}; "
+        + (
+            f"not drained {DRAIN_S} s after the sender stopped, the clock moved ahead. {waited_for_retry}"
+            if waited_for_retry
+            else f"drained within {DRAIN_S} s of the sender's stop"
+        )
     )
     print(report)
-    if waited_for_retry:
-        print(f"not drained {DRAIN_S} s after the sender stopped; the clock moved ahead. {waited_for_retry}")
     for m in unexplained[:5]:
         first = twice[m][0].ended
         print(
