@@ -463,10 +463,16 @@ class Tally:
     unsettled; so is one answered before it whose call the store did not
     hold as delivered at that kill (``settled``), or, without ``settled``,
     answered at most ``SETTLE_S`` before it. A call may be delivered
-    again only after an unsettled delivery."""
+    again only after an unsettled delivery, or when it is ``excused``
+    (its lease was ended on purpose)."""
 
     def __init__(
-        self, hook: Hook, acked: set[str], windows: list[tuple[float, float]], settled: Settled | None = None
+        self,
+        hook: Hook,
+        acked: set[str],
+        windows: list[tuple[float, float]],
+        settled: Settled | None = None,
+        excused: frozenset[str] | set[str] = frozenset(),
     ) -> None:
         assert settled is None or settled.kills == len(windows)
         self.got: dict[str, list[Delivery]] = {}
@@ -480,7 +486,9 @@ class Tally:
         self.windows = windows
         self.settled = settled
         self.twice = {m: ds for m, ds in self.got.items() if sum(1 for d in ds if 200 <= d.status < 300) > 1}
-        self.unexplained = [m for m, ds in self.twice.items() if not any(self.unsettled(m, d) for d in ds[:-1])]
+        self.unexplained = [
+            m for m, ds in self.twice.items() if m not in excused and not any(self.unsettled(m, d) for d in ds[:-1])
+        ]
         # Calls sent again because an answer was lost at a kill rather than
         # cut off in flight.
         self.answered_then_lost = [
