@@ -135,10 +135,12 @@ class Database:
         with psycopg.connect(self.url, autocommit=True) as conn:
             return list(conn.execute(sql.replace("?", "%s"), params).fetchall())
 
-    def stall(self) -> Callable[[], None]:
-        """Blocks the relay's writes (another session holds the write lock)
-        until the returned function is called."""
+    def stall(self, reads: bool = False) -> Callable[[], None]:
+        """Blocks the relay's writes (another session holds the write lock),
+        and with ``reads`` (Postgres only) its reads of the queue too, until
+        the returned function is called."""
         if self.backend == "sqlite":
+            assert not reads, "SQLite's readers are never blocked (WAL)"
             lite = sqlite3.connect(self.path, isolation_level=None)
             lite.execute("BEGIN IMMEDIATE")
 
@@ -150,7 +152,7 @@ class Database:
         import psycopg
 
         pg = psycopg.connect(self.url)
-        pg.execute("LOCK TABLE deliveries IN EXCLUSIVE MODE")
+        pg.execute(f"LOCK TABLE deliveries IN {'ACCESS EXCLUSIVE' if reads else 'EXCLUSIVE'} MODE")
 
         def release() -> None:
             pg.rollback()

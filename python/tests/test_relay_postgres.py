@@ -241,6 +241,41 @@ def test_postgres_restarted_mid_run(tmp_path: pathlib.Path, serve: Callable[...,
         _pg("stop", env)
 
 
+def test_the_operator_is_told_once_when_the_database_stops_answering(
+    pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]
+) -> None:
+    hook = Hook(serve)
+    ops_secret = "operator-secret-for-the-test"
+    ops = Hook(serve, secret=ops_secret)
+    extra = f'[operator]\nurls = ["{ops.url}"]\nshared_secret = "{ops_secret}"\n'
+    r = RelayProcess(config_text(pg, [hook.url], extra=extra), tmp_path).start()
+    try:
+        # Another session holds every lock on the queue: the relay's status
+        # checks (every 5 s) time out after 5 s each, and after 10 s of
+        # failures the operator is told.
+        release = pg.stall(reads=True)
+        stalled = time.time()
+        try:
+            r.wait(lambda: len(ops.deliveries) >= 1, 60, "the database event")
+            told = time.time() - stalled
+            assert not_ready(r), "the relay is not ready while its database does not answer"
+            time.sleep(6)  # another failed check, the same outage: no second event
+        finally:
+            release()
+        r.wait(ready(r), 30, "ready again")
+        time.sleep(6)  # a good check and another: nothing more to tell
+    finally:
+        r.stop()
+    events = list(ops.deliveries)
+    assert len(events) == 1, [d.json for d in events]
+    e = events[0]
+    assert e.verified and e.key == e.json["id"]
+    assert e.json["type"] == "database.unreachable" and e.json["version"] == 1, e.json
+    assert e.json["data"]["reason"] and e.json["data"]["since"] < e.json["timestamp"], e.json
+    assert told >= 10, f"told after {told:.1f} s: a single slow check is not an outage"
+    assert not any(ops_secret in line for line in r.log)
+
+
 def ready(p: RelayProcess) -> Callable[[], bool]:
     return lambda: not not_ready(p)
 
