@@ -26,9 +26,11 @@ done
 
 step "rust tests (unit, shared vectors, properties, node JSON.stringify corpus, simulations; the relay's stores on SQLite and a throwaway Postgres)"
 # The Postgres cluster under target/pg (Debian's postgresql, installed when
-# missing); the Python relay tests stop it when they end.
+# missing); the Python relay tests stop it when they end, and so does this
+# script when it ends, passed or failed.
 CALLPOST_PG_URL=$(bash scripts/postgres.sh start)
 export CALLPOST_PG_URL
+trap 'bash scripts/postgres.sh stop' EXIT
 cargo test --locked --workspace
 
 step "relay: the tests' build, with the test clock (never in a shipped build)"

@@ -80,7 +80,9 @@ fn head(private: bool, concurrency: usize, endpoint: usize, extra_security: &str
     )
 }
 
-fn load(text: &str) -> (Config, TempDir) {
+/// The relay's configuration from `text` as its file (the directory
+/// holds the file for as long as the caller keeps it).
+fn load_result(text: &str) -> (Result<Config, config::ConfigError>, TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("relay.toml");
     std::fs::write(&path, text).unwrap();
@@ -90,9 +92,21 @@ fn load(text: &str) -> (Config, TempDir) {
             ..Overrides::default()
         },
         &|_| None,
-    )
-    .unwrap_or_else(|e| panic!("{e}\n{text}"));
+    );
     (cfg, dir)
+}
+
+fn load(text: &str) -> (Config, TempDir) {
+    let (cfg, dir) = load_result(text);
+    (cfg.unwrap_or_else(|e| panic!("{e}\n{text}")), dir)
+}
+
+/// Why the relay refuses to start with `text` as its file.
+fn load_err(text: &str) -> String {
+    match load_result(text).0 {
+        Ok(_) => panic!("loaded, and should not have:\n{text}"),
+        Err(e) => e.0,
+    }
 }
 
 struct World {
@@ -518,18 +532,8 @@ fn bad_operator_settings_are_refused_at_start() {
         ),
     ] {
         let text = head(true, 64, 8, "") + "[operator]\n" + &lines + "\n";
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("relay.toml");
-        std::fs::write(&path, &text).unwrap();
-        let e = config::load(
-            &Overrides {
-                config: Some(path.to_string_lossy().into_owned()),
-                ..Overrides::default()
-            },
-            &|_| None,
-        )
-        .unwrap_err();
-        assert!(e.0.contains(what), "{lines}: {e}");
+        let e = load_err(&text);
+        assert!(e.contains(what), "{lines}: {e}");
     }
     let (cfg, _dir) = load(&(head(true, 64, 8, "") + &format!("[operator]\nurls = [\"{url}\"]\n")));
     let op = cfg.operator.unwrap();
@@ -552,18 +556,8 @@ fn bad_protection_settings_are_refused_at_start() {
                 ..src("s", &["https://hooks.example.com/in"])
             }],
         );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("relay.toml");
-        std::fs::write(&path, &text).unwrap();
-        let e = config::load(
-            &Overrides {
-                config: Some(path.to_string_lossy().into_owned()),
-                ..Overrides::default()
-            },
-            &|_| None,
-        )
-        .unwrap_err();
-        assert!(e.0.contains(what), "{lines}: {e}");
+        let e = load_err(&text);
+        assert!(e.contains(what), "{lines}: {e}");
     }
     // Two sources may not protect one URL differently.
     let text = toml(
@@ -579,18 +573,8 @@ fn bad_protection_settings_are_refused_at_start() {
             },
         ],
     );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("relay.toml");
-    std::fs::write(&path, &text).unwrap();
-    let e = config::load(
-        &Overrides {
-            config: Some(path.to_string_lossy().into_owned()),
-            ..Overrides::default()
-        },
-        &|_| None,
-    )
-    .unwrap_err();
-    assert!(e.0.contains("other protection settings"), "{e}");
+    let e = load_err(&text);
+    assert!(e.contains("other protection settings"), "{e}");
 }
 
 // -- 2. 3xx, 4xx, 429, 5xx -------------------------------------------------
