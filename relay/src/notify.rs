@@ -83,6 +83,19 @@ impl Operator {
         });
     }
 
+    /// Counts and logs the events the notifier gave up since `counted`.
+    fn count_dropped(&self, counted: &mut u64, metrics: &Metrics) {
+        let now = self.notifier().dropped();
+        if now > *counted {
+            let more = now - *counted;
+            *counted = now;
+            for _ in 0..more {
+                metrics.operator_event("dropped");
+            }
+            tracing::warn!("{more} operational event(s) given up");
+        }
+    }
+
     /// Sends what the notifier gives, until the task is dropped. `post`
     /// sends one request within its budget.
     pub(crate) async fn run<F, Fut>(
@@ -118,19 +131,14 @@ impl Operator {
                         outcome.code()
                     );
                 }
-                let mut n = self.notifier();
-                n.handle_response(clock.now(), a.token, &outcome);
-                if n.dropped() > dropped {
-                    let more = n.dropped() - dropped;
-                    dropped = n.dropped();
-                    drop(n);
-                    for _ in 0..more {
-                        metrics.operator_event("dropped");
-                    }
-                    tracing::warn!("{more} operational event(s) given up");
-                }
+                self.notifier()
+                    .handle_response(clock.now(), a.token, &outcome);
+                self.count_dropped(&mut dropped, &metrics);
                 continue;
             }
+            // Dropped while the queue was full: counted at the wake-up
+            // the event that found it full caused, not at the next answer.
+            self.count_dropped(&mut dropped, &metrics);
             let wait = self
                 .notifier()
                 .poll_timeout()
@@ -143,5 +151,81 @@ impl Operator {
                 () = tokio::time::sleep(wait) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use callpost_core::notify::MAX_QUEUED_EVENTS;
+    use callpost_core::protection::EndpointState;
+    use callpost_core::{EndpointConfig, NotifierConfig, Webhooks};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn dropped(metrics: &Metrics) -> u64 {
+        let text = metrics.render(0, 0, 0, true);
+        text.lines()
+            .find(|l| l.starts_with("callpost_relay_operator_events_total{result=\"dropped\"}"))
+            .and_then(|l| l.rsplit(' ').next())
+            .map_or(0, |n| n.parse().unwrap())
+    }
+
+    #[tokio::test]
+    async fn events_dropped_while_the_operator_is_down_are_counted_at_once() {
+        let cfg = OperatorConfig {
+            webhooks: Webhooks::new(
+                &[EndpointConfig::new("https://ops.example.com/in")],
+                Some(b"secret"),
+            )
+            .unwrap(),
+            notify: NotifierConfig::default(),
+        };
+        let op = Arc::new(Operator::new(&cfg).unwrap());
+        let metrics = Arc::new(Metrics::new());
+        let clock = Arc::new(Clock::new());
+        let posts = Arc::new(AtomicUsize::new(0));
+        let tries = Arc::clone(&posts);
+        // The first try is refused and the event waits for its backoff;
+        // any later try never ends, so only a count made while the sender
+        // waits can show the drops.
+        tokio::spawn(
+            Arc::clone(&op).run(Arc::clone(&clock), Arc::clone(&metrics), move |_, _| {
+                let first = tries.fetch_add(1, Ordering::SeqCst) == 0;
+                async move {
+                    if !first {
+                        std::future::pending::<()>().await;
+                    }
+                    Outcome::connection("refused")
+                }
+            }),
+        );
+        let opened = |i: usize| GuardEvent {
+            at: clock.now(),
+            from: EndpointState::Healthy,
+            to: EndpointState::CircuitOpen {
+                until: clock.now().saturating_add_ms(30_000 + i as u64),
+            },
+        };
+        op.guard_event(clock.now(), "https://a.example.com/", &opened(0), None);
+        while posts.load(Ordering::SeqCst) == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let over: u64 = 5;
+        for i in 1..=MAX_QUEUED_EVENTS + over as usize {
+            op.guard_event(
+                clock.now(),
+                &format!("https://a{i}.example.com/"),
+                &opened(i),
+                None,
+            );
+        }
+        for _ in 0..200 {
+            if dropped(&metrics) > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(dropped(&metrics), 1 + over);
     }
 }
