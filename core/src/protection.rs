@@ -3,8 +3,17 @@
 //! circuit breaker, and automatic disabling. Sans-IO like the rest of the
 //! core: the host asks [`EndpointGuard::poll_permit`] before each request,
 //! reports each answer with [`EndpointGuard::handle_outcome`], and keeps the
-//! [`GuardState`] wherever it likes (the relay stores it per endpoint URL,
-//! so every relay on one database applies the same decisions).
+//! [`GuardState`] wherever it likes.
+//!
+//! Several senders (relays on one database) may post to one URL, each with
+//! its own guard. They share the rate limit and the cap: each takes its
+//! part ([`EndpointGuard::handle_senders`]), so together they stay within
+//! the limits without asking a shared store before every request. Each
+//! announces itself every [`SENDER_HEARTBEAT_MS`], counts those heard from
+//! within [`SENDER_EXPIRY_MS`], and a sender that joins waits
+//! [`SENDER_HEARTBEAT_MS`] before its first request, by which time every
+//! other sender has counted it. The breaker and `Retry-After` stay each
+//! sender's own: a dead receiver is probed by each, once per open period.
 //!
 //! The guard never changes a call's own schedule: each call keeps the
 //! specs' 4-hour window and its backoff ([`crate::Delivery`]); the guard
@@ -45,6 +54,15 @@ pub const MIN_DISABLE_AFTER_MS: u64 = crate::delivery::RETRY_WINDOW_MS;
 /// requests in whole microseconds.
 pub const MAX_RATE_PER_SECOND: u32 = 1_000_000;
 
+/// How often each sender of one endpoint says it is sending: the relay's
+/// 5-second status check, so it costs no extra wake-up.
+pub const SENDER_HEARTBEAT_MS: u64 = 5_000;
+
+/// A sender not heard from for this long no longer takes a part of the
+/// limits: three heartbeats missed, so one slow database call does not
+/// hand its part to the others.
+pub const SENDER_EXPIRY_MS: u64 = 3 * SENDER_HEARTBEAT_MS;
+
 /// One endpoint URL's protections. Every one is optional; the default is
 /// no rate limit, no cap, the breaker on with its defaults, and no
 /// automatic disabling.
@@ -52,9 +70,14 @@ pub const MAX_RATE_PER_SECOND: u32 = 1_000_000;
 #[serde(default, deny_unknown_fields)]
 pub struct ProtectionConfig {
     /// Requests per second, at most, evenly spaced (no bursts: a receiver
-    /// limited to N a second never sees more than N in any second).
+    /// limited to N a second never sees more than N in any second). Shared
+    /// by all senders, each taking a whole number a second; with fewer
+    /// than there are senders, the average holds and any one second may
+    /// see one request from each.
     pub rate_per_second: Option<u32>,
-    /// Requests in flight at once, at most.
+    /// Requests in flight at once, at most. Shared by all senders; each
+    /// keeps at least one, so with fewer than there are senders the cap
+    /// is the number of senders.
     pub max_in_flight: Option<u32>,
     /// Failures in a row that open the circuit; 0 switches the breaker off.
     pub breaker_failures: u32,
@@ -74,6 +97,14 @@ impl Default for ProtectionConfig {
             breaker_open_ms: DEFAULT_BREAKER_OPEN_MS,
             disable_after_ms: None,
         }
+    }
+}
+
+impl ProtectionConfig {
+    /// Whether senders share a limit (a rate or a cap), and so need to
+    /// count each other.
+    pub fn is_shared(&self) -> bool {
+        self.rate_per_second.is_some() || self.max_in_flight.is_some()
     }
 }
 
@@ -258,6 +289,8 @@ pub enum Permit {
 #[derive(Debug, Clone)]
 pub struct EndpointGuard {
     config: ProtectionConfig,
+    /// Senders sharing the limits, this one included (at least 1).
+    senders: u32,
     state: GuardState,
     /// The state last reported as an event.
     shown: EndpointState,
@@ -283,6 +316,7 @@ impl EndpointGuard {
         }
         let mut g = Self {
             config,
+            senders: 1,
             state,
             shown: EndpointState::Healthy,
             events: VecDeque::new(),
@@ -294,6 +328,36 @@ impl EndpointGuard {
     /// The settings in force.
     pub fn config(&self) -> &ProtectionConfig {
         &self.config
+    }
+
+    /// `senders` senders (this one included) now share the rate limit and
+    /// the cap: this guard takes `1/senders` of each. Requests already in
+    /// flight stay; the next permits follow the new part.
+    pub fn handle_senders(&mut self, senders: u32) {
+        self.senders = senders.max(1);
+    }
+
+    /// This sender's part of the cap on requests in flight, if there is one.
+    pub fn own_max_in_flight(&self) -> Option<u32> {
+        self.config.max_in_flight.map(|m| (m / self.senders).max(1))
+    }
+
+    /// This sender's spacing between requests under the rate limit, in
+    /// microseconds, rounded up. Each takes a whole number of requests a
+    /// second, `rate / senders` rounded down: a fraction would let each
+    /// sender put one more request into some second (at 7/s over three
+    /// senders, 2.33/s each gives 3 in the first second, 9 together). With
+    /// fewer requests a second than senders, each sends one every
+    /// `senders / rate` seconds: the average holds, though the senders'
+    /// requests may fall in one second.
+    fn own_interval_us(&self, rate: u32) -> i64 {
+        let own = rate / self.senders;
+        let us = if own > 0 {
+            1_000_000_u64.div_ceil(u64::from(own))
+        } else {
+            (1_000_000_u64 * u64::from(self.senders)).div_ceil(u64::from(rate))
+        };
+        i64::try_from(us).unwrap_or(i64::MAX)
     }
 
     /// What to store. Changes after every input.
@@ -324,6 +388,8 @@ impl EndpointGuard {
     #[must_use]
     pub fn poll_permit(&mut self, now: Timestamp) -> Permit {
         self.handle_timeout(now);
+        let cap = self.own_max_in_flight();
+        let interval = self.config.rate_per_second.map(|r| self.own_interval_us(r));
         let s = &mut self.state;
         if s.disabled {
             return Permit::Disabled;
@@ -336,7 +402,7 @@ impl EndpointGuard {
         if let Some(until) = s.paused_until.filter(|u| now < *u) {
             return Permit::WaitUntil(until);
         }
-        if self.config.max_in_flight.is_some_and(|m| s.in_flight >= m) {
+        if cap.is_some_and(|m| s.in_flight >= m) {
             return Permit::WaitForAnswer;
         }
         let now_us = now.as_millis().saturating_mul(1000);
@@ -347,10 +413,7 @@ impl EndpointGuard {
                 + i64::from(s.next_allowed_us.rem_euclid(1000) != 0);
             return Permit::WaitUntil(Timestamp::saturating_from_millis(ms));
         }
-        if let Some(rate) = self.config.rate_per_second {
-            // Rounded up, so that `rate` intervals are never less than a
-            // second.
-            let interval = i64::from(1_000_000_u32.div_ceil(rate));
+        if let Some(interval) = interval {
             // A host on a millisecond clock comes back up to 1 ms after the
             // time it was given; counting from that time, not from its
             // arrival, keeps the rate from drifting below the limit. Later

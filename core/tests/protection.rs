@@ -192,6 +192,72 @@ fn requests_in_flight_never_pass_the_cap() {
 }
 
 #[test]
+fn senders_sharing_a_rate_limit_stay_within_it_together() {
+    for (rate, senders) in [(10u32, 2u32), (7, 3), (333, 2), (1, 2)] {
+        // Each sender runs its own guard, all starting at the same instant
+        // (their requests line up: the worst case for a window).
+        let mut all = vec![];
+        for _ in 0..senders {
+            let mut g = guard(ProtectionConfig {
+                rate_per_second: Some(rate),
+                ..ProtectionConfig::default()
+            });
+            g.handle_senders(senders);
+            let mut ok = |_| (Outcome::status(200), 20);
+            all.extend(drive(&mut g, T0, T0 + 60 * SECOND, &mut ok));
+        }
+        all.sort_unstable();
+        // Fewer requests a second than senders: each may put one into the
+        // same second, and the average holds.
+        let most = rate.max(senders) as usize;
+        for (i, at) in all.iter().enumerate() {
+            let in_window = all[i..].iter().take_while(|s| **s < at + SECOND).count();
+            assert!(
+                in_window <= most,
+                "{senders} senders at {rate}/s: {in_window} requests in the second from {at}"
+            );
+        }
+        // Each uses its whole part: rate / senders rounded down, a second.
+        let own = (rate / senders) as usize;
+        let expected = if own > 0 {
+            60 * own * senders as usize
+        } else {
+            60 * rate as usize
+        };
+        eprintln!(
+            "{senders} senders sharing {rate}/s: {} requests in 60 s",
+            all.len()
+        );
+        assert!(
+            all.len() >= expected * 98 / 100 && all.len() <= 60 * rate as usize + senders as usize,
+            "{} of {expected}",
+            all.len()
+        );
+    }
+}
+
+#[test]
+fn senders_sharing_a_cap_each_take_their_part_and_keep_one() {
+    let config = ProtectionConfig {
+        max_in_flight: Some(4),
+        ..ProtectionConfig::default()
+    };
+    for (senders, own) in [(1, 4), (2, 2), (3, 1), (4, 1), (9, 1), (0, 4)] {
+        let mut g = guard(config);
+        g.handle_senders(senders);
+        assert_eq!(g.own_max_in_flight(), Some(own), "{senders} senders");
+        let mut slow = |_| (Outcome::status(200), 1000);
+        let sent = drive(&mut g, T0, T0 + 10 * SECOND, &mut slow);
+        assert_eq!(sent.len(), 10 * own as usize, "{senders} senders");
+    }
+    // Without a cap there is nothing to share.
+    let mut g = guard(ProtectionConfig::default());
+    g.handle_senders(3);
+    assert_eq!(g.own_max_in_flight(), None);
+    assert!(!ProtectionConfig::default().is_shared() && config.is_shared());
+}
+
+#[test]
 fn retry_after_on_429_and_503_pauses_the_endpoint_for_every_call() {
     for status in [429, 503] {
         let mut g = guard(ProtectionConfig::default());
