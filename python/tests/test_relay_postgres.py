@@ -22,7 +22,18 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from relay_support import Database, Hook, RelayProcess, Sender, Settled, Tally, config_text, free_port, track
+from relay_support import (
+    WRITE_KEY,
+    Database,
+    Hook,
+    RelayProcess,
+    Sender,
+    Settled,
+    Tally,
+    config_text,
+    free_port,
+    track,
+)
 
 pytest.importorskip("psycopg")
 
@@ -274,6 +285,59 @@ def test_the_operator_is_told_once_when_the_database_stops_answering(
     assert e.json["data"]["reason"] and e.json["data"]["since"] < e.json["timestamp"], e.json
     assert told >= 10, f"told after {told:.1f} s: a single slow check is not an outage"
     assert not any(ops_secret in line for line in r.log)
+
+
+def test_relays_on_one_postgres_share_an_endpoints_rate_limit_and_cap(
+    pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]
+) -> None:
+    rate, cap = 40, 4
+    hook = Hook(serve, lambda d: 0.2 if d.key.startswith("slow-") else 200)
+    protection = f"[sources.webhooks.protection]\nrate_per_second = {rate}\nmax_in_flight = {cap}\n"
+    procs = []
+    for i in range(2):
+        d = tmp_path / f"relay{i}"
+        d.mkdir()
+        procs.append(RelayProcess(config_text(pg, [hook.url], sources=protection), d))
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.wait(lambda p=p: any("2 relays deliver" in line for line in p.log), 30, "both relays counted")
+
+        def send(prefix: str, n: int) -> None:
+            for k in range(0, n, 50):
+                calls = [track(i, messageId=f"{prefix}{i}") for i in range(k, k + 50)]
+                body = {"batch": calls, "writeKey": WRITE_KEY}
+                assert procs[k // 50 % 2].post("/v1/batch", body)[0] == 200
+
+        # Quick answers: the rate limit is what holds the relays back.
+        send("fast-", 600)
+        drained(procs, 120, pg)
+        # Slow answers: the cap is.
+        send("slow-", 200)
+        drained(procs, 120, pg)
+    finally:
+        for p in procs:
+            p.stop()
+    fast = sorted(d.started for d in hook.deliveries if d.key.startswith("fast-"))
+    slow = [d for d in hook.deliveries if d.key.startswith("slow-")]
+    assert len(fast) == 600 and len(slow) == 200
+    busiest = max(sum(1 for t in fast[i:] if t < at + 1) for i, at in enumerate(fast))
+    events = sorted([(d.started, 1) for d in slow] + [(d.ended, -1) for d in slow], key=lambda e: (e[0], e[1]))
+    in_flight = most = 0
+    for _, step in events:
+        in_flight += step
+        most = max(most, in_flight)
+    print(
+        f"2 relays, rate {rate}/s and cap {cap} shared: at most {busiest} requests in a second "
+        f"({len(fast)} in {fast[-1] - fast[0]:.1f} s), at most {most} in flight"
+    )
+    # Each relay sends 20 a second, 50 ms apart; the receiver may see a
+    # request a little late, so one more from each can fall into a second.
+    assert busiest <= rate + 2, busiest
+    assert most <= cap, most
+    # Both relays were sending at once: one alone would hold at most half.
+    assert most > cap // 2, most
 
 
 def ready(p: RelayProcess) -> Callable[[], bool]:

@@ -841,6 +841,9 @@ impl Store for Observed {
             .audience_sync(source, audience, state, rows, now)
             .await
     }
+    async fn heartbeat(&self, relay: &str, now: i64, expired: i64) -> Result<u32, StoreError> {
+        self.inner.heartbeat(relay, now, expired).await
+    }
     fn statements(&self) -> u64 {
         self.inner.statements()
     }

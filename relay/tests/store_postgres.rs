@@ -228,13 +228,13 @@ async fn migrates_a_python_relay_database() {
     let store = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap();
-    assert_eq!(store.migrated(), (1, 2));
+    assert_eq!(store.migrated(), (1, 3));
     let version: String = client
         .query_one("SELECT value FROM meta WHERE key = 'schema_version'", &[])
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, "2");
+    assert_eq!(version, "3");
     let indexes = count(
         &client,
         "SELECT count(*) FROM pg_indexes WHERE indexname = 'deliveries_source_due' \
@@ -273,7 +273,7 @@ async fn migrates_a_python_relay_database() {
     let again = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap();
-    assert_eq!(again.migrated(), (2, 2));
+    assert_eq!(again.migrated(), (3, 3));
     again.close().await;
 }
 
@@ -286,14 +286,14 @@ async fn refuses_a_newer_schema() {
     store.close().await;
     db.client()
         .await
-        .batch_execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        .batch_execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
         .await
         .unwrap();
     let err = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap_err();
     match err {
-        StoreError::Refused(message) => assert!(message.contains('3'), "{message}"),
+        StoreError::Refused(message) => assert!(message.contains('4'), "{message}"),
         other => panic!("{other:?}"),
     }
 }
@@ -321,7 +321,7 @@ async fn concurrent_opens_migrate_once() {
     migrated.sort_unstable();
     assert_eq!(
         migrated,
-        vec![(0, 2), (2, 2), (2, 2), (2, 2), (2, 2), (2, 2)]
+        vec![(0, 3), (3, 3), (3, 3), (3, 3), (3, 3), (3, 3)]
     );
 }
 
@@ -1034,6 +1034,37 @@ async fn undeliverable_rows_are_stored_finished() {
         .unwrap()
         .get(0);
     assert_eq!(finished, Some(T0));
+    store.close().await;
+}
+
+// -- relays sharing the database ------------------------------------------
+
+/// Each delivering relay's heartbeat counts the relays heard from since
+/// `expired`, itself included; one not heard from is forgotten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_count_the_relays_heard_from_lately() {
+    let Some((store, db)) = store_on(Duration::from_secs(10)).await else {
+        return;
+    };
+    let s = 1000;
+    assert!(store.shared());
+    assert_eq!(store.heartbeat("a", T0, T0 - 15 * s).await.unwrap(), 1);
+    assert_eq!(store.heartbeat("b", T0 + s, T0 - 14 * s).await.unwrap(), 2);
+    assert_eq!(
+        store.heartbeat("a", T0 + 5 * s, T0 - 10 * s).await.unwrap(),
+        2
+    );
+    // b is not heard from again: 15 s after its last word, a is alone.
+    assert_eq!(
+        store.heartbeat("a", T0 + 10 * s, T0 - 5 * s).await.unwrap(),
+        2
+    );
+    assert_eq!(
+        store.heartbeat("a", T0 + 17 * s, T0 + 2 * s).await.unwrap(),
+        1
+    );
+    let rows = count(&db.client().await, "SELECT count(*) FROM senders").await;
+    assert_eq!(rows, 1, "the forgotten relay's row is gone");
     store.close().await;
 }
 

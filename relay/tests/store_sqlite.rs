@@ -40,6 +40,16 @@ async fn fresh() -> (Arc<dyn Store>, TempDir) {
 
 contract_tests!(fresh);
 
+/// One relay holds a SQLite file: it shares nothing, whoever asks.
+#[tokio::test]
+async fn a_sqlite_relay_delivers_alone() {
+    let (store, _dir) = fresh().await;
+    assert!(!store.shared());
+    assert_eq!(store.heartbeat("a", 1, 0).await.unwrap(), 1);
+    assert_eq!(store.heartbeat("b", 2, 0).await.unwrap(), 1);
+    store.close().await;
+}
+
 // -- SQLite only -------------------------------------------------------------
 
 use callpost_relay::store::{Finish, ReplayFilter, Retention, Row, StoreError};

@@ -11,6 +11,7 @@ use callpost_core::ops::shown_url;
 use callpost_core::protection::{EndpointGuard, EndpointState, ProtectionConfig};
 use callpost_core::Timestamp;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
 
@@ -18,6 +19,9 @@ use tokio::sync::Notify;
 pub struct Guards {
     map: Mutex<BTreeMap<String, Arc<Guarded>>>,
     protections: HashMap<String, ProtectionConfig>,
+    /// Relays delivering from the database, this one included: each
+    /// guard takes its part of its URL's limits.
+    senders: AtomicU32,
     metrics: Arc<Metrics>,
     operator: Option<Arc<Operator>>,
 }
@@ -57,6 +61,7 @@ impl Guards {
         Self {
             map: Mutex::new(BTreeMap::new()),
             protections,
+            senders: AtomicU32::new(1),
             metrics,
             operator,
         }
@@ -70,9 +75,10 @@ impl Guards {
         }
         let config = self.protections.get(url).copied().unwrap_or_default();
         // The configuration was checked at start; the defaults always pass.
-        let guard = EndpointGuard::new(config, now)
+        let mut guard = EndpointGuard::new(config, now)
             .or_else(|_| EndpointGuard::new(ProtectionConfig::default(), now))
             .unwrap_or_else(|_| unreachable!("the default protections are valid"));
+        guard.handle_senders(self.senders.load(Ordering::Acquire));
         let g = Arc::new(Guarded {
             url: url.to_owned(),
             guard: Mutex::new(guard),
@@ -80,6 +86,31 @@ impl Guards {
         });
         map.insert(url.to_owned(), Arc::clone(&g));
         g
+    }
+
+    /// Whether some URL has a rate limit or a cap, which relays on one
+    /// database share.
+    pub fn shares_limits(&self) -> bool {
+        self.protections.values().any(ProtectionConfig::is_shared)
+    }
+
+    /// `n` relays deliver from the database now: every guard takes its
+    /// part of its URL's limits from the next request on.
+    pub fn set_senders(&self, n: u32) {
+        self.senders.store(n, Ordering::Release);
+        let guards: Vec<Arc<Guarded>> = self
+            .map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        for g in guards {
+            g.guard
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .handle_senders(n);
+        }
     }
 
     /// Runs `f` on `g`'s guard, then reports each state change it made.

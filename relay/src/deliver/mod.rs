@@ -33,6 +33,13 @@
 //! Results are stored by one task, which writes everything that ended
 //! since its last write in one `finish` call; a slot is free again once
 //! its result is stored.
+//!
+//! # Relays on one database
+//! Each delivering relay says so every [`SENDER_HEARTBEAT_MS`] and counts
+//! those heard from lately; its guards take their part of each URL's rate
+//! limit and cap (the core's rule, [`callpost_core::protection`]). A relay
+//! on a shared database with such limits waits one heartbeat before it
+//! first claims, so the others have counted it by then.
 
 mod connect;
 mod guards;
@@ -46,6 +53,7 @@ use self::http::Http;
 use crate::app::Relay;
 use crate::config::Source;
 use crate::store::{Claimed, Finish};
+use callpost_core::protection::{SENDER_EXPIRY_MS, SENDER_HEARTBEAT_MS};
 use callpost_core::{Call, Delivery, DeliveryConfig, DeliveryOutcome, KeyCase, Outcome, Timestamp};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -273,6 +281,18 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
     let (finish_tx, finish_rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(store_results(Arc::clone(&shared), finish_rx));
     let renewer = tokio::spawn(renew_leases(Arc::clone(&shared)));
+    let heart = tokio::spawn(heartbeat(Arc::clone(&relay)));
+    if relay.store.shared() && relay.guards.shares_limits() {
+        tracing::info!(
+            "waiting {} s before delivering: other relays on this database count this one \
+             among those sharing the endpoints' limits",
+            SENDER_HEARTBEAT_MS / 1000
+        );
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(SENDER_HEARTBEAT_MS)) => {}
+            _ = stop.changed() => {}
+        }
+    }
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut rows: HashMap<tokio::task::Id, (i64, usize)> = HashMap::new();
     let routed: Vec<String> = shared.sources.iter().map(|s| s.name.clone()).collect();
@@ -397,6 +417,7 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
         tracing::error!("the delivery result writer ended abnormally: {e}");
     }
     renewer.abort();
+    heart.abort();
     let rest: Vec<Finish> = shared
         .book()
         .held
@@ -505,6 +526,50 @@ async fn store_results(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Fini
                 );
                 tokio::time::sleep(STORE_BACKOFF).await;
             }
+        }
+    }
+}
+
+/// Says every [`SENDER_HEARTBEAT_MS`] that this relay delivers, and hands
+/// the number of relays that do to the guards. A failed call keeps the
+/// last number.
+async fn heartbeat(relay: Arc<Relay>) {
+    let mut random = [0u8; 8];
+    // Without OS randomness, the process id and the time: two relays
+    // would count as one only if both matched.
+    let id = if getrandom::fill(&mut random).is_ok() {
+        random.iter().map(|b| format!("{b:02x}")).collect()
+    } else {
+        format!("{}-{}", std::process::id(), relay.clock.now_ms())
+    };
+    let expiry = i64::try_from(SENDER_EXPIRY_MS).unwrap_or(i64::MAX);
+    let mut senders = 1;
+    let mut every = tokio::time::interval(Duration::from_millis(SENDER_HEARTBEAT_MS));
+    loop {
+        every.tick().await;
+        let now = relay.clock.now_ms();
+        match relay
+            .store
+            .heartbeat(&id, now, now.saturating_sub(expiry))
+            .await
+        {
+            Ok(n) if n != senders => {
+                senders = n;
+                relay.guards.set_senders(n);
+                if n == 1 {
+                    tracing::info!(
+                        "this relay alone delivers from this database: it takes every \
+                         endpoint's whole rate limit and cap"
+                    );
+                } else {
+                    tracing::info!(
+                        "{n} relays deliver from this database: each takes 1/{n} of every \
+                         endpoint's rate limit and cap"
+                    );
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::debug!("saying this relay delivers failed: {e}"),
         }
     }
 }

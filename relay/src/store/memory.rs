@@ -83,6 +83,8 @@ struct Inner {
     /// (id, call), oldest first.
     rejected: Vec<(u64, RejectedRow)>,
     audiences: HashMap<(String, String), String>,
+    /// relay → when it was last heard from.
+    senders: HashMap<String, i64>,
     next_id: i64,
     next_rejected: u64,
     next_claim: i64,
@@ -585,6 +587,14 @@ impl Store for MemoryStore {
         };
         self.committed(started.elapsed(), calls);
         Ok(new)
+    }
+
+    async fn heartbeat(&self, relay: &str, now: i64, expired: i64) -> Result<u32, StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        inner.senders.insert(relay.to_owned(), now);
+        inner.senders.retain(|_, seen| *seen >= expired);
+        Ok(u32::try_from(inner.senders.len()).unwrap_or(u32::MAX))
     }
 
     fn statements(&self) -> u64 {

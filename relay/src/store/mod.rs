@@ -468,6 +468,16 @@ pub trait Store: Send + Sync + 'static {
         now: i64,
     ) -> Result<usize, StoreError>;
 
+    /// Whether other relays may deliver from this database (Postgres).
+    fn shared(&self) -> bool {
+        false
+    }
+
+    /// Says that relay `relay` is delivering at `now`, forgets relays last
+    /// heard from before `expired`, and returns how many deliver, this one
+    /// included. A database only one relay can use answers 1.
+    async fn heartbeat(&self, relay: &str, now: i64, expired: i64) -> Result<u32, StoreError>;
+
     /// SQL statements run so far, BEGIN and COMMIT included (for
     /// `callpost_relay_sql_statements_total`).
     fn statements(&self) -> u64;
@@ -538,5 +548,9 @@ pub const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (
         2,
         include_str!("../../migrations/postgres/0002_fair_claims.sql"),
+    ),
+    (
+        3,
+        include_str!("../../migrations/postgres/0003_senders.sql"),
     ),
 ];

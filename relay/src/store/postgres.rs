@@ -135,6 +135,14 @@ const NEXT_DUE: &str = "SELECT LEAST(\
      (SELECT due_at FROM deliveries WHERE status = 0 \
      AND (lease_until IS NULL OR lease_until <= $1) ORDER BY due_at LIMIT 1), \
      (SELECT min(lease_until) FROM deliveries WHERE status = 0 AND lease_until > $1))";
+// One statement: this relay's row, the old ones gone, and the others
+// counted (a data-modifying CTE's changes are not visible to the SELECT,
+// so this relay is counted by the caller, not here).
+const HEARTBEAT: &str = "WITH seen AS (\
+     INSERT INTO senders (relay, seen_at) VALUES ($1, $2) \
+     ON CONFLICT (relay) DO UPDATE SET seen_at = excluded.seen_at), \
+     gone AS (DELETE FROM senders WHERE seen_at < $3) \
+     SELECT count(*) FROM senders WHERE relay <> $1 AND seen_at >= $3";
 const PARK: &str = "UPDATE deliveries SET status = 3, finished_at = $1, outcome = $2, \
      lease_until = NULL, claim = NULL WHERE status = 0 \
      AND (lease_until IS NULL OR lease_until <= $1) AND source <> ALL($3::text[])";
@@ -1547,6 +1555,22 @@ impl Store for PostgresStore {
             Some(row) => column(&self.inner, row, 0).map(Some),
             None => Ok(None),
         }
+    }
+
+    fn shared(&self) -> bool {
+        true
+    }
+
+    async fn heartbeat(&self, relay: &str, now: i64, expired: i64) -> Result<u32, StoreError> {
+        let rows = self
+            .inner
+            .read(&[(HEARTBEAT, &[&relay, &now, &expired])])
+            .await?;
+        let others: i64 = match rows.first().and_then(|r| r.first()) {
+            Some(row) => column(&self.inner, row, 0)?,
+            None => 0,
+        };
+        Ok(u32::try_from(others).unwrap_or(u32::MAX).saturating_add(1))
     }
 
     async fn audience_sync(
