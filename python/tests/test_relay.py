@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import threading
@@ -309,6 +310,47 @@ def test_a_rotated_shared_secret_is_verified_by_receivers_that_hold_both(
         other = new if signer == old else old
         assert callpost.verify_request(d.body, d.headers, signer.encode())
         assert not callpost.verify_request(d.body, d.headers, other.encode())
+
+
+def test_sighup_reloads_the_sources_and_a_bad_file_changes_nothing(
+    tmp_path: pathlib.Path, hook: Hook, serve: Callable[..., Any], database: Database
+) -> None:
+    shop = Hook(serve)
+    base = config_text(database, [hook.url])
+    with_shop = (
+        base + f'\n[[sources]]\nname = "shop"\nwrite_keys = ["wk-shop"]\n[sources.webhooks]\n'
+        f'urls = ["{shop.url}"]\nshared_secret = "{SECRET}"\n'
+    )
+    r = RelayProcess(base, tmp_path).start()
+
+    def post(key: str, n: str) -> int:
+        return r.post("/v1/track", track(n), {"Authorization": basic(key)})[0]
+
+    def reload(text: str, outcome: str) -> None:
+        seen = sum(outcome in line for line in r.log)
+        r.path.write_text(text)
+        assert r.proc is not None
+        r.proc.send_signal(signal.SIGHUP)
+        r.wait(lambda: sum(outcome in line for line in r.log) > seen, 20, outcome)
+
+    try:
+        assert post("wk-shop", "s0") == 401
+        reload(with_shop, "configuration reloaded: 2 source(s) in force, added shop")
+        assert post("wk-shop", "s1") == 200 and post(WRITE_KEY, "w1") == 200
+        r.wait(lambda: [d.key for d in shop.ok()] == ["m-s1"], 30, "the new source's call delivered")
+        # Two sources of one name: refused, and what was in force stays.
+        duplicate = with_shop + '\n[[sources]]\nname = "shop"\nwrite_keys = ["wk-other"]\n'
+        reload(duplicate, "reloading the configuration failed, the sources in force stay")
+        assert post("wk-shop", "s2") == 200 and post("wk-other", "x") == 401
+        r.wait(lambda: len(shop.ok()) == 2, 30, "the second call delivered")
+        reload(base, "configuration reloaded: 1 source(s) in force, removed shop")
+        assert post("wk-shop", "s3") == 401 and post(WRITE_KEY, "w2") == 200
+        r.wait(lambda: {"m-w1", "m-w2"} <= {d.key for d in hook.ok()}, 30, "the first source's calls delivered")
+        assert r.running()
+    finally:
+        r.stop()
+    assert {d.key for d in shop.ok()} == {"m-s1", "m-s2"}
+    assert not any("wk-shop" in line or SECRET in line for line in r.log)
 
 
 def test_delete_notifications_go_to_every_enabled_source(

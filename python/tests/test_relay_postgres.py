@@ -302,7 +302,7 @@ def test_relays_on_one_postgres_share_an_endpoints_rate_limit_and_cap(
         p.start()
     try:
         for p in procs:
-            p.wait(lambda p=p: any("2 relays deliver" in line for line in p.log), 30, "both relays counted")
+            p.wait(said(p, "2 relays deliver"), 30, "both relays counted")
 
         def send(prefix: str, n: int) -> None:
             for k in range(0, n, 50):
@@ -338,6 +338,10 @@ def test_relays_on_one_postgres_share_an_endpoints_rate_limit_and_cap(
     assert most <= cap, most
     # Both relays were sending at once: one alone would hold at most half.
     assert most > cap // 2, most
+
+
+def said(p: RelayProcess, text: str) -> Callable[[], bool]:
+    return lambda: any(text in line for line in p.log)
 
 
 def ready(p: RelayProcess) -> Callable[[], bool]:

@@ -7,17 +7,57 @@ use crate::deliver::Guards;
 use crate::metrics::Metrics;
 use crate::notify::Operator;
 use crate::store::{Stats, Store};
+use callpost_core::protection::ProtectionConfig;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use tokio::sync::Notify;
+
+/// The sources in force, replaced whole when the configuration is
+/// reloaded: whoever holds one has a consistent set.
+#[derive(Debug, Default)]
+pub struct Sources {
+    /// Every source.
+    pub list: Vec<Arc<Source>>,
+    /// write key → source.
+    pub write_keys: HashMap<String, Arc<Source>>,
+    /// The receiver protections of each endpoint URL that has settings.
+    pub protections: HashMap<String, ProtectionConfig>,
+    /// Counts the sets this relay has had (0: the one it started with).
+    pub generation: u64,
+}
+
+impl Sources {
+    fn of(cfg: &Config, generation: u64) -> Self {
+        Self {
+            list: cfg.sources.clone(),
+            write_keys: cfg.write_keys(),
+            protections: cfg.protections.clone(),
+            generation,
+        }
+    }
+
+    /// The source named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<Source>> {
+        self.list.iter().find(|s| s.name == name)
+    }
+
+    /// The names of the sources with an enabled destination.
+    pub fn routed(&self) -> Vec<String> {
+        self.list
+            .iter()
+            .filter(|s| s.destination().is_some())
+            .map(|s| s.name.clone())
+            .collect()
+    }
+}
 
 /// Everything the listeners, the delivery workers and the operations share.
 pub struct Relay {
-    /// The configuration it started with.
+    /// The configuration it started with (its sources may have been
+    /// reloaded since: [`Relay::sources`]).
     pub cfg: Arc<Config>,
-    /// write key → source.
-    pub write_keys: HashMap<String, Arc<Source>>,
+    sources: RwLock<Arc<Sources>>,
     /// Where calls are kept.
     pub store: Arc<dyn Store>,
     /// The relay's time.
@@ -39,7 +79,7 @@ pub struct Relay {
 impl Relay {
     /// The relay over `store`, not yet ready.
     pub fn new(cfg: Config, store: Arc<dyn Store>, clock: Arc<Clock>) -> Self {
-        let write_keys = cfg.write_keys();
+        let sources = RwLock::new(Arc::new(Sources::of(&cfg, 0)));
         let metrics = Arc::new(Metrics::new());
         // Only a relay that delivers sends events (it has the HTTP client).
         let operator = (cfg.deliver)
@@ -54,7 +94,7 @@ impl Relay {
         ));
         Self {
             cfg: Arc::new(cfg),
-            write_keys,
+            sources,
             store,
             clock,
             metrics,
@@ -82,18 +122,20 @@ impl Relay {
         self.is_ready() && self.store.healthy() && self.store.backlog() <= self.cfg.max_backlog
     }
 
-    /// The source named `name`.
-    pub fn source(&self, name: &str) -> Option<&Arc<Source>> {
-        self.cfg.source(name)
+    /// The sources in force now.
+    pub fn sources(&self) -> Arc<Sources> {
+        Arc::clone(&self.sources.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// The names of the sources with an enabled destination.
-    pub fn routed_sources(&self) -> Vec<String> {
-        self.cfg
-            .sources
-            .iter()
-            .filter(|s| s.destination().is_some())
-            .map(|s| s.name.clone())
-            .collect()
+    /// Puts the sources of `cfg` (checked) in force: new calls are taken
+    /// for them at once, and each delivery's next round uses its source's
+    /// destination as it is then. The receiver protections follow.
+    pub fn replace_sources(&self, cfg: &Config, now: callpost_core::Timestamp) {
+        let mut slot = self.sources.write().unwrap_or_else(PoisonError::into_inner);
+        let next = Arc::new(Sources::of(cfg, slot.generation + 1));
+        self.guards.set_protections(next.protections.clone(), now);
+        *slot = next;
+        drop(slot);
+        self.wake.notify_one();
     }
 }

@@ -201,7 +201,7 @@ pub fn main() -> ExitCode {
     };
     match cli.command {
         Some(command) => runtime.block_on(run_command(cfg, command)),
-        None => runtime.block_on(serve(cfg)),
+        None => runtime.block_on(serve(cfg, overrides)),
     }
 }
 
@@ -274,11 +274,12 @@ fn clock_of(cfg: &Config) -> Clock {
     Clock::new()
 }
 
-async fn serve(cfg: Config) -> ExitCode {
+async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
     // Registered before anything is opened or logged: until a handler is
-    // in place a SIGTERM is the default kill, and a deploy may send one as
-    // soon as the relay says it listens.
+    // in place a SIGTERM (or a SIGHUP) is the default kill, and a deploy
+    // may send one as soon as the relay says it listens.
     let stop = shutdown_signal();
+    let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
     if let Err(e) = crate::deliver::check_destinations(&cfg).await {
         eprintln!("callpost relay: {e} (invalid_config)");
         return ExitCode::from(2);
@@ -322,6 +323,17 @@ async fn serve(cfg: Config) -> ExitCode {
         None
     };
     let housekeeping = tokio::spawn(housekeeping(Arc::clone(&relay)));
+    let reloads = match hangups {
+        Ok(hangups) => Some(tokio::spawn(reload_on_hangup(
+            Arc::clone(&relay),
+            overrides,
+            hangups,
+        ))),
+        Err(e) => {
+            tracing::warn!("SIGHUP cannot be handled ({e}): the sources reload only at a restart");
+            None
+        }
+    };
     relay.set_ready(true);
     tracing::info!(
         "relay started: {} source(s), database {database}, synchronous={}",
@@ -334,12 +346,72 @@ async fn serve(cfg: Config) -> ExitCode {
     server.run(stop).await;
     relay.set_ready(false);
     housekeeping.abort();
+    if let Some(r) = reloads {
+        r.abort();
+    }
     if let Some(d) = deliverer {
         d.stop(SHUTDOWN_GRACE).await;
     }
     relay.store.close().await;
     tracing::info!("relay stopped");
     ExitCode::SUCCESS
+}
+
+/// Reloads the sources on each SIGHUP.
+async fn reload_on_hangup(
+    relay: Arc<Relay>,
+    overrides: Overrides,
+    mut hangups: tokio::signal::unix::Signal,
+) {
+    while hangups.recv().await.is_some() {
+        match reload(&relay, &overrides).await {
+            Ok(summary) => tracing::info!(
+                "configuration reloaded: {summary}; settings other than the sources take \
+                 effect at the next start"
+            ),
+            Err(e) => tracing::error!(
+                "reloading the configuration failed, the sources in force stay: {e} \
+                 (invalid_config)"
+            ),
+        }
+    }
+}
+
+/// Reads the configuration again as it was read at start (file,
+/// environment, flags) and, when it is valid, puts its sources in force:
+/// write keys, destinations and their protections. Returns what changed.
+pub async fn reload(relay: &Relay, overrides: &Overrides) -> Result<String, config::ConfigError> {
+    let cfg = config::load(overrides, &|k| std::env::var(k).ok())?;
+    crate::deliver::check_destinations(&cfg).await?;
+    let before: Vec<String> = relay
+        .sources()
+        .list
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
+    let after: Vec<String> = cfg.sources.iter().map(|s| s.name.clone()).collect();
+    relay.replace_sources(&cfg, relay.clock.now());
+    let added: Vec<&str> = after
+        .iter()
+        .filter(|n| !before.contains(n))
+        .map(String::as_str)
+        .collect();
+    let removed: Vec<&str> = before
+        .iter()
+        .filter(|n| !after.contains(n))
+        .map(String::as_str)
+        .collect();
+    let mut summary = format!("{} source(s) in force", after.len());
+    if !added.is_empty() {
+        summary += &format!(", added {}", added.join(", "));
+    }
+    if !removed.is_empty() {
+        summary += &format!(
+            ", removed {} (their pending calls are set aside as undeliverable)",
+            removed.join(", ")
+        );
+    }
+    Ok(summary)
 }
 
 /// Handles SIGTERM and SIGINT from now on; the future ends at the first.
@@ -530,7 +602,7 @@ async fn command_on(
             out(&format!("replaying {n} deliveries"));
         }
         Command::Delete { user_id } => {
-            let sources = ops::delete_user(store, cfg, clock, &user_id)
+            let sources = ops::delete_user(store, &cfg.sources, clock, &user_id)
                 .await
                 .map_err(|e| e.to_string())?;
             let list = if sources.is_empty() {
@@ -549,7 +621,7 @@ async fn command_on(
             members,
         } => {
             let members = members_of(&members)?;
-            let n = ops::sync_audience(store, cfg, clock, &source, &audience, members)
+            let n = ops::sync_audience(store, &cfg.sources, clock, &source, &audience, members)
                 .await
                 .map_err(|e| e.to_string())?;
             out(&format!(

@@ -6,12 +6,13 @@
 //! delivered, retried and dead-lettered the same way.
 
 use crate::clock::Clock;
-use crate::config::Config;
+use crate::config::Source;
 use crate::store::{ReplayFilter, Row, Stats, Status, Store, StoreError};
 use callpost_core::ingest::{self, Accepted};
 use callpost_core::webhooks::{delete_notifications, DeleteSource};
 use callpost_core::{AudienceSync, Call, Code, Map, Value};
 use std::fmt;
+use std::sync::Arc;
 
 /// Why an operation failed: the HTTP status, the code and the message the
 /// admin API answers with (the CLI prints the message).
@@ -93,7 +94,7 @@ fn row(source: &str, a: Accepted, now: i64, status: Status) -> Row {
 /// to the core as `{"Webhooks": false}`, which leaves it out.
 pub async fn delete_user(
     store: &dyn Store,
-    cfg: &Config,
+    sources: &[Arc<Source>],
     clock: &Clock,
     user_id: &str,
 ) -> Result<Vec<String>, OpError> {
@@ -104,8 +105,7 @@ pub async fn delete_user(
         ));
     }
     let now = clock.now();
-    let sources: Vec<DeleteSource> = cfg
-        .sources
+    let sources: Vec<DeleteSource> = sources
         .iter()
         .filter(|s| s.webhooks.is_some())
         .map(|s| DeleteSource {
@@ -138,13 +138,13 @@ pub async fn delete_user(
 /// caller holds a lock per (source, audience).
 pub async fn sync_audience(
     store: &dyn Store,
-    cfg: &Config,
+    sources: &[Arc<Source>],
     clock: &Clock,
     source: &str,
     audience: &str,
     members: Vec<String>,
 ) -> Result<usize, OpError> {
-    let Some(src) = cfg.source(source) else {
+    let Some(src) = sources.iter().find(|s| s.name == source) else {
         return Err(OpError {
             status: 404,
             code: "not_found",

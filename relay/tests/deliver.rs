@@ -936,6 +936,67 @@ async fn stop_lets_attempts_in_flight_end_within_the_grace() {
     assert!(w.all("a", Status::Delivered), "{:?}", w.rows_of("a"));
 }
 
+// -- 10. sources replaced while running ----------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sources_replaced_while_running_apply_from_the_next_round() {
+    let old = Receiver::start("127.0.0.1:0").await.unwrap();
+    let new = Receiver::start("127.0.0.1:0").await.unwrap();
+    let other = Receiver::start("127.0.0.1:0").await.unwrap();
+    let down = Receiver::start("127.0.0.1:0").await.unwrap();
+    down.answer(Answer::Status(500, vec![]));
+    let w = World::new(&toml(
+        &head(true, 64, 8, ""),
+        &[src("a", &[&old.url()]), src("gone", &[&down.url()])],
+    ));
+    let d = w.start();
+    w.add("a", &ids("a1", 5)).await;
+    w.add("gone", &ids("g", 3)).await;
+    eventually("the first calls delivered", Duration::from_secs(20), || {
+        w.all("a", Status::Delivered)
+    })
+    .await;
+    eventually(
+        "gone's calls waiting for a retry",
+        Duration::from_secs(20),
+        || w.rows_of("gone").iter().all(|r| r.attempts > 0),
+    )
+    .await;
+
+    // "a" now posts elsewhere, "b" appears, "gone" is removed.
+    let (cfg, _dir) = load(&toml(
+        &head(true, 64, 8, ""),
+        &[src("a", &[&new.url()]), src("b", &[&other.url()])],
+    ));
+    w.relay.replace_sources(&cfg, w.relay.clock.now());
+    assert_eq!(w.relay.sources().generation, 1);
+    assert!(w.relay.sources().write_keys.contains_key("wk-b"));
+    assert!(!w.relay.sources().write_keys.contains_key("wk-gone"));
+    w.add("a", &ids("a2", 5)).await;
+    w.add("b", &ids("b", 5)).await;
+    eventually("the new calls delivered", Duration::from_secs(20), || {
+        w.all("a", Status::Delivered) && w.all("b", Status::Delivered)
+    })
+    .await;
+    eventually(
+        "the removed source's calls set aside at once",
+        Duration::from_secs(10),
+        || w.all("gone", Status::Undeliverable),
+    )
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+
+    let keys = |r: &Receiver| {
+        let mut k: Vec<String> = count_by_key(&r.received()).into_keys().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&old), ids("a1", 5));
+    assert_eq!(keys(&new), ids("a2", 5));
+    assert_eq!(keys(&other), ids("b", 5));
+    assert!(w.metrics().contains("undeliverable"), "{}", w.metrics());
+}
+
 // -- the memory store keeps the store contract -------------------------------
 
 async fn memory_store() -> (Arc<dyn Store>, ()) {

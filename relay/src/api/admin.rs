@@ -234,7 +234,8 @@ async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Res
             let Some(user_id) = user_id else {
                 return bad("userId must be a non-empty string");
             };
-            let sources = ops::delete_user(store, &relay.cfg, &relay.clock, &user_id).await?;
+            let sources =
+                ops::delete_user(store, &relay.sources().list, &relay.clock, &user_id).await?;
             relay.wake.notify_one();
             Ok(json_value(200, &json!({ "sources": sources })))
         }
@@ -244,7 +245,7 @@ async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Res
             let audience = f.string("audience")?;
             let members = f.strings("members")?;
             f.done()?;
-            let Some(source) = source.filter(|s| relay.source(s).is_some()) else {
+            let Some(source) = source.filter(|s| relay.sources().get(s).is_some()) else {
                 return bad("source must name a configured source");
             };
             let Some(audience) = audience else {
@@ -264,7 +265,15 @@ async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Res
             );
             let n = {
                 let _held = lock.lock().await;
-                ops::sync_audience(store, &relay.cfg, &relay.clock, &key.0, &key.1, members).await
+                ops::sync_audience(
+                    store,
+                    &relay.sources().list,
+                    &relay.clock,
+                    &key.0,
+                    &key.1,
+                    members,
+                )
+                .await
             };
             // The map keeps a lock only while someone holds or waits for it.
             {

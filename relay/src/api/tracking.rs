@@ -208,6 +208,7 @@ async fn ingest(relay: &Relay, req: Request<Incoming>, headers_in: Instant) -> R
 
 fn lookup(relay: &Relay, key: &str) -> Result<Arc<Source>, IngestError> {
     relay
+        .sources()
         .write_keys
         .get(key)
         .cloned()

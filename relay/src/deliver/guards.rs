@@ -12,13 +12,13 @@ use callpost_core::protection::{EndpointGuard, EndpointState, ProtectionConfig};
 use callpost_core::Timestamp;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use tokio::sync::Notify;
 
 /// The guards of one relay, by endpoint URL.
 pub struct Guards {
     map: Mutex<BTreeMap<String, Arc<Guarded>>>,
-    protections: HashMap<String, ProtectionConfig>,
+    protections: RwLock<HashMap<String, ProtectionConfig>>,
     /// Relays delivering from the database, this one included: each
     /// guard takes its part of its URL's limits.
     senders: AtomicU32,
@@ -60,7 +60,7 @@ impl Guards {
     ) -> Self {
         Self {
             map: Mutex::new(BTreeMap::new()),
-            protections,
+            protections: RwLock::new(protections),
             senders: AtomicU32::new(1),
             metrics,
             operator,
@@ -73,7 +73,7 @@ impl Guards {
         if let Some(g) = map.get(url) {
             return Arc::clone(g);
         }
-        let config = self.protections.get(url).copied().unwrap_or_default();
+        let config = self.protection(url);
         // The configuration was checked at start; the defaults always pass.
         let mut guard = EndpointGuard::new(config, now)
             .or_else(|_| EndpointGuard::new(ProtectionConfig::default(), now))
@@ -91,7 +91,49 @@ impl Guards {
     /// Whether some URL has a rate limit or a cap, which relays on one
     /// database share.
     pub fn shares_limits(&self) -> bool {
-        self.protections.values().any(ProtectionConfig::is_shared)
+        self.protections
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .any(ProtectionConfig::is_shared)
+    }
+
+    fn protection(&self, url: &str) -> ProtectionConfig {
+        self.protections
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(url)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The protections changed (a reload): each guard whose settings did
+    /// continues from what it remembers under the new ones.
+    pub fn set_protections(&self, protections: HashMap<String, ProtectionConfig>, now: Timestamp) {
+        *self
+            .protections
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = protections;
+        let guards: Vec<Arc<Guarded>> = self
+            .map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        let senders = self.senders.load(Ordering::Acquire);
+        for g in guards {
+            let config = self.protection(&g.url);
+            let mut guard = g.guard.lock().unwrap_or_else(PoisonError::into_inner);
+            if *guard.config() == config {
+                continue;
+            }
+            // Checked when the configuration was loaded.
+            if let Ok(mut next) = EndpointGuard::restore(config, guard.state().clone(), now) {
+                next.handle_senders(senders);
+                *guard = next;
+            }
+        }
     }
 
     /// `n` relays deliver from the database now: every guard takes its

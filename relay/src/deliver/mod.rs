@@ -51,7 +51,6 @@ pub use guards::{EndpointReport, Guards};
 
 use self::http::Http;
 use crate::app::Relay;
-use crate::config::Source;
 use crate::store::{Claimed, Finish};
 use callpost_core::protection::{SENDER_EXPIRY_MS, SENDER_HEARTBEAT_MS};
 use callpost_core::{Call, Delivery, DeliveryConfig, DeliveryOutcome, KeyCase, Outcome, Timestamp};
@@ -101,42 +100,20 @@ impl Deliverer {
         }
         let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
         let http = Http::new(&relay.cfg, Arc::clone(&relay.guards))?;
-        let sources: Vec<Arc<Source>> = relay
-            .cfg
-            .sources
-            .iter()
-            .filter(|s| s.destination().is_some())
-            .cloned()
-            .collect();
         let concurrency = relay.cfg.delivery_concurrency.max(1);
-        let share = if sources.is_empty() {
-            concurrency
-        } else {
-            (concurrency / sources.len())
-                .max(concurrency.min(relay.cfg.endpoint_concurrency))
-                .max(1)
-        };
         let shared = Arc::new(Shared {
             book: Mutex::new(Book {
                 held: HashMap::new(),
-                per_source: vec![0; sources.len()],
+                per_source: HashMap::new(),
+                share: concurrency,
             }),
             relay,
             http,
-            sources,
             concurrency,
-            share,
             freed: Notify::new(),
             closing: AtomicBool::new(false),
         });
-        tracing::info!(
-            "delivering for {} sources: {} deliveries at once, at most {} per source, \
-             {} requests per endpoint URL",
-            shared.sources.len(),
-            shared.concurrency,
-            shared.share,
-            shared.relay.cfg.endpoint_concurrency
-        );
+        log_lanes(&shared, shared.relay.sources().routed().len());
         let events = shared.relay.operator.clone().map(|op| {
             let relay = &shared.relay;
             let sender = Arc::clone(&shared);
@@ -177,25 +154,24 @@ impl Deliverer {
 struct Book {
     /// row id → the claim that holds it.
     held: HashMap<i64, Held>,
-    /// Deliveries held, by lane.
-    per_source: Vec<usize>,
+    /// Deliveries held, by source.
+    per_source: HashMap<Arc<str>, usize>,
+    /// Deliveries in flight, per source: [`share_of`] the sources routed
+    /// now.
+    share: usize,
 }
 
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Held {
     claim: i64,
-    lane: usize,
+    source: Arc<str>,
 }
 
 struct Shared {
     relay: Arc<Relay>,
     http: Http,
-    /// The sources with an enabled destination; a lane is an index here.
-    sources: Vec<Arc<Source>>,
     /// Deliveries in flight, all sources together.
     concurrency: usize,
-    /// Deliveries in flight, per source.
-    share: usize,
     book: Mutex<Book>,
     /// A result was stored: its slot is free.
     freed: Notify,
@@ -210,38 +186,33 @@ impl Shared {
         self.book.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// How many more deliveries `lane` may claim now. A claim is a write
+    /// How many more deliveries `source` may claim now. A claim is a write
     /// (on SQLite a transaction and its fsync), so one for every freed
     /// slot would cost more than the deliveries it starts: a source that
     /// still has deliveries in flight claims again only once a quarter of
     /// its share is free (0 until then).
-    fn room(&self, lane: usize) -> usize {
+    fn room(&self, source: &str) -> usize {
         let book = self.book();
-        let own = self.share.saturating_sub(book.per_source[lane]);
+        let mine = book.per_source.get(source).copied().unwrap_or(0);
+        let own = book.share.saturating_sub(mine);
         let all = self.concurrency.saturating_sub(book.held.len());
         let room = own.min(all);
-        let batch = (self.share / 4).clamp(1, CLAIM_BATCH);
-        if book.per_source[lane] > 0 && room < batch {
+        let batch = (book.share / 4).clamp(1, CLAIM_BATCH);
+        if mine > 0 && room < batch {
             0
         } else {
             room
         }
     }
 
-    fn hold(&self, c: &Claimed, lane: usize) {
+    fn hold(&self, c: &Claimed, source: &Arc<str>) {
         let mut book = self.book();
-        if book
-            .held
-            .insert(
-                c.id,
-                Held {
-                    claim: c.claim,
-                    lane,
-                },
-            )
-            .is_none()
-        {
-            book.per_source[lane] += 1;
+        let held = Held {
+            claim: c.claim,
+            source: Arc::clone(source),
+        };
+        if book.held.insert(c.id, held).is_none() {
+            *book.per_source.entry(Arc::clone(source)).or_default() += 1;
         }
     }
 
@@ -250,7 +221,12 @@ impl Shared {
         let mut book = self.book();
         for id in ids {
             if let Some(h) = book.held.remove(&id) {
-                book.per_source[h.lane] = book.per_source[h.lane].saturating_sub(1);
+                if let Some(n) = book.per_source.get_mut(&h.source) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        book.per_source.remove(&h.source);
+                    }
+                }
             }
         }
         drop(book);
@@ -275,6 +251,28 @@ fn finish_id(f: &Finish) -> i64 {
     }
 }
 
+/// Deliveries in flight per source when `sources` are routed: one source
+/// alone may use every slot; with many, each has at least its even share,
+/// or what its endpoint cap could keep busy when shares are small.
+fn share_of(concurrency: usize, endpoint_concurrency: usize, sources: usize) -> usize {
+    if sources == 0 {
+        return concurrency;
+    }
+    (concurrency / sources)
+        .max(concurrency.min(endpoint_concurrency))
+        .max(1)
+}
+
+fn log_lanes(shared: &Shared, sources: usize) {
+    let endpoint = shared.relay.cfg.endpoint_concurrency;
+    tracing::info!(
+        "delivering for {sources} sources: {} deliveries at once, at most {} per source, \
+         {endpoint} requests per endpoint URL",
+        shared.concurrency,
+        share_of(shared.concurrency, endpoint, sources),
+    );
+}
+
 /// Claims, starts deliveries, and at stop winds them down.
 async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
     let relay = Arc::clone(&shared.relay);
@@ -294,11 +292,11 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
         }
     }
     let mut tasks: JoinSet<()> = JoinSet::new();
-    let mut rows: HashMap<tokio::task::Id, (i64, usize)> = HashMap::new();
-    let routed: Vec<String> = shared.sources.iter().map(|s| s.name.clone()).collect();
+    let mut rows: HashMap<tokio::task::Id, (i64, Arc<str>)> = HashMap::new();
+    let mut routed: Vec<Arc<str>> = Vec::new();
+    let mut generation = None;
     let mut next_park = Instant::now();
     let mut turn = 0usize;
-    let n = shared.sources.len();
 
     let grace = loop {
         if let Some(grace) = *stop.borrow_and_update() {
@@ -307,10 +305,35 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
         while let Some(done) = tasks.try_join_next_with_id() {
             reap(&shared, &mut rows, done);
         }
+        let sources = relay.sources();
+        if generation != Some(sources.generation) {
+            // Started, or the sources were reloaded: claims follow the
+            // sources routed now, and the calls of those no longer routed
+            // are set aside at once.
+            routed = sources.routed().into_iter().map(Arc::from).collect();
+            let share = share_of(
+                shared.concurrency,
+                relay.cfg.endpoint_concurrency,
+                routed.len(),
+            );
+            shared.book().share = share;
+            if generation.is_some() {
+                next_park = Instant::now();
+                log_lanes(&shared, routed.len());
+            }
+            generation = Some(sources.generation);
+        }
+        drop(sources);
+        let n = routed.len();
         let now = relay.clock.now_ms();
         if Instant::now() >= next_park {
             next_park = Instant::now() + PARK_INTERVAL;
-            park(&relay, now, routed.clone()).await;
+            park(
+                &relay,
+                now,
+                routed.iter().map(ToString::to_string).collect(),
+            )
+            .await;
         }
 
         // One pass: each source with room claims, starting one further
@@ -319,32 +342,30 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
         let mut blocked = false;
         let mut failed = false;
         for k in 0..n {
-            let lane = (turn + k) % n;
-            let room = shared.room(lane);
+            let source = &routed[(turn + k) % n];
+            let room = shared.room(source);
             if room == 0 {
                 blocked = true;
                 continue;
             }
             let want = room.min(CLAIM_BATCH);
-            let source = &shared.sources[lane];
             match relay
                 .store
-                .claim(now, &source.name, want, relay.cfg.lease_ms)
+                .claim(now, source, want, relay.cfg.lease_ms)
                 .await
             {
                 Ok(claimed) => {
                     more |= claimed.len() == want;
                     for c in claimed {
-                        shared.hold(&c, lane);
+                        shared.hold(&c, source);
                         let id = c.id;
-                        let task =
-                            tasks.spawn(deliver(Arc::clone(&shared), lane, c, finish_tx.clone()));
-                        rows.insert(task.id(), (id, lane));
+                        let task = tasks.spawn(deliver(Arc::clone(&shared), c, finish_tx.clone()));
+                        rows.insert(task.id(), (id, Arc::clone(source)));
                     }
                 }
                 Err(e) => {
                     tracing::warn!(
-                        source = %source.name,
+                        source = %source,
                         "claiming deliveries failed: {e}; trying again in {} s",
                         STORE_BACKOFF.as_secs()
                     );
@@ -443,20 +464,20 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
 /// result, so its lease runs out and it is claimed again.
 fn reap(
     shared: &Shared,
-    rows: &mut HashMap<tokio::task::Id, (i64, usize)>,
+    rows: &mut HashMap<tokio::task::Id, (i64, Arc<str>)>,
     done: Result<(tokio::task::Id, ()), JoinError>,
 ) {
     let id = match &done {
         Ok((id, ())) => *id,
         Err(e) => e.id(),
     };
-    let Some((row, lane)) = rows.remove(&id) else {
+    let Some((row, source)) = rows.remove(&id) else {
         return;
     };
     if let Err(e) = done {
         if e.is_panic() {
             tracing::error!(
-                source = %shared.sources[lane].name,
+                source = %source,
                 "a delivery failed in the relay; it is sent again when its lease ends"
             );
             shared.let_go([row]);
@@ -593,13 +614,8 @@ async fn renew_leases(shared: Arc<Shared>) {
 }
 
 /// One claimed delivery's turn, its result queued for the writer.
-async fn deliver(
-    shared: Arc<Shared>,
-    lane: usize,
-    row: Claimed,
-    results: mpsc::UnboundedSender<Finish>,
-) {
-    let finish = turn(&shared, lane, row).await;
+async fn deliver(shared: Arc<Shared>, row: Claimed, results: mpsc::UnboundedSender<Finish>) {
+    let finish = turn(&shared, row).await;
     // Closed only once the workers are stopping and this task is aborted.
     let _ = results.send(finish);
 }
@@ -615,17 +631,23 @@ fn jitter_seed(row: &Claimed) -> u64 {
     })
 }
 
-/// The core's delivery for `row`: restored from its saved state, or
-/// started from the stored message.
-fn delivery(
-    shared: &Shared,
-    lane: usize,
-    row: &Claimed,
-) -> Result<Delivery, (callpost_core::Code, String)> {
-    let webhooks = shared.sources[lane].destination().ok_or((
-        callpost_core::Code::InvalidSettings,
-        "the source has no destination".into(),
-    ))?;
+/// Why a claimed call is not delivered now.
+enum NotNow {
+    /// Its source has no enabled destination any more (a reload): kept as
+    /// undeliverable, replayable.
+    NoDestination,
+    /// It cannot be delivered at all: a dead letter.
+    Broken(callpost_core::Code, String),
+}
+
+/// The core's delivery for `row`, to its source's destination as it is
+/// now: restored from its saved state, or started from the stored message.
+fn delivery(shared: &Shared, row: &Claimed) -> Result<Delivery, NotNow> {
+    let sources = shared.relay.sources();
+    let webhooks = sources
+        .get(&row.source)
+        .and_then(|s| s.destination())
+        .ok_or(NotNow::NoDestination)?;
     if let Some(state) = &row.state {
         match Delivery::from_json(state, webhooks) {
             Ok(d) => return Ok(d),
@@ -639,20 +661,29 @@ fn delivery(
             }
         }
     }
-    let call = Call::from_json_str(&row.message).map_err(|e| (e.code(), e.to_string()))?;
+    let call =
+        Call::from_json_str(&row.message).map_err(|e| NotNow::Broken(e.code(), e.to_string()))?;
     let config = DeliveryConfig::new(jitter_seed(row));
     Delivery::new(webhooks, &call, shared.relay.clock.now(), config)
-        .map_err(|e| (e.code(), e.to_string()))
+        .map_err(|e| NotNow::Broken(e.code(), e.to_string()))
 }
 
 /// Drives a delivery: sends what is due (a whole round at once in parallel
 /// mode), reports each answer, and ends when the core has an outcome or
 /// wants to wait.
-async fn turn(shared: &Arc<Shared>, lane: usize, row: Claimed) -> Finish {
+async fn turn(shared: &Arc<Shared>, row: Claimed) -> Finish {
     let relay = &shared.relay;
-    let mut d = match delivery(shared, lane, &row) {
+    let mut d = match delivery(shared, &row) {
         Ok(d) => d,
-        Err((code, message)) => {
+        Err(NotNow::NoDestination) => {
+            relay.metrics.delivery("undeliverable", 1);
+            return Finish::Undeliverable {
+                id: row.id,
+                claim: row.claim,
+                outcome: r#"{"kind":"undeliverable","reason":"no_destination"}"#.into(),
+            };
+        }
+        Err(NotNow::Broken(code, message)) => {
             relay.metrics.delivery("dead", 1);
             if let Some(op) = &relay.operator {
                 op.dead_letters(relay.clock.now(), &row.source, 1);
