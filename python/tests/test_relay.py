@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -343,6 +344,14 @@ def test_sighup_reloads_the_sources_and_a_bad_file_changes_nothing(
         reload(duplicate, "reloading the configuration failed, the sources in force stay")
         assert post("wk-shop", "s2") == 200 and post("wk-other", "x") == 401
         r.wait(lambda: len(shop.ok()) == 2, 30, "the second call delivered")
+        # The admin API reloads too, and says what it refused.
+        r.path.write_text(duplicate)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            r.admin("POST", "/admin/reload")
+        assert refused.value.code == 400
+        assert json.loads(refused.value.read())["code"] == "invalid_config"
+        r.path.write_text(with_shop)
+        assert r.admin("POST", "/admin/reload") == {"sources": ["web", "shop"], "added": [], "removed": []}
         reload(base, "configuration reloaded: 1 source(s) in force, removed shop")
         assert post("wk-shop", "s3") == 401 and post(WRITE_KEY, "w2") == 200
         r.wait(lambda: {"m-w1", "m-w2"} <= {d.key for d in hook.ok()}, 30, "the first source's calls delivered")

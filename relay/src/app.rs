@@ -2,7 +2,7 @@
 //! switches the listeners and the delivery workers share.
 
 use crate::clock::Clock;
-use crate::config::{Config, Source};
+use crate::config::{Config, Overrides, Source};
 use crate::deliver::Guards;
 use crate::metrics::Metrics;
 use crate::notify::Operator;
@@ -10,7 +10,7 @@ use crate::store::{Stats, Store};
 use callpost_core::protection::ProtectionConfig;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use tokio::sync::Notify;
 
 /// The sources in force, replaced whole when the configuration is
@@ -73,6 +73,9 @@ pub struct Relay {
     pub guards: Arc<Guards>,
     /// The store's latest counts (read on an interval for `/metrics`).
     pub stats: Mutex<Option<Stats>>,
+    /// How the configuration was read at start, so a reload reads it the
+    /// same way (unset: nothing to read again, as in tests).
+    pub reload_from: OnceLock<Overrides>,
     ready: AtomicBool,
 }
 
@@ -102,6 +105,7 @@ impl Relay {
             guards,
             wake: Arc::new(Notify::new()),
             stats: Mutex::new(None),
+            reload_from: OnceLock::new(),
             ready: AtomicBool::new(false),
         }
     }

@@ -298,6 +298,7 @@ async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
     }
     let clock = Arc::new(clock_of(&cfg));
     let relay = Arc::new(Relay::new(cfg, store, clock));
+    let _ = relay.reload_from.set(overrides);
     let metrics = Arc::clone(&relay.metrics);
     relay
         .store
@@ -324,11 +325,7 @@ async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
     };
     let housekeeping = tokio::spawn(housekeeping(Arc::clone(&relay)));
     let reloads = match hangups {
-        Ok(hangups) => Some(tokio::spawn(reload_on_hangup(
-            Arc::clone(&relay),
-            overrides,
-            hangups,
-        ))),
+        Ok(hangups) => Some(tokio::spawn(reload_on_hangup(Arc::clone(&relay), hangups))),
         Err(e) => {
             tracing::warn!("SIGHUP cannot be handled ({e}): the sources reload only at a restart");
             None
@@ -358,60 +355,11 @@ async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
 }
 
 /// Reloads the sources on each SIGHUP.
-async fn reload_on_hangup(
-    relay: Arc<Relay>,
-    overrides: Overrides,
-    mut hangups: tokio::signal::unix::Signal,
-) {
+async fn reload_on_hangup(relay: Arc<Relay>, mut hangups: tokio::signal::unix::Signal) {
     while hangups.recv().await.is_some() {
-        match reload(&relay, &overrides).await {
-            Ok(summary) => tracing::info!(
-                "configuration reloaded: {summary}; settings other than the sources take \
-                 effect at the next start"
-            ),
-            Err(e) => tracing::error!(
-                "reloading the configuration failed, the sources in force stay: {e} \
-                 (invalid_config)"
-            ),
-        }
+        // The outcome is logged.
+        let _ = ops::reload(&relay).await;
     }
-}
-
-/// Reads the configuration again as it was read at start (file,
-/// environment, flags) and, when it is valid, puts its sources in force:
-/// write keys, destinations and their protections. Returns what changed.
-pub async fn reload(relay: &Relay, overrides: &Overrides) -> Result<String, config::ConfigError> {
-    let cfg = config::load(overrides, &|k| std::env::var(k).ok())?;
-    crate::deliver::check_destinations(&cfg).await?;
-    let before: Vec<String> = relay
-        .sources()
-        .list
-        .iter()
-        .map(|s| s.name.clone())
-        .collect();
-    let after: Vec<String> = cfg.sources.iter().map(|s| s.name.clone()).collect();
-    relay.replace_sources(&cfg, relay.clock.now());
-    let added: Vec<&str> = after
-        .iter()
-        .filter(|n| !before.contains(n))
-        .map(String::as_str)
-        .collect();
-    let removed: Vec<&str> = before
-        .iter()
-        .filter(|n| !after.contains(n))
-        .map(String::as_str)
-        .collect();
-    let mut summary = format!("{} source(s) in force", after.len());
-    if !added.is_empty() {
-        summary += &format!(", added {}", added.join(", "));
-    }
-    if !removed.is_empty() {
-        summary += &format!(
-            ", removed {} (their pending calls are set aside as undeliverable)",
-            removed.join(", ")
-        );
-    }
-    Ok(summary)
 }
 
 /// Handles SIGTERM and SIGINT from now on; the future ends at the first.

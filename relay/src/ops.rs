@@ -5,7 +5,9 @@
 //! `messageId`, `receivedAt`) and stored like received ones, so they are
 //! delivered, retried and dead-lettered the same way.
 
+use crate::app::Relay;
 use crate::clock::Clock;
+use crate::config;
 use crate::config::Source;
 use crate::store::{ReplayFilter, Row, Stats, Status, Store, StoreError};
 use callpost_core::ingest::{self, Accepted};
@@ -238,4 +240,83 @@ pub async fn status(store: &dyn Store, clock: &Clock) -> Result<StatusReport, Op
         stats,
         endpoints: None,
     })
+}
+
+/// What a reload put in force.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Reloaded {
+    /// The sources in force now, by name.
+    pub sources: Vec<String>,
+    /// Those that were not before.
+    pub added: Vec<String>,
+    /// Those that are gone (their pending calls are set aside as
+    /// undeliverable).
+    pub removed: Vec<String>,
+}
+
+/// Reads the configuration again as it was read at start (file,
+/// environment, flags) and, when it is valid, puts its sources in force:
+/// write keys, destinations and their protections. Logs the outcome, for
+/// a SIGHUP and `POST /admin/reload` alike. Other settings take effect at
+/// the next start.
+pub async fn reload(relay: &Relay) -> Result<Reloaded, OpError> {
+    let invalid = |message: String| OpError {
+        status: 400,
+        code: "invalid_config",
+        message,
+    };
+    let result = async {
+        let overrides = relay.reload_from.get().ok_or_else(|| {
+            invalid("this relay was not started from a configuration it can read again".into())
+        })?;
+        let cfg = config::load(overrides, &|k| std::env::var(k).ok())
+            .map_err(|e| invalid(e.to_string()))?;
+        crate::deliver::check_destinations(&cfg)
+            .await
+            .map_err(|e| invalid(e.to_string()))?;
+        let before: Vec<String> = relay
+            .sources()
+            .list
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
+        let sources: Vec<String> = cfg.sources.iter().map(|s| s.name.clone()).collect();
+        relay.replace_sources(&cfg, relay.clock.now());
+        Ok(Reloaded {
+            added: sources
+                .iter()
+                .filter(|n| !before.contains(n))
+                .cloned()
+                .collect(),
+            removed: before
+                .into_iter()
+                .filter(|n| !sources.contains(n))
+                .collect(),
+            sources,
+        })
+    }
+    .await;
+    match &result {
+        Ok(r) => {
+            let mut summary = format!("{} source(s) in force", r.sources.len());
+            if !r.added.is_empty() {
+                summary += &format!(", added {}", r.added.join(", "));
+            }
+            if !r.removed.is_empty() {
+                summary += &format!(
+                    ", removed {} (their pending calls are set aside as undeliverable)",
+                    r.removed.join(", ")
+                );
+            }
+            tracing::info!(
+                "configuration reloaded: {summary}; settings other than the sources take \
+                 effect at the next start"
+            );
+        }
+        Err(e) => tracing::error!(
+            "reloading the configuration failed, the sources in force stay: {}",
+            e
+        ),
+    }
+    result
 }

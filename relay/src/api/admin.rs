@@ -69,6 +69,7 @@ pub(crate) enum Route {
     Delete,
     Audiences,
     Replay,
+    Reload,
     #[cfg(feature = "test-clock")]
     TestClock,
 }
@@ -82,6 +83,7 @@ impl Route {
             (&Method::POST, "/admin/delete") => Self::Delete,
             (&Method::POST, "/admin/audiences") => Self::Audiences,
             (&Method::POST, "/admin/replay") => Self::Replay,
+            (&Method::POST, "/admin/reload") => Self::Reload,
             #[cfg(feature = "test-clock")]
             (&Method::POST, "/admin/test/clock") => Self::TestClock,
             _ => return None,
@@ -226,6 +228,12 @@ async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Res
             f.done()?;
             let rows = store.rejected(limit).await.map_err(OpError::from)?;
             Ok(json_value(200, &rows))
+        }
+        Route::Reload => {
+            no_query(query)?;
+            f.done()?;
+            let reloaded = ops::reload(relay).await?;
+            Ok(json_value(200, &reloaded))
         }
         Route::Delete => {
             no_query(query)?;
