@@ -17,11 +17,13 @@ HOUR = 3_600_000
 class World:
     """The relay, its clock and a receiver that fails until told not to."""
 
-    def __init__(self, tmp: pathlib.Path, serve: Callable[..., Any], database: Database) -> None:
+    def __init__(
+        self, tmp: pathlib.Path, serve: Callable[..., Any], database: Database, sources: str = "", extra: str = ""
+    ) -> None:
         self.failing = True
         self.hook = Hook(serve, lambda d: 500 if self.failing else 200)
         self.offset = 0
-        self.relay = RelayProcess(config_text(database, [self.hook.url]), tmp)
+        self.relay = RelayProcess(config_text(database, [self.hook.url], sources=sources, extra=extra), tmp)
         self.restarts = 0
 
     def start(self) -> None:
@@ -139,3 +141,68 @@ def test_past_4_hours_the_call_is_a_dead_letter_and_replay_delivers_it(
     finally:
         if w.relay.running():
             w.relay.stop()
+
+
+def test_an_endpoint_failing_past_its_period_is_disabled_and_its_calls_kept_until_enabled(
+    tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database
+) -> None:
+    ops_secret = "operator-secret-for-the-test"
+    ops = Hook(serve, secret=ops_secret)
+    w = World(
+        tmp_path,
+        serve,
+        database,
+        sources="[sources.webhooks.protection]\ndisable_after_ms = 14400000\n",
+        extra=f'[operator]\nurls = ["{ops.url}"]\nshared_secret = "{ops_secret}"\n',
+    )
+
+    def post(*ns: int) -> None:
+        assert w.relay.post("/v1/batch", {"batch": [track(n) for n in ns], "writeKey": "wk-test"})[0] == 200
+
+    def state() -> str:
+        shown = w.relay.status()["endpoints"]
+        return str(shown[0]["state"]["kind"]) if shown else "unknown"
+
+    w.start()
+    try:
+        post(*range(10))
+        start = w.now()
+        # Failing for 4 hours (the shortest period allowed): the calls of
+        # the first hours die at the end of their windows; one sent late
+        # still has retries when the period ends, and its next attempt
+        # finds the endpoint disabled.
+        while state() != "disabled":
+            if (
+                w.now() >= start + 3 * HOUR
+                and w.hook.keys().get("m-late") is None
+                and not any(d.key == "m-late" for d in w.hook.deliveries)
+            ):
+                post_late = {"batch": [track("late")], "writeKey": "wk-test"}
+                assert w.relay.post("/v1/batch", post_late)[0] == 200
+            w.advance_to_next_round()
+            assert w.now() < start + 5 * HOUR, f"not disabled after 5 hours: {state()}"
+        post(100)
+        # The late call at its next round, the new one at once: set aside.
+        for _ in range(5):
+            if not w.advance_to_next_round()["pending"]:
+                break
+        status = w.relay.status()
+        assert status["dead"] == 10 and status["undeliverable"] == 2, status
+        assert not any(d.key == "m-100" for d in w.hook.deliveries), "nothing is sent to a disabled endpoint"
+        w.relay.wait(lambda: any(d.json["type"] == "endpoint.disabled" for d in ops.deliveries), 30, "the event")
+
+        # The receiver is fixed; the operator enables the endpoint and
+        # replays what was kept.
+        w.failing = False
+        assert w.relay.admin("POST", "/admin/endpoints/enable", {"url": w.hook.url}) == {"enabled": True}
+        assert state() == "healthy"
+        replayed = w.relay.admin("POST", "/admin/replay", {"source": "web", "includeUndeliverable": True})
+        assert replayed == {"replayed": 12}
+        for m in ["m-late", "m-100", *(f"m-{n}" for n in range(10))]:
+            w.delivered(m)
+    finally:
+        if w.relay.running():
+            w.relay.stop()
+    assert all(n == 1 for n in w.hook.keys().values()), w.hook.keys()
+    event = next(d for d in ops.deliveries if d.json["type"] == "endpoint.disabled")
+    assert event.verified and event.json["data"]["url"] == w.hook.url, event.json

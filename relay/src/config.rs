@@ -817,13 +817,6 @@ fn protection_of(
             e.code().as_str()
         ))
     })?;
-    if p.disable_after_ms.is_some() {
-        // Enabling an endpoint again needs the admin API, which does not
-        // manage destinations yet; until then nothing may disable one.
-        return Err(bad(format!(
-            "source {name:?}: webhooks.protection.disable_after_ms is not supported yet (invalid_settings)"
-        )));
-    }
     for e in hooks.endpoints() {
         match protections.insert(e.url().to_owned(), p) {
             Some(other) if other != p => {

@@ -547,7 +547,7 @@ fn bad_protection_settings_are_refused_at_start() {
         ("max_in_flight = 0", "max_in_flight"),
         ("breaker_open_ms = 5", "breaker_open_ms"),
         ("rate = 3", "unknown field"),
-        ("disable_after_ms = 86400000", "not supported yet"),
+        ("disable_after_ms = 60000", "disable_after_ms"),
     ] {
         let text = toml(
             &head(true, 64, 8, ""),

@@ -70,6 +70,7 @@ pub(crate) enum Route {
     Audiences,
     Replay,
     Reload,
+    EnableEndpoint,
     #[cfg(feature = "test-clock")]
     TestClock,
 }
@@ -84,6 +85,7 @@ impl Route {
             (&Method::POST, "/admin/audiences") => Self::Audiences,
             (&Method::POST, "/admin/replay") => Self::Replay,
             (&Method::POST, "/admin/reload") => Self::Reload,
+            (&Method::POST, "/admin/endpoints/enable") => Self::EnableEndpoint,
             #[cfg(feature = "test-clock")]
             (&Method::POST, "/admin/test/clock") => Self::TestClock,
             _ => return None,
@@ -228,6 +230,29 @@ async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Res
             f.done()?;
             let rows = store.rejected(limit).await.map_err(OpError::from)?;
             Ok(json_value(200, &rows))
+        }
+        Route::EnableEndpoint => {
+            no_query(query)?;
+            let url = f.string("url")?;
+            f.done()?;
+            let Some(url) = url.filter(|u| !u.is_empty()) else {
+                return bad("url must be an endpoint URL");
+            };
+            let now = relay.clock.now();
+            if relay.guards.enable(&url, now) == 0 {
+                return Err(OpError {
+                    status: 404,
+                    code: "not_found",
+                    message: "this relay has not posted to that URL (see /admin/status)".into(),
+                }
+                .into());
+            }
+            tracing::info!(
+                "endpoint {} enabled by an operator",
+                callpost_core::ops::shown_url(&url)
+            );
+            relay.wake.notify_one();
+            Ok(json_value(200, &json!({ "enabled": true })))
         }
         Route::Reload => {
             no_query(query)?;

@@ -155,6 +155,25 @@ impl Guards {
         }
     }
 
+    /// An operator enables `url` again (as `/admin/status` shows it, or in
+    /// full): what its guard remembered of failures is forgotten. Returns
+    /// how many guards matched.
+    pub fn enable(&self, url: &str, now: Timestamp) -> usize {
+        let guards: Vec<Arc<Guarded>> = self
+            .map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|g| g.url == url || shown_url(&g.url) == url)
+            .cloned()
+            .collect();
+        for g in &guards {
+            self.with(g, now, |guard| guard.enable(now));
+            g.answered.notify_waiters();
+        }
+        guards.len()
+    }
+
     /// Runs `f` on `g`'s guard, then reports each state change it made.
     pub(super) fn with<T>(
         &self,

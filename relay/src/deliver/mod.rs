@@ -52,7 +52,7 @@ pub use guards::{EndpointReport, Guards};
 use self::http::Http;
 use crate::app::Relay;
 use crate::store::{Claimed, Finish};
-use callpost_core::protection::{SENDER_EXPIRY_MS, SENDER_HEARTBEAT_MS};
+use callpost_core::protection::{EndpointState, SENDER_EXPIRY_MS, SENDER_HEARTBEAT_MS};
 use callpost_core::{Call, Delivery, DeliveryConfig, DeliveryOutcome, KeyCase, Outcome, Timestamp};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -709,6 +709,7 @@ async fn turn(shared: &Arc<Shared>, row: Claimed) -> Finish {
         }
     };
     let mut attempts = row.attempts;
+    let mut disabled = false;
     loop {
         let now = relay.clock.now();
         let mut sends = Vec::new();
@@ -720,6 +721,8 @@ async fn turn(shared: &Arc<Shared>, row: Claimed) -> Finish {
             let logged = d.log().len();
             for (attempt, sent, ended, outcome) in send_all(shared, sends, now).await {
                 relay.metrics.attempt(&result_class(&outcome));
+                disabled |= matches!(&outcome, Outcome::Held { reason, .. }
+                    if reason == EndpointState::Disabled.as_str());
                 if let Some(sent) = sent {
                     d.handle_sent(sent, attempt);
                 }
@@ -742,6 +745,16 @@ async fn turn(shared: &Arc<Shared>, row: Claimed) -> Finish {
         }
         if let Some(outcome) = d.poll_outcome() {
             return ended(shared, &row, &d, outcome, attempts);
+        }
+        if disabled {
+            // Its endpoint was disabled (the guard's decision): kept, to be
+            // replayed once an operator enables the endpoint again.
+            relay.metrics.delivery("undeliverable", 1);
+            return Finish::Undeliverable {
+                id: row.id,
+                claim: row.claim,
+                outcome: r#"{"kind":"undeliverable","reason":"endpoint_disabled"}"#.into(),
+            };
         }
         let due = d.poll_timeout().unwrap_or(now);
         return Finish::Retry {
