@@ -181,6 +181,10 @@ def test_an_endpoint_failing_past_its_period_is_disabled_and_its_calls_kept_unti
                 assert w.relay.post("/v1/batch", post_late)[0] == 200
             w.advance_to_next_round()
             assert w.now() < start + 5 * HOUR, f"not disabled after 5 hours: {state()}"
+        # The database keeps it disabled across a restart.
+        w.relay.wait(lambda: bool(database.query("SELECT url FROM disabled_endpoints")), 30, "the record")
+        w.restart()
+        w.relay.wait(lambda: state() == "disabled", 30, "disabled after the restart")
         post(100)
         # The late call at its next round, the new one at once: set aside.
         for _ in range(5):
@@ -204,5 +208,7 @@ def test_an_endpoint_failing_past_its_period_is_disabled_and_its_calls_kept_unti
         if w.relay.running():
             w.relay.stop()
     assert all(n == 1 for n in w.hook.keys().values()), w.hook.keys()
-    event = next(d for d in ops.deliveries if d.json["type"] == "endpoint.disabled")
+    events = [d for d in ops.deliveries if d.json["type"] == "endpoint.disabled"]
+    assert len(events) == 1, "told once, not again by the restarted relay"
+    event = events[0]
     assert event.verified and event.json["data"]["url"] == w.hook.url, event.json

@@ -844,6 +844,17 @@ impl Store for Observed {
     async fn heartbeat(&self, relay: &str, now: i64, expired: i64) -> Result<u32, StoreError> {
         self.inner.heartbeat(relay, now, expired).await
     }
+    async fn disabled_endpoints(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.disabled_endpoints().await
+    }
+    async fn set_endpoint_disabled(
+        &self,
+        url: &str,
+        disabled: bool,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.inner.set_endpoint_disabled(url, disabled, now).await
+    }
     fn statements(&self) -> u64 {
         self.inner.statements()
     }

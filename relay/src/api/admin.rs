@@ -239,13 +239,25 @@ async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Res
                 return bad("url must be an endpoint URL");
             };
             let now = relay.clock.now();
-            if relay.guards.enable(&url, now) == 0 {
+            let mut urls = relay.guards.enable(&url, now);
+            let stored = store.disabled_endpoints().await.map_err(OpError::from)?;
+            if stored.contains(&url) && !urls.contains(&url) {
+                urls.push(url.clone());
+            }
+            if urls.is_empty() {
                 return Err(OpError {
                     status: 404,
                     code: "not_found",
-                    message: "this relay has not posted to that URL (see /admin/status)".into(),
+                    message: "no relay has posted to that URL (see /admin/status)".into(),
                 }
                 .into());
+            }
+            // Every relay on the database enables it at its next look.
+            for u in &urls {
+                store
+                    .set_endpoint_disabled(u, false, now.as_millis())
+                    .await
+                    .map_err(OpError::from)?;
             }
             tracing::info!(
                 "endpoint {} enabled by an operator",

@@ -24,6 +24,8 @@ pub struct Guards {
     senders: AtomicU32,
     metrics: Arc<Metrics>,
     operator: Option<Arc<Operator>>,
+    /// A guard disabled its URL: the delivery workers record it at once.
+    pub(super) disabled_now: Notify,
 }
 
 /// One endpoint URL's guard, and a wake-up for requests waiting for an
@@ -64,6 +66,7 @@ impl Guards {
             senders: AtomicU32::new(1),
             metrics,
             operator,
+            disabled_now: Notify::new(),
         }
     }
 
@@ -157,8 +160,8 @@ impl Guards {
 
     /// An operator enables `url` again (as `/admin/status` shows it, or in
     /// full): what its guard remembered of failures is forgotten. Returns
-    /// how many guards matched.
-    pub fn enable(&self, url: &str, now: Timestamp) -> usize {
+    /// the full URLs that matched.
+    pub fn enable(&self, url: &str, now: Timestamp) -> Vec<String> {
         let guards: Vec<Arc<Guarded>> = self
             .map
             .lock()
@@ -171,7 +174,7 @@ impl Guards {
             self.with(g, now, |guard| guard.enable(now));
             g.answered.notify_waiters();
         }
-        guards.len()
+        guards.iter().map(|g| g.url.clone()).collect()
     }
 
     /// Runs `f` on `g`'s guard, then reports each state change it made.
@@ -183,10 +186,21 @@ impl Guards {
     ) -> T {
         let mut guard = g.guard.lock().unwrap_or_else(PoisonError::into_inner);
         let out = f(&mut guard);
+        self.report_changes(g, &mut guard, now, true);
+        out
+    }
+
+    /// Logs and counts each state change of `guard`; tells the operator
+    /// too when `tell` (a change this relay's guard decided, not one read
+    /// from the database that another relay decided and told).
+    fn report_changes(&self, g: &Guarded, guard: &mut EndpointGuard, now: Timestamp, tell: bool) {
         while let Some(ev) = guard.poll_event() {
             self.metrics.endpoint_state(ev.to.as_str());
-            if let Some(op) = &self.operator {
+            if let Some(op) = self.operator.as_ref().filter(|_| tell) {
                 op.guard_event(now, &g.url, &ev, guard.state().failing_since);
+            }
+            if tell && ev.to == EndpointState::Disabled {
+                self.disabled_now.notify_one();
             }
             let url = shown_url(&g.url);
             match ev.to {
@@ -201,7 +215,33 @@ impl Guards {
                 to => tracing::info!("endpoint {url}: {}", to.as_str()),
             }
         }
-        out
+    }
+
+    /// The full URLs whose guards have disabled them.
+    pub fn disabled(&self) -> Vec<String> {
+        self.map
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .filter(|g| {
+                g.guard
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .state()
+                    .disabled
+            })
+            .map(|g| g.url.clone())
+            .collect()
+    }
+
+    /// The database says `url` is disabled (this relay restarted, or
+    /// another relay disabled it): its guard is too, without telling the
+    /// operator again.
+    pub fn disable_quietly(&self, url: &str, now: Timestamp) {
+        let g = self.get(url, now);
+        let mut guard = g.guard.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.disable(now);
+        self.report_changes(&g, &mut guard, now, false);
     }
 
     /// Every endpoint URL this relay has posted to, in URL order, as it

@@ -51,10 +51,10 @@ pub use guards::{EndpointReport, Guards};
 
 use self::http::Http;
 use crate::app::Relay;
-use crate::store::{Claimed, Finish};
+use crate::store::{Claimed, Finish, StoreError};
 use callpost_core::protection::{EndpointState, SENDER_EXPIRY_MS, SENDER_HEARTBEAT_MS};
 use callpost_core::{Call, Delivery, DeliveryConfig, DeliveryOutcome, KeyCase, Outcome, Timestamp};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -565,9 +565,19 @@ async fn heartbeat(relay: Arc<Relay>) {
     };
     let expiry = i64::try_from(SENDER_EXPIRY_MS).unwrap_or(i64::MAX);
     let mut senders = 1;
+    let mut known = HashSet::new();
     let mut every = tokio::time::interval(Duration::from_millis(SENDER_HEARTBEAT_MS));
     loop {
-        every.tick().await;
+        let beat = tokio::select! {
+            _ = every.tick() => true,
+            () = relay.guards.disabled_now.notified() => false,
+        };
+        if let Err(e) = sync_disabled(&relay, &mut known).await {
+            tracing::warn!("recording or reading the disabled endpoints failed: {e}");
+        }
+        if !beat {
+            continue;
+        }
         let now = relay.clock.now_ms();
         match relay
             .store
@@ -593,6 +603,39 @@ async fn heartbeat(relay: Arc<Relay>) {
             Err(e) => tracing::debug!("saying this relay delivers failed: {e}"),
         }
     }
+}
+
+/// Brings the guards and the database's disabled endpoints together: a
+/// URL this relay's guard disabled is recorded; one the database holds is
+/// disabled here too (at start, or another relay disabled it); one that
+/// was recorded and is gone was enabled by an operator through another
+/// relay. `known` is what the database held at the last look.
+async fn sync_disabled(relay: &Relay, known: &mut HashSet<String>) -> Result<(), StoreError> {
+    let stored: HashSet<String> = relay
+        .store
+        .disabled_endpoints()
+        .await?
+        .into_iter()
+        .collect();
+    let now = relay.clock.now();
+    let local: HashSet<String> = relay.guards.disabled().into_iter().collect();
+    let mut seen = stored.clone();
+    for url in local.difference(&stored) {
+        if known.contains(url) {
+            relay.guards.enable(url, now);
+        } else {
+            relay
+                .store
+                .set_endpoint_disabled(url, true, now.as_millis())
+                .await?;
+            seen.insert(url.clone());
+        }
+    }
+    for url in stored.difference(&local) {
+        relay.guards.disable_quietly(url, now);
+    }
+    *known = seen;
+    Ok(())
 }
 
 /// Keeps the leases of everything held.

@@ -85,6 +85,8 @@ struct Inner {
     audiences: HashMap<(String, String), String>,
     /// relay → when it was last heard from.
     senders: HashMap<String, i64>,
+    /// Disabled endpoint URLs.
+    disabled: BTreeMap<String, i64>,
     next_id: i64,
     next_rejected: u64,
     next_claim: i64,
@@ -595,6 +597,27 @@ impl Store for MemoryStore {
         inner.senders.insert(relay.to_owned(), now);
         inner.senders.retain(|_, seen| *seen >= expired);
         Ok(u32::try_from(inner.senders.len()).unwrap_or(u32::MAX))
+    }
+
+    async fn disabled_endpoints(&self) -> Result<Vec<String>, StoreError> {
+        self.enter().await?;
+        Ok(lock(&self.inner).disabled.keys().cloned().collect())
+    }
+
+    async fn set_endpoint_disabled(
+        &self,
+        url: &str,
+        disabled: bool,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        if disabled {
+            inner.disabled.entry(url.to_owned()).or_insert(now);
+        } else {
+            inner.disabled.remove(url);
+        }
+        Ok(())
     }
 
     fn statements(&self) -> u64 {

@@ -478,6 +478,17 @@ pub trait Store: Send + Sync + 'static {
     /// included. A database only one relay can use answers 1.
     async fn heartbeat(&self, relay: &str, now: i64, expired: i64) -> Result<u32, StoreError>;
 
+    /// The endpoint URLs disabled for failing too long.
+    async fn disabled_endpoints(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Records `url` as disabled since `now`, or enabled again.
+    async fn set_endpoint_disabled(
+        &self,
+        url: &str,
+        disabled: bool,
+        now: i64,
+    ) -> Result<(), StoreError>;
+
     /// SQL statements run so far, BEGIN and COMMIT included (for
     /// `callpost_relay_sql_statements_total`).
     fn statements(&self) -> u64;
@@ -540,6 +551,10 @@ pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
         2,
         include_str!("../../migrations/sqlite/0002_fair_claims.sql"),
     ),
+    (
+        3,
+        include_str!("../../migrations/sqlite/0003_disabled_endpoints.sql"),
+    ),
 ];
 
 /// As [`SQLITE_MIGRATIONS`], for Postgres.
@@ -552,5 +567,9 @@ pub const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (
         3,
         include_str!("../../migrations/postgres/0003_senders.sql"),
+    ),
+    (
+        4,
+        include_str!("../../migrations/postgres/0004_disabled_endpoints.sql"),
     ),
 ];

@@ -135,6 +135,12 @@ const NEXT_DUE: &str = "SELECT LEAST(\
      (SELECT due_at FROM deliveries WHERE status = 0 \
      AND (lease_until IS NULL OR lease_until <= $1) ORDER BY due_at LIMIT 1), \
      (SELECT min(lease_until) FROM deliveries WHERE status = 0 AND lease_until > $1))";
+// Single statements, run on a pooled connection as reads are: a change to
+// one endpoint's row needs no transaction of the writer's.
+const DISABLED_ENDPOINTS: &str = "SELECT url FROM disabled_endpoints ORDER BY url";
+const DISABLE_ENDPOINT: &str = "INSERT INTO disabled_endpoints (url, since) VALUES ($1, $2) \
+     ON CONFLICT (url) DO NOTHING";
+const ENABLE_ENDPOINT: &str = "DELETE FROM disabled_endpoints WHERE url = $1";
 // One statement: this relay's row, the old ones gone, and the others
 // counted (a data-modifying CTE's changes are not visible to the SELECT,
 // so this relay is counted by the caller, not here).
@@ -1559,6 +1565,34 @@ impl Store for PostgresStore {
 
     fn shared(&self) -> bool {
         true
+    }
+
+    async fn disabled_endpoints(&self) -> Result<Vec<String>, StoreError> {
+        let rows = self.inner.read(&[(DISABLED_ENDPOINTS, &[])]).await?;
+        rows.first().map_or_else(
+            || Ok(Vec::new()),
+            |rows| {
+                rows.iter()
+                    .map(|row| column(&self.inner, row, 0))
+                    .collect::<Result<Vec<String>, _>>()
+            },
+        )
+    }
+
+    async fn set_endpoint_disabled(
+        &self,
+        url: &str,
+        disabled: bool,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        if disabled {
+            self.inner
+                .read(&[(DISABLE_ENDPOINT, &[&url, &now])])
+                .await?;
+        } else {
+            self.inner.read(&[(ENABLE_ENDPOINT, &[&url])]).await?;
+        }
+        Ok(())
     }
 
     async fn heartbeat(&self, relay: &str, now: i64, expired: i64) -> Result<u32, StoreError> {

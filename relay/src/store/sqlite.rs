@@ -1288,6 +1288,40 @@ impl Store for SqliteStore {
         Ok(1)
     }
 
+    async fn disabled_endpoints(&self) -> Result<Vec<String>, StoreError> {
+        self.read(|db| {
+            let mut stmt = db
+                .conn
+                .prepare_cached("SELECT url FROM disabled_endpoints ORDER BY url")?;
+            db.tick(1);
+            let rows = stmt.query_map([], |r| r.get(0))?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn set_endpoint_disabled(
+        &self,
+        url: &str,
+        disabled: bool,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let url = url.to_owned();
+        self.write(0, move |db| {
+            if disabled {
+                db.exec(
+                    "INSERT INTO disabled_endpoints (url, since) VALUES (?, ?) \
+                     ON CONFLICT (url) DO NOTHING",
+                    params![url, now],
+                )?;
+            } else {
+                db.exec("DELETE FROM disabled_endpoints WHERE url = ?", params![url])?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     fn statements(&self) -> u64 {
         self.shared.statements.load(Ordering::Relaxed)
     }

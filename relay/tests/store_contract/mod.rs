@@ -75,6 +75,7 @@ macro_rules! contract_tests {
             dead_letters_oldest_first,
             rejected_newest_first,
             audience_state_and_sync,
+            disabled_endpoints_are_kept_until_enabled,
             healthy_backlog_and_statements,
             closed_store_refuses,
         );
@@ -1146,6 +1147,20 @@ pub(crate) async fn rejected_newest_first(store: Arc<dyn Store>) {
     let r = store.rejected(2).await.unwrap();
     let texts: Vec<_> = r.iter().map(|r| r.text.as_str()).collect();
     assert_eq!(texts, vec![r#"{"n":2}"#, r#"{"n":1}"#]);
+}
+
+/// Disabled endpoint URLs are kept until enabled; disabling twice keeps
+/// the first time.
+pub(crate) async fn disabled_endpoints_are_kept_until_enabled(store: Arc<dyn Store>) {
+    assert!(store.disabled_endpoints().await.unwrap().is_empty());
+    let (a, b) = ("https://a.example.com/in", "https://b.example.com/in");
+    store.set_endpoint_disabled(b, true, T0).await.unwrap();
+    store.set_endpoint_disabled(a, true, T0).await.unwrap();
+    store.set_endpoint_disabled(a, true, T0 + 1).await.unwrap();
+    assert_eq!(store.disabled_endpoints().await.unwrap(), vec![a, b]);
+    store.set_endpoint_disabled(a, false, T0 + 2).await.unwrap();
+    store.set_endpoint_disabled(a, false, T0 + 3).await.unwrap();
+    assert_eq!(store.disabled_endpoints().await.unwrap(), vec![b]);
 }
 
 /// An audience's state and its identify calls are stored together; the

@@ -1,0 +1,6 @@
+-- Endpoint URLs disabled for failing too long, until an operator enables
+-- them: kept across restarts.
+CREATE TABLE disabled_endpoints (
+    url TEXT PRIMARY KEY,
+    since INTEGER NOT NULL
+);
