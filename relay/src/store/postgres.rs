@@ -1312,8 +1312,22 @@ impl Inner {
     }
 
     /// Reads on one pooled connection, outside the writers' queue, within
-    /// the store's timeout.
+    /// the store's timeout. Their success makes the store healthy again.
     async fn read(&self, reads: &Reads<'_>) -> Result<Vec<Vec<tokio_postgres::Row>>, StoreError> {
+        let rows = self.read_aside(reads).await?;
+        self.healthy.store(true, Ordering::Release);
+        Ok(rows)
+    }
+
+    /// As [`Inner::read`], for the small tables beside the queue (relays'
+    /// heartbeats, disabled endpoints): their success says nothing of the
+    /// queue's tables, so it leaves the store's health as it is (a queue
+    /// another session has locked stays unhealthy), and a failure still
+    /// makes it unhealthy.
+    async fn read_aside(
+        &self,
+        reads: &Reads<'_>,
+    ) -> Result<Vec<Vec<tokio_postgres::Row>>, StoreError> {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let result = match self.conn(deadline).await {
             Ok(conn) => {
@@ -1322,13 +1336,7 @@ impl Inner {
             }
             Err(failure) => Err(failure),
         };
-        match result {
-            Ok(rows) => {
-                self.healthy.store(true, Ordering::Release);
-                Ok(rows)
-            }
-            Err(failure) => Err(self.fail(&failure)),
-        }
+        result.map_err(|failure| self.fail(&failure))
     }
 
     async fn run_reads(
@@ -1568,7 +1576,7 @@ impl Store for PostgresStore {
     }
 
     async fn disabled_endpoints(&self) -> Result<Vec<String>, StoreError> {
-        let rows = self.inner.read(&[(DISABLED_ENDPOINTS, &[])]).await?;
+        let rows = self.inner.read_aside(&[(DISABLED_ENDPOINTS, &[])]).await?;
         rows.first().map_or_else(
             || Ok(Vec::new()),
             |rows| {
@@ -1587,10 +1595,10 @@ impl Store for PostgresStore {
     ) -> Result<(), StoreError> {
         if disabled {
             self.inner
-                .read(&[(DISABLE_ENDPOINT, &[&url, &now])])
+                .read_aside(&[(DISABLE_ENDPOINT, &[&url, &now])])
                 .await?;
         } else {
-            self.inner.read(&[(ENABLE_ENDPOINT, &[&url])]).await?;
+            self.inner.read_aside(&[(ENABLE_ENDPOINT, &[&url])]).await?;
         }
         Ok(())
     }
@@ -1598,7 +1606,7 @@ impl Store for PostgresStore {
     async fn heartbeat(&self, relay: &str, now: i64, expired: i64) -> Result<u32, StoreError> {
         let rows = self
             .inner
-            .read(&[(HEARTBEAT, &[&relay, &now, &expired])])
+            .read_aside(&[(HEARTBEAT, &[&relay, &now, &expired])])
             .await?;
         let others: i64 = match rows.first().and_then(|r| r.first()) {
             Some(row) => column(&self.inner, row, 0)?,
