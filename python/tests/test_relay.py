@@ -337,6 +337,12 @@ def test_sighup_reloads_the_sources_and_a_bad_file_changes_nothing(
     try:
         assert post("wk-shop", "s0") == 401
         reload(with_shop, "configuration reloaded: 2 source(s) in force, added shop")
+        shown = r.admin("GET", "/admin/sources")
+        assert [x["name"] for x in shown] == ["web", "shop"]
+        endpoint = shown[1]["webhooks"]["endpoints"][0]
+        assert endpoint["url"] == shop.url and endpoint["protection"]["breaker_failures"] == 10
+        assert shown[1]["write_keys"] == 1 and shown[1]["webhooks"]["signed"] is True
+        assert "wk-shop" not in json.dumps(shown) and SECRET not in json.dumps(shown)
         assert post("wk-shop", "s1") == 200 and post(WRITE_KEY, "w1") == 200
         r.wait(lambda: [d.key for d in shop.ok()] == ["m-s1"], 30, "the new source's call delivered")
         # Two sources of one name: refused, and what was in force stays.

@@ -5,7 +5,7 @@
 //! `messageId`, `receivedAt`) and stored like received ones, so they are
 //! delivered, retried and dead-lettered the same way.
 
-use crate::app::Relay;
+use crate::app::{Relay, Sources};
 use crate::clock::Clock;
 use crate::config;
 use crate::config::Source;
@@ -319,4 +319,71 @@ pub async fn reload(relay: &Relay) -> Result<Reloaded, OpError> {
         ),
     }
     result
+}
+
+/// What `GET /admin/sources` shows of one source in force: never a write
+/// key, a secret or a header's value (any may be a credential); URLs
+/// without credentials or query.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SourceReport {
+    /// Its name.
+    pub name: String,
+    /// How many write keys it has.
+    pub write_keys: usize,
+    /// Its Webhooks destination, if it has one.
+    pub webhooks: Option<WebhooksReport>,
+}
+
+/// A destination as [`SourceReport`] shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct WebhooksReport {
+    /// Each endpoint URL, with the names of the headers it is sent with.
+    pub endpoints: Vec<EndpointReport>,
+    /// `parallel` or `failover`.
+    pub mode: &'static str,
+    /// False: calls are kept as undeliverable.
+    pub enabled: bool,
+    /// Whether requests carry `X-Signature`.
+    pub signed: bool,
+}
+
+/// One endpoint of a [`WebhooksReport`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct EndpointReport {
+    /// The URL without credentials or query.
+    pub url: String,
+    /// The names of its extra headers.
+    pub headers: Vec<String>,
+    /// Its receiver protection (the core's defaults when it has none).
+    pub protection: callpost_core::protection::ProtectionConfig,
+}
+
+/// The sources in force, as [`SourceReport`]s.
+pub fn sources_report(sources: &Sources) -> Vec<SourceReport> {
+    sources
+        .list
+        .iter()
+        .map(|s| SourceReport {
+            name: s.name.clone(),
+            write_keys: s.write_keys.len(),
+            webhooks: s.webhooks.as_ref().map(|w| WebhooksReport {
+                endpoints: w
+                    .endpoints()
+                    .iter()
+                    .map(|e| EndpointReport {
+                        url: callpost_core::ops::shown_url(e.url()),
+                        headers: e.headers().iter().map(|(k, _)| k.clone()).collect(),
+                        protection: sources
+                            .protections
+                            .get(e.url())
+                            .copied()
+                            .unwrap_or_default(),
+                    })
+                    .collect(),
+                mode: w.mode().as_str(),
+                enabled: s.enabled,
+                signed: w.is_signed(),
+            }),
+        })
+        .collect()
 }

@@ -71,6 +71,7 @@ pub(crate) enum Route {
     Replay,
     Reload,
     EnableEndpoint,
+    Sources,
     #[cfg(feature = "test-clock")]
     TestClock,
 }
@@ -85,6 +86,7 @@ impl Route {
             (&Method::POST, "/admin/audiences") => Self::Audiences,
             (&Method::POST, "/admin/replay") => Self::Replay,
             (&Method::POST, "/admin/reload") => Self::Reload,
+            (&Method::GET, "/admin/sources") => Self::Sources,
             (&Method::POST, "/admin/endpoints/enable") => Self::EnableEndpoint,
             #[cfg(feature = "test-clock")]
             (&Method::POST, "/admin/test/clock") => Self::TestClock,
@@ -230,6 +232,11 @@ async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Res
             f.done()?;
             let rows = store.rejected(limit).await.map_err(OpError::from)?;
             Ok(json_value(200, &rows))
+        }
+        Route::Sources => {
+            no_query(query)?;
+            f.done()?;
+            Ok(json_value(200, &ops::sources_report(&relay.sources())))
         }
         Route::EnableEndpoint => {
             no_query(query)?;
