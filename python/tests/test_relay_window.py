@@ -197,9 +197,21 @@ def test_an_endpoint_failing_past_its_period_is_disabled_and_its_calls_kept_unti
 
         # The receiver is fixed; the operator enables the endpoint and
         # replays what was kept.
+        assert w.relay.status()["disabled_endpoints"] == [w.hook.url]
+        out = w.relay.cli("status")
+        assert f"disabled endpoint:  {w.hook.url}" in out.stdout, out.stdout + out.stderr
         w.failing = False
-        assert w.relay.admin("POST", "/admin/endpoints/enable", {"url": w.hook.url}) == {"enabled": True}
-        assert state() == "healthy"
+        if database.backend == "sqlite":
+            # Through the relay: its guard at once, the database for the rest.
+            assert w.relay.admin("POST", "/admin/endpoints/enable", {"url": w.hook.url}) == {"enabled": True}
+            assert state() == "healthy"
+        else:
+            # From the command line, on the database alone: the relay sees
+            # it gone at its next look (5 s), as another relay's would be.
+            out = w.relay.cli("enable-endpoint", "--url", w.hook.url)
+            assert out.returncode == 0 and "enabled" in out.stdout, out.stderr
+            w.relay.wait(lambda: state() == "healthy", 30, "enabled from the database")
+        assert w.relay.status()["disabled_endpoints"] == []
         replayed = w.relay.admin("POST", "/admin/replay", {"source": "web", "includeUndeliverable": True})
         assert replayed == {"replayed": 12}
         for m in ["m-late", "m-100", *(f"m-{n}" for n in range(10))]:

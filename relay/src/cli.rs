@@ -173,6 +173,13 @@ enum Command {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
+    /// Enable an endpoint URL disabled for failing too long: every relay
+    /// on the database sends to it again within 5 s.
+    EnableEndpoint {
+        /// The URL, as `status` shows it.
+        #[arg(long)]
+        url: String,
+    },
     /// Run the database's schema migrations (a start runs them too).
     Migrate,
 }
@@ -471,6 +478,7 @@ async fn run_command(cfg: Config, command: Command) -> ExitCode {
         Command::Audience { .. } => "audience",
         Command::DeadLetters { .. } => "dead-letters",
         Command::Rejected { .. } => "rejected",
+        Command::EnableEndpoint { .. } => "enable-endpoint",
         Command::Migrate => "migrate",
     };
     match command_result(cfg, command).await {
@@ -525,6 +533,21 @@ async fn command_on(
                     None => "oldest pending:     none".to_owned(),
                     Some(age) => format!("oldest pending:     {age:.1} s old"),
                 });
+                for url in &s.disabled_endpoints {
+                    out(&format!("disabled endpoint:  {url}"));
+                }
+            }
+        }
+        Command::EnableEndpoint { url } => {
+            let urls = ops::enable_endpoint(store, clock, &url)
+                .await
+                .map_err(|e| e.to_string())?;
+            for u in urls {
+                out(&format!(
+                    "enabled {}: relays send to it again within 5 s; replay what was kept \
+                     with --include-undeliverable",
+                    callpost_core::ops::shown_url(&u)
+                ));
             }
         }
         Command::Replay {

@@ -226,13 +226,23 @@ pub struct StatusReport {
     /// it and `status` from the command line (the database alone) does not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub endpoints: Option<Vec<crate::deliver::EndpointReport>>,
+    /// The endpoint URLs disabled for failing too long (from the database,
+    /// shown without credentials or query).
+    pub disabled_endpoints: Vec<String>,
 }
 
 /// The store's counts now, with the oldest pending call's age.
 pub async fn status(store: &dyn Store, clock: &Clock) -> Result<StatusReport, OpError> {
     let now = clock.now_ms();
     let stats = store.stats(now).await?;
+    let disabled_endpoints = store
+        .disabled_endpoints()
+        .await?
+        .iter()
+        .map(|u| callpost_core::ops::shown_url(u))
+        .collect();
     Ok(StatusReport {
+        disabled_endpoints,
         disabled: stats.undeliverable,
         oldest_pending_age_seconds: stats
             .oldest_pending_received_at
@@ -386,4 +396,36 @@ pub fn sources_report(sources: &Sources) -> Vec<SourceReport> {
             }),
         })
         .collect()
+}
+
+/// Enables again the disabled endpoint `url` (as the status shows it, or
+/// in full) in the database: every relay on it takes requests for it
+/// within 5 s. Returns the full URLs enabled; none is `not_found`.
+pub async fn enable_endpoint(
+    store: &dyn Store,
+    clock: &Clock,
+    url: &str,
+) -> Result<Vec<String>, OpError> {
+    let matched: Vec<String> = store
+        .disabled_endpoints()
+        .await?
+        .into_iter()
+        .filter(|u| u == url || callpost_core::ops::shown_url(u) == url)
+        .collect();
+    if matched.is_empty() {
+        return Err(OpError {
+            status: 404,
+            code: "not_found",
+            message: format!(
+                "{} is not a disabled endpoint",
+                callpost_core::ops::shown_url(url)
+            ),
+        });
+    }
+    for u in &matched {
+        store
+            .set_endpoint_disabled(u, false, clock.now_ms())
+            .await?;
+    }
+    Ok(matched)
 }
