@@ -60,6 +60,7 @@ pub mod retry;
 pub mod routing;
 pub mod segment;
 pub mod signature;
+pub mod sources;
 pub mod timestamp;
 pub mod webhooks;
 mod weburl;

@@ -13,6 +13,7 @@
 use crate::store::{Retention, Synchronous};
 use callpost_core::notify::DEAD_LETTER_WINDOW_RANGE_MS;
 use callpost_core::protection::ProtectionConfig;
+use callpost_core::sources::{check_source, SourceError, SourceSet};
 use callpost_core::webhooks::{EndpointConfig, Mode, Webhooks};
 use callpost_core::NotifierConfig;
 use serde::Deserialize;
@@ -83,9 +84,7 @@ pub const DEFAULT_MAX_ADMIN_CONNECTIONS: usize = 64;
 pub const MIN_ADMIN_TOKEN_LEN: usize = 32;
 /// The largest admin request body (a replay list of 10,000 ids fits).
 pub const MAX_ADMIN_BODY_BYTES: usize = 1_000_000;
-/// The longest source name: it is stored with every call, and with the
-/// messageId it makes the deduplication key.
-pub const MAX_SOURCE_NAME_LEN: usize = 100;
+pub use callpost_core::sources::MAX_SOURCE_NAME_LEN;
 
 /// A string that never shows itself in a `Debug` or a log line.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -452,14 +451,22 @@ pub fn load(
     };
 
     let mut sources = Vec::new();
-    let mut protections = HashMap::new();
+    // The protection settings each source gives its endpoint URLs.
+    let mut chosen = Vec::new();
     for (i, s) in file.sources.iter().enumerate() {
         let src = source_from_file(s, i)?;
-        let chosen = s.webhooks.as_ref().and_then(|w| w.protection);
-        if let (Some(p), Some(hooks)) = (chosen, &src.webhooks) {
-            protection_of(&src.name, p, hooks, &mut protections)?;
+        let p = s.webhooks.as_ref().and_then(|w| w.protection);
+        if let Some(p) = p {
+            p.validate().map_err(|e| {
+                bad(format!(
+                    "source {:?}: webhooks.protection.{e} ({})",
+                    src.name,
+                    e.code().as_str()
+                ))
+            })?;
         }
         sources.push(src);
+        chosen.push(p);
     }
     // The flag/variable form: one source called "default".
     let keys = if overrides.write_keys.is_empty() {
@@ -495,24 +502,19 @@ pub fn load(
     } else if secret.is_some() && file.sources.is_empty() {
         return Err(bad("a shared secret needs a webhook URL"));
     }
-    let mut names = HashMap::new();
-    let mut owners: HashMap<String, String> = HashMap::new();
-    for s in &sources {
-        if names.insert(s.name.clone(), ()).is_some() {
-            return Err(bad(format!(
-                "source names must be unique: {:?} is used twice",
-                s.name
-            )));
-        }
-        for k in &s.write_keys {
-            if let Some(other) = owners.insert(k.expose().to_owned(), s.name.clone()) {
-                return Err(bad(format!(
-                    "a write key is used by both {other:?} and {:?}",
-                    s.name
-                )));
-            }
-        }
+    // The core's rules for the set: no name or write key twice, one
+    // protection per endpoint URL.
+    let mut set = SourceSet::new();
+    for (i, s) in sources.iter().enumerate() {
+        let keys: Vec<&str> = s.write_keys.iter().map(Secret::expose).collect();
+        let protected: Vec<(&str, ProtectionConfig)> =
+            match (chosen.get(i).copied().flatten(), &s.webhooks) {
+                (Some(p), Some(hooks)) => hooks.endpoints().iter().map(|e| (e.url(), p)).collect(),
+                _ => Vec::new(),
+            };
+        set.add(&s.name, &keys, protected).map_err(source_error)?;
     }
+    let protections = set.into_protections();
 
     let listen = first(&overrides.listen, "LISTEN", &file.listen)
         .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
@@ -763,19 +765,7 @@ fn source(
     webhooks: Option<Webhooks>,
     enabled: bool,
 ) -> Result<Source, ConfigError> {
-    if name.is_empty() || name.chars().count() > MAX_SOURCE_NAME_LEN || name.contains('\0') {
-        return Err(bad(format!(
-            "a source name must be 1 to {MAX_SOURCE_NAME_LEN} characters, without NUL"
-        )));
-    }
-    if keys.is_empty() {
-        return Err(bad(format!("source {name:?} needs at least one write key")));
-    }
-    if keys.iter().any(String::is_empty) {
-        return Err(bad(format!(
-            "source {name:?}: a write key must not be empty"
-        )));
-    }
+    check_source(name, &keys).map_err(source_error)?;
     Ok(Source {
         name: name.to_owned(),
         write_keys: keys.into_iter().map(Secret::new).collect(),
@@ -802,33 +792,9 @@ fn webhooks_of(
         .map_err(|e| bad(format!("source {name:?}: {e} ({})", e.code().as_str())))
 }
 
-/// Checks a destination's protection settings by the core's rules and
-/// records them for each of its URLs. A URL is one receiver whichever
-/// sources post to it, so two sources may not protect it differently.
-fn protection_of(
-    name: &str,
-    p: ProtectionConfig,
-    hooks: &Webhooks,
-    protections: &mut HashMap<String, ProtectionConfig>,
-) -> Result<(), ConfigError> {
-    p.validate().map_err(|e| {
-        bad(format!(
-            "source {name:?}: webhooks.protection.{e} ({})",
-            e.code().as_str()
-        ))
-    })?;
-    for e in hooks.endpoints() {
-        match protections.insert(e.url().to_owned(), p) {
-            Some(other) if other != p => {
-                return Err(bad(format!(
-                    "source {name:?}: {} has other protection settings in another source (invalid_settings)",
-                    callpost_core::ops::shown_url(e.url())
-                )))
-            }
-            _ => {}
-        }
-    }
-    Ok(())
+/// A source the core's rules refuse, as a configuration error.
+fn source_error(e: SourceError) -> ConfigError {
+    bad(format!("{e} ({})", e.code().as_str()))
 }
 
 fn endpoints_of(urls: &[FileUrl]) -> Vec<EndpointConfig> {

@@ -1,0 +1,199 @@
+//! The rules for the sources a host keeps (the relay's configuration, and
+//! whatever else gives it sources): each source's name and write keys, and
+//! what a set of sources must not repeat. A source's destination is
+//! checked by [`crate::Webhooks`], and its protections by
+//! [`ProtectionConfig::validate`].
+
+use crate::code::Code;
+use crate::ops::shown_url;
+use crate::protection::ProtectionConfig;
+use std::collections::{HashMap, HashSet};
+
+/// The longest source name, in characters: it is stored with every call,
+/// and with the messageId it makes the deduplication key.
+pub const MAX_SOURCE_NAME_LEN: usize = 100;
+
+/// A source, or a set of them, that cannot be used. Messages name the
+/// source, never a write key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// The name is empty, too long or holds a NUL.
+    #[error("a source name must be 1 to {MAX_SOURCE_NAME_LEN} characters, without NUL")]
+    Name,
+    /// The source has no write key.
+    #[error("source {0:?} needs at least one write key")]
+    NoWriteKey(String),
+    /// One of its write keys is empty.
+    #[error("source {0:?}: a write key must not be empty")]
+    EmptyWriteKey(String),
+    /// Two sources have this name.
+    #[error("source names must be unique: {0:?} is used twice")]
+    DuplicateName(String),
+    /// Two sources have one write key: a call could not be told apart.
+    #[error("a write key is used by both {0:?} and {1:?}")]
+    SharedWriteKey(String, String),
+    /// Two sources protect one endpoint URL differently: a URL is one
+    /// receiver whichever source posts to it.
+    #[error("source {name:?}: {url} has other protection settings in another source")]
+    ProtectionConflict {
+        /// The second source.
+        name: String,
+        /// The URL, shown without credentials or query.
+        url: String,
+    },
+}
+
+impl SourceError {
+    /// Always [`Code::InvalidSettings`].
+    pub fn code(&self) -> Code {
+        Code::InvalidSettings
+    }
+}
+
+/// Checks one source's name and write keys.
+pub fn check_source<K: AsRef<str>>(name: &str, write_keys: &[K]) -> Result<(), SourceError> {
+    if name.is_empty() || name.chars().count() > MAX_SOURCE_NAME_LEN || name.contains('\0') {
+        return Err(SourceError::Name);
+    }
+    if write_keys.is_empty() {
+        return Err(SourceError::NoWriteKey(name.to_owned()));
+    }
+    if write_keys.iter().any(|k| k.as_ref().is_empty()) {
+        return Err(SourceError::EmptyWriteKey(name.to_owned()));
+    }
+    Ok(())
+}
+
+/// A set of sources being put together: each one added is checked against
+/// those before it.
+#[derive(Debug, Default)]
+pub struct SourceSet {
+    names: HashSet<String>,
+    /// write key → the source that has it.
+    owners: HashMap<String, String>,
+    /// endpoint URL → its protection settings, where a source gave some.
+    protections: HashMap<String, ProtectionConfig>,
+}
+
+impl SourceSet {
+    /// An empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a source ([`check_source`] first): its name and write keys
+    /// must be new to the set, and the protections it gives its endpoint
+    /// URLs must match any another source gave the same URL. An error
+    /// leaves the set as it was.
+    pub fn add<'a, K: AsRef<str>>(
+        &mut self,
+        name: &str,
+        write_keys: &[K],
+        protections: impl IntoIterator<Item = (&'a str, ProtectionConfig)>,
+    ) -> Result<(), SourceError> {
+        check_source(name, write_keys)?;
+        if self.names.contains(name) {
+            return Err(SourceError::DuplicateName(name.to_owned()));
+        }
+        let mut keys: HashMap<&str, &str> = HashMap::new();
+        for k in write_keys {
+            let k = k.as_ref();
+            if let Some(other) = self
+                .owners
+                .get(k)
+                .map(String::as_str)
+                .or(keys.get(k).copied())
+            {
+                return Err(SourceError::SharedWriteKey(
+                    other.to_owned(),
+                    name.to_owned(),
+                ));
+            }
+            keys.insert(k, name);
+        }
+        let protections: Vec<(&str, ProtectionConfig)> = protections.into_iter().collect();
+        for (url, p) in &protections {
+            let before = self.protections.get(*url).or_else(|| {
+                protections
+                    .iter()
+                    .find(|(u, _)| u == url)
+                    .map(|(_, first)| first)
+            });
+            if before.is_some_and(|b| b != p) {
+                return Err(SourceError::ProtectionConflict {
+                    name: name.to_owned(),
+                    url: shown_url(url),
+                });
+            }
+        }
+        self.names.insert(name.to_owned());
+        for k in keys.into_keys() {
+            self.owners.insert(k.to_owned(), name.to_owned());
+        }
+        for (url, p) in protections {
+            self.protections.insert(url.to_owned(), p);
+        }
+        Ok(())
+    }
+
+    /// The protections given, by endpoint URL.
+    pub fn into_protections(self) -> HashMap<String, ProtectionConfig> {
+        self.protections
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_needs_a_name_and_keys() {
+        assert_eq!(check_source("web", &["wk"]), Ok(()));
+        assert_eq!(check_source("", &["wk"]), Err(SourceError::Name));
+        assert_eq!(check_source("a\0b", &["wk"]), Err(SourceError::Name));
+        let long = "é".repeat(MAX_SOURCE_NAME_LEN + 1);
+        assert_eq!(check_source(&long, &["wk"]), Err(SourceError::Name));
+        let longest = "é".repeat(MAX_SOURCE_NAME_LEN);
+        assert_eq!(check_source(&longest, &["wk"]), Ok(()));
+        let none: [&str; 0] = [];
+        assert_eq!(
+            check_source("web", &none),
+            Err(SourceError::NoWriteKey("web".into()))
+        );
+        assert_eq!(
+            check_source("web", &["wk", ""]),
+            Err(SourceError::EmptyWriteKey("web".into()))
+        );
+    }
+
+    #[test]
+    fn a_set_repeats_no_name_or_key_and_protects_a_url_one_way() {
+        let url = "https://user:pw@hooks.example.com/in?token=t";
+        let five = ProtectionConfig {
+            rate_per_second: Some(5),
+            ..ProtectionConfig::default()
+        };
+        let mut set = SourceSet::new();
+        set.add("a", &["ka"], [(url, five)]).unwrap();
+        set.add("b", &["kb"], [(url, five)]).unwrap();
+        assert_eq!(
+            set.add("a", &["kc"], []),
+            Err(SourceError::DuplicateName("a".into()))
+        );
+        let e = set.add("c", &["kb"], []).unwrap_err();
+        assert_eq!(e, SourceError::SharedWriteKey("b".into(), "c".into()));
+        assert!(!e.to_string().contains("kb"), "{e}");
+        let e = set.add("d", &["kd"], [(url, ProtectionConfig::default())]);
+        let e = e.unwrap_err();
+        assert!(
+            e.to_string().contains("hooks.example.com/in")
+                && !e.to_string().contains("pw")
+                && !e.to_string().contains("token"),
+            "{e}"
+        );
+        assert_eq!(e.code(), Code::InvalidSettings);
+        assert_eq!(set.into_protections().get(url), Some(&five));
+    }
+}
