@@ -13,6 +13,13 @@ use std::collections::{HashMap, HashSet};
 /// and with the messageId it makes the deduplication key.
 pub const MAX_SOURCE_NAME_LEN: usize = 100;
 
+/// How often a host that keeps its sources in a shared database reads them
+/// again: a change made through one relay is in force on every relay on the
+/// database within this (and the read's own time). A read of a few rows
+/// every 2 s costs the database nothing; Svix and Convoy cache endpoint
+/// settings for seconds as well.
+pub const SOURCES_POLL_MS: u64 = 2_000;
+
 /// A source, or a set of them, that cannot be used. Messages name the
 /// source, never a write key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -9,11 +9,14 @@ postgresql, a throwaway cluster under target/, from scripts/postgres.sh).
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import pathlib
 import random
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -23,6 +26,8 @@ from typing import Any
 
 import pytest
 from relay_support import (
+    ADMIN,
+    SECRET,
     WRITE_KEY,
     Database,
     Hook,
@@ -30,6 +35,7 @@ from relay_support import (
     Sender,
     Settled,
     Tally,
+    basic,
     config_text,
     free_port,
     track,
@@ -354,3 +360,117 @@ def not_ready(p: RelayProcess) -> bool:
             return bool(r.status != 200)
     except urllib.error.HTTPError as e:
         return e.code == 503
+
+
+def test_sources_changed_through_one_relay_reach_another_and_stay_secret(
+    pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]
+) -> None:
+    """Sources in the database: a change through one relay's admin API is in
+    force on another relay on the same Postgres within the documented
+    bound; `apply` is idempotent; bad settings are refused with the core's
+    codes; no key, secret or header value shows anywhere but the request
+    that carries it."""
+    env = {"CALLPOST_RELAY_SECRET_KEY": base64.b64encode(os.urandom(32)).decode()}
+    web = Hook(serve)
+    shop_secret, header_value, shop_key = "shop-secret-5f1c", "header-value-9d2e", "wk-shop-77"
+    shop = Hook(serve, secret=shop_secret)
+    first = tmp_path / "relay0"
+    first.mkdir()
+    second = tmp_path / "relay1"
+    second.mkdir()
+    # The first relay's file gives "web", applied to the database at start;
+    # the second has no sources of its own and runs from the database's.
+    a = RelayProcess(config_text(pg, [web.url]), first, env=env)
+    bare = f'database = "{pg.url}"\nadmin_token = "{ADMIN}"\n[security]\nallow_private_networks = true\n'
+    b = RelayProcess(bare, second, env=env)
+    answers: list[str] = []
+
+    def admin(p: RelayProcess, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        try:
+            out = p.admin(method, path, body)
+            answers.append(json.dumps(out))
+            return 200, out
+        except urllib.error.HTTPError as e:
+            text = e.read().decode()
+            answers.append(text)
+            return e.code, json.loads(text)
+
+    a.start()
+    b.start()
+    try:
+        assert admin(b, "GET", "/admin/sources/web")[0] == 200
+        source = {
+            "write_keys": [shop_key],
+            "webhooks": {
+                "urls": [{"url": shop.url, "headers": {"X-Api-Key": header_value}}],
+                "shared_secret": shop_secret,
+                "protection": {"rate_per_second": 50},
+            },
+        }
+        status, out = admin(a, "PUT", "/admin/sources/shop", source)
+        assert status == 200 and out["changes"]["added"] == ["shop"], out
+        put_at = time.time()
+        b.wait(lambda: admin(b, "GET", "/admin/sources/shop")[0] == 200, 60, "the second relay to have shop")
+        took = time.time() - put_at
+        print(f"a source put through one relay was in force on the other after {took:.2f} s (bound 2 s)")
+        call = track(1, messageId="shop-1")
+        assert b.post("/v1/track", call, headers={"Authorization": basic(shop_key)})[0] == 200
+        b.wait(lambda: len(shop.ok()) == 1, 30, "the shop receiver")
+        got = shop.ok()[0]
+        assert got.verified and got.headers["x-api-key"] == header_value
+        # The same again changes nothing; a change is "changed".
+        again = admin(a, "PUT", "/admin/sources/shop", source)
+        assert again[0] == 200, again
+        assert again[1]["changes"] == {
+            "added": [],
+            "changed": [],
+            "removed": [],
+        }
+        # Refused with the core's codes, and nothing kept.
+        taken = {"write_keys": [WRITE_KEY]}
+        status, out = admin(b, "PUT", "/admin/sources/other", taken)
+        assert (status, out["code"]) == (400, "invalid_settings") and "both" in out["message"], out
+        ftp = {"write_keys": ["wk-x"], "webhooks": {"urls": ["ftp://example.com/in"]}}
+        status, out = admin(b, "PUT", "/admin/sources/other", ftp)
+        assert (status, out["code"]) == (400, "invalid_settings") and "unsupported_scheme" in out["message"], out
+        status, out = admin(b, "PUT", "/admin/sources/other", {"write_keys": ["wk-x"], "colour": "red"})
+        assert (status, out["code"]) == (400, "invalid_settings"), out
+        assert admin(a, "GET", "/admin/sources/other")[0] == 404
+        # Removed through the second relay: the first stops taking its key.
+        status, out = admin(b, "DELETE", "/admin/sources/shop")
+        assert status == 200 and out["changes"]["removed"] == ["shop"], out
+        assert admin(b, "DELETE", "/admin/sources/shop")[0] == 404
+        a.wait(
+            lambda: a.post("/v1/track", call, headers={"Authorization": basic(shop_key)})[0] == 401,
+            60,
+            "the first relay to drop shop",
+        )
+        # `apply` makes the database match a file, and prints nothing when
+        # it already does.
+        extra = '[[sources]]\nname = "extra"\nwrite_keys = ["wk-extra"]\n'
+        applied = tmp_path / "apply.toml"
+        applied.write_text(config_text(pg, [web.url], extra=extra))
+
+        def apply() -> str:
+            run = subprocess.run(
+                [sys.executable, "-m", "callpost", "relay", "apply", str(applied)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                env=dict(os.environ, **env),
+            )
+            assert run.returncode == 0, run.stderr
+            return run.stdout
+
+        assert apply() == 'added source "extra"\n'
+        assert apply() == ""
+        b.wait(lambda: admin(b, "GET", "/admin/sources/extra")[0] == 200, 60, "the second relay to have extra")
+        stored = pg.query("SELECT name, sealed FROM sources ORDER BY name")
+        metrics = a.metrics() + b.metrics()
+    finally:
+        a.stop()
+        b.stop()
+    assert [r[0] for r in stored] == ["extra", "web"]
+    seen = "\n".join(answers + a.log + b.log + [metrics] + [str(r) for r in stored])
+    for secret in (shop_secret, header_value, shop_key, SECRET, WRITE_KEY, env["CALLPOST_RELAY_SECRET_KEY"]):
+        assert secret not in seen, secret

@@ -28,11 +28,23 @@ pub struct Sources {
 }
 
 impl Sources {
-    fn of(cfg: &Config, generation: u64) -> Self {
+    /// A set of sources already checked as a set
+    /// ([`crate::config::checked_set`]).
+    pub fn new(
+        list: Vec<Arc<Source>>,
+        protections: HashMap<String, ProtectionConfig>,
+        generation: u64,
+    ) -> Self {
+        let mut write_keys = HashMap::new();
+        for s in &list {
+            for k in &s.write_keys {
+                write_keys.insert(k.expose().to_owned(), Arc::clone(s));
+            }
+        }
         Self {
-            list: cfg.sources.clone(),
-            write_keys: cfg.write_keys(),
-            protections: cfg.protections.clone(),
+            list,
+            write_keys,
+            protections,
             generation,
         }
     }
@@ -76,13 +88,20 @@ pub struct Relay {
     /// How the configuration was read at start, so a reload reads it the
     /// same way (unset: nothing to read again, as in tests).
     pub reload_from: OnceLock<Overrides>,
+    /// The stored sources as this relay last read them (sealed), so an
+    /// unchanged set is not checked and put in force again.
+    stored_rows: Mutex<Option<Vec<(String, String)>>>,
     ready: AtomicBool,
 }
 
 impl Relay {
     /// The relay over `store`, not yet ready.
     pub fn new(cfg: Config, store: Arc<dyn Store>, clock: Arc<Clock>) -> Self {
-        let sources = RwLock::new(Arc::new(Sources::of(&cfg, 0)));
+        let sources = RwLock::new(Arc::new(Sources::new(
+            cfg.sources.clone(),
+            cfg.protections.clone(),
+            0,
+        )));
         let metrics = Arc::new(Metrics::new());
         // Only a relay that delivers sends events (it has the HTTP client).
         let operator = (cfg.deliver)
@@ -106,6 +125,7 @@ impl Relay {
             wake: Arc::new(Notify::new()),
             stats: Mutex::new(None),
             reload_from: OnceLock::new(),
+            stored_rows: Mutex::new(None),
             ready: AtomicBool::new(false),
         }
     }
@@ -131,15 +151,46 @@ impl Relay {
         Arc::clone(&self.sources.read().unwrap_or_else(PoisonError::into_inner))
     }
 
-    /// Puts the sources of `cfg` (checked) in force: new calls are taken
-    /// for them at once, and each delivery's next round uses its source's
-    /// destination as it is then. The receiver protections follow.
-    pub fn replace_sources(&self, cfg: &Config, now: callpost_core::Timestamp) {
+    /// Puts `list` (checked as a set, with the protection of each
+    /// endpoint URL that has one) in force: new calls are taken for them at
+    /// once, and each delivery's next round uses its source's destination
+    /// as it is then. The receiver protections follow.
+    pub fn put_sources(
+        &self,
+        list: Vec<Arc<Source>>,
+        protections: HashMap<String, ProtectionConfig>,
+        now: callpost_core::Timestamp,
+    ) {
         let mut slot = self.sources.write().unwrap_or_else(PoisonError::into_inner);
-        let next = Arc::new(Sources::of(cfg, slot.generation + 1));
+        let next = Arc::new(Sources::new(list, protections, slot.generation + 1));
         self.guards.set_protections(next.protections.clone(), now);
         *slot = next;
         drop(slot);
         self.wake.notify_one();
+    }
+
+    /// Whether `rows` are the stored sources as last read.
+    pub(crate) fn stored_rows_seen(&self, rows: &[(String, String)]) -> bool {
+        self.stored_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_deref()
+            == Some(rows)
+    }
+
+    /// Remembers the stored sources as read now.
+    pub(crate) fn set_stored_rows(&self, rows: Vec<(String, String)>) {
+        *self
+            .stored_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(rows);
+    }
+
+    /// Forgets them, so the next read puts them in force again.
+    pub(crate) fn forget_stored_rows(&self) {
+        *self
+            .stored_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
     }
 }

@@ -9,6 +9,11 @@
 //! callpost-relay audience     --source S --audience NAME --members FILE
 //! callpost-relay dead-letters [--limit N]
 //! callpost-relay rejected     [--limit N]
+//! callpost-relay enable-endpoint --url URL                      an endpoint disabled for failing, enabled again
+//! callpost-relay apply        relay.toml                        the database's sources made to match the file's
+//! callpost-relay sources                                        the sources in force, as JSON lines
+//! callpost-relay put-source   --file source.json                a source created or replaced in the database
+//! callpost-relay delete-source NAME                             a source removed from the database
 //! callpost-relay migrate                                        run the schema migrations, and exit
 //! ```
 //!
@@ -25,6 +30,7 @@ use crate::clock::Clock;
 use crate::config::{self, Config, LogFormat, Overrides};
 use crate::deliver::Deliverer;
 use crate::ops;
+use crate::sources;
 use crate::store::{self, ReplayFilter, StoreOptions};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write as _;
@@ -180,6 +186,29 @@ enum Command {
         #[arg(long)]
         url: String,
     },
+    /// Make the database's sources match a configuration file's
+    /// [[sources]] (needs CALLPOST_RELAY_SECRET_KEY); prints what changed.
+    Apply {
+        /// The configuration file (its database and sources are used).
+        file: String,
+    },
+    /// The sources in force (the database's with CALLPOST_RELAY_SECRET_KEY,
+    /// the file's without), as JSON lines without keys, secrets or header
+    /// values.
+    Sources,
+    /// Create or replace a source in the database from a JSON file of a
+    /// [[sources]] table's fields ('-': stdin).
+    PutSource {
+        /// The JSON file.
+        #[arg(long)]
+        file: String,
+    },
+    /// Remove a source from the database (its pending calls are set aside
+    /// as undeliverable).
+    DeleteSource {
+        /// The source's name.
+        name: String,
+    },
     /// Run the database's schema migrations (a start runs them too).
     Migrate,
 }
@@ -187,7 +216,10 @@ enum Command {
 /// Runs the command line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let overrides = overrides(&cli);
+    let mut overrides = overrides(&cli);
+    if let Some(Command::Apply { file }) = &cli.command {
+        overrides.config = Some(file.clone());
+    }
     let cfg = match config::load(&overrides, &|k| std::env::var(k).ok()) {
         Ok(cfg) => cfg,
         Err(e) => {
@@ -287,7 +319,9 @@ async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
     // may send one as soon as the relay says it listens.
     let stop = shutdown_signal();
     let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
-    if let Err(e) = crate::deliver::check_destinations(&cfg).await {
+    if let Err(e) =
+        crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks).await
+    {
         eprintln!("callpost relay: {e} (invalid_config)");
         return ExitCode::from(2);
     }
@@ -306,6 +340,13 @@ async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
     let clock = Arc::new(clock_of(&cfg));
     let relay = Arc::new(Relay::new(cfg, store, clock));
     let _ = relay.reload_from.set(overrides);
+    let polling = match start_sources(&relay).await {
+        Ok(p) => p,
+        Err(code) => {
+            relay.store.close().await;
+            return code;
+        }
+    };
     let metrics = Arc::clone(&relay.metrics);
     relay
         .store
@@ -341,7 +382,7 @@ async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
     relay.set_ready(true);
     tracing::info!(
         "relay started: {} source(s), database {database}, synchronous={}",
-        relay.cfg.sources.len(),
+        relay.sources().list.len(),
         relay.cfg.synchronous.as_str()
     );
     // Tests and scripts wait for this line; it names the port picked when
@@ -350,6 +391,9 @@ async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
     server.run(stop).await;
     relay.set_ready(false);
     housekeeping.abort();
+    if let Some(p) = polling {
+        p.abort();
+    }
     if let Some(r) = reloads {
         r.abort();
     }
@@ -359,6 +403,31 @@ async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
     relay.store.close().await;
     tracing::info!("relay stopped");
     ExitCode::SUCCESS
+}
+
+/// With a secret key: the file's sources applied to the database, the
+/// database's in force, and the task that reads them again. Without one:
+/// the file's, with a warning when the database keeps sources it cannot
+/// open.
+async fn start_sources(
+    relay: &Arc<Relay>,
+) -> Result<Option<tokio::task::JoinHandle<()>>, ExitCode> {
+    if relay.cfg.secret_key.is_none() {
+        match relay.store.stored_sources().await {
+            Ok(rows) if !rows.is_empty() => tracing::warn!(
+                "the database keeps {} source(s) this relay does not use: set {} to use them",
+                rows.len(),
+                sources::SECRET_KEY_VAR
+            ),
+            _ => {}
+        }
+        return Ok(None);
+    }
+    if let Err(e) = sources::start(relay, &relay.cfg.source_docs).await {
+        tracing::error!("cannot put the database's sources in force: {e}");
+        return Err(ExitCode::FAILURE);
+    }
+    Ok(Some(tokio::spawn(sources::poll(Arc::clone(relay)))))
 }
 
 /// Reloads the sources on each SIGHUP.
@@ -479,6 +548,10 @@ async fn run_command(cfg: Config, command: Command) -> ExitCode {
         Command::DeadLetters { .. } => "dead-letters",
         Command::Rejected { .. } => "rejected",
         Command::EnableEndpoint { .. } => "enable-endpoint",
+        Command::Apply { .. } => "apply",
+        Command::Sources => "sources",
+        Command::PutSource { .. } => "put-source",
+        Command::DeleteSource { .. } => "delete-source",
         Command::Migrate => "migrate",
     };
     match command_result(cfg, command).await {
@@ -572,8 +645,32 @@ async fn command_on(
                 .map_err(|e| e.to_string())?;
             out(&format!("replaying {n} deliveries"));
         }
+        Command::Apply { .. } => {
+            if cfg.source_docs.is_empty() {
+                return Err(
+                    "the file gives no sources: applying it would remove every source \
+                            (remove them one by one with `delete-source`)"
+                        .into(),
+                );
+            }
+            crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks)
+                .await
+                .map_err(|e| e.to_string())?;
+            let changes = sources::apply(store, cfg.secret_key.as_deref(), &cfg.source_docs)
+                .await
+                .map_err(|e| e.to_string())?;
+            for line in changes.lines() {
+                out(&line);
+            }
+        }
+        Command::Sources => sources_command(store, cfg, None).await?,
+        Command::PutSource { file } => sources_command(store, cfg, Some(Ok(file))).await?,
+        Command::DeleteSource { name } => sources_command(store, cfg, Some(Err(name))).await?,
         Command::Delete { user_id } => {
-            let sources = ops::delete_user(store, &cfg.sources, clock, &user_id)
+            let list = sources::in_force(store, cfg)
+                .await
+                .map_err(|e| e.to_string())?;
+            let sources = ops::delete_user(store, &list, clock, &user_id)
                 .await
                 .map_err(|e| e.to_string())?;
             let list = if sources.is_empty() {
@@ -592,7 +689,10 @@ async fn command_on(
             members,
         } => {
             let members = members_of(&members)?;
-            let n = ops::sync_audience(store, &cfg.sources, clock, &source, &audience, members)
+            let list = sources::in_force(store, cfg)
+                .await
+                .map_err(|e| e.to_string())?;
+            let n = ops::sync_audience(store, &list, clock, &source, &audience, members)
                 .await
                 .map_err(|e| e.to_string())?;
             out(&format!(
@@ -609,6 +709,57 @@ async fn command_on(
                 out(&serde_json::to_string(&row).map_err(|e| e.to_string())?);
             }
         }
+    }
+    Ok(())
+}
+
+/// `sources` (`None`), `put-source --file` (`Ok(file)`) and
+/// `delete-source` (`Err(name)`).
+async fn sources_command(
+    store: &dyn store::Store,
+    cfg: &Config,
+    change: Option<Result<String, String>>,
+) -> Result<(), String> {
+    let key = cfg.secret_key.as_deref();
+    let changes = match change {
+        None => {
+            let list = sources::in_force(store, cfg)
+                .await
+                .map_err(|e| e.to_string())?;
+            let protections = config::checked_set(&list).map_err(|e| e.to_string())?;
+            let set = crate::app::Sources::new(list, protections, 0);
+            for report in ops::sources_report(&set) {
+                out(&serde_json::to_string(&report).map_err(|e| e.to_string())?);
+            }
+            return Ok(());
+        }
+        Some(Ok(file)) => {
+            let text = if file == "-" {
+                std::io::read_to_string(std::io::stdin())
+                    .map_err(|e| format!("cannot read stdin: {e}"))?
+            } else {
+                std::fs::read_to_string(&file).map_err(|e| format!("cannot read {file}: {e}"))?
+            };
+            let doc = config::SourceDoc::from_json(&text).map_err(|e| e.to_string())?;
+            let source = doc
+                .check(&format!("source {:?}", doc.name()))
+                .map_err(|e| e.to_string())?;
+            crate::deliver::check_destinations(&[Arc::new(source)], cfg.allow_private_networks)
+                .await
+                .map_err(|e| e.to_string())?;
+            sources::put(store, key, doc).await
+        }
+        Some(Err(name)) => sources::remove(store, key, &name).await,
+    }
+    .map_err(|e| e.to_string())?;
+    for line in changes.lines() {
+        out(&line);
+    }
+    if !changes.is_empty() {
+        out(&format!(
+            "every relay on the database puts it in force within {} s",
+            sources::SOURCES_POLL_MS / 1000
+        ));
     }
     Ok(())
 }

@@ -10,13 +10,14 @@
 //! environment, never from flags, which any user of the machine can read
 //! in `ps`.
 
+use crate::sources::SealKey;
 use crate::store::{Retention, Synchronous};
 use callpost_core::notify::DEAD_LETTER_WINDOW_RANGE_MS;
 use callpost_core::protection::ProtectionConfig;
 use callpost_core::sources::{check_source, SourceError, SourceSet};
 use callpost_core::webhooks::{EndpointConfig, Mode, Webhooks};
 use callpost_core::NotifierConfig;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::SocketAddr;
@@ -137,6 +138,8 @@ pub struct Source {
     pub webhooks: Option<Webhooks>,
     /// False: calls are stored as undeliverable, nothing is sent.
     pub enabled: bool,
+    /// The receiver protections it gives its endpoint URLs, if any.
+    pub protection: Option<ProtectionConfig>,
 }
 
 impl Source {
@@ -197,8 +200,15 @@ pub struct Config {
     pub database: Secret,
     /// Bearer token for `/admin` and `/metrics`; `None`: no admin API.
     pub admin_token: Option<Secret>,
-    /// The sources.
+    /// The sources the file and the flags give (with a secret key, the
+    /// database's sources are in force instead, once these are applied to
+    /// it: [`crate::sources`]).
     pub sources: Vec<Arc<Source>>,
+    /// The same sources in the form the database keeps.
+    pub source_docs: Vec<SourceDoc>,
+    /// `CALLPOST_RELAY_SECRET_KEY`: seals the sources kept in the
+    /// database. Without it, the relay runs from the file alone.
+    pub secret_key: Option<Arc<SealKey>>,
     /// Webhook URLs may resolve to loopback and private addresses.
     pub allow_private_networks: bool,
     /// PEM certificates trusted for deliveries, beside the system's.
@@ -250,17 +260,6 @@ pub struct Operator {
 }
 
 impl Config {
-    /// write key → source.
-    pub fn write_keys(&self) -> HashMap<String, Arc<Source>> {
-        let mut out = HashMap::new();
-        for s in &self.sources {
-            for k in &s.write_keys {
-                out.insert(k.expose().to_owned(), Arc::clone(s));
-            }
-        }
-        out
-    }
-
     /// The source named `name`.
     pub fn source(&self, name: &str) -> Option<&Arc<Source>> {
         self.sources.iter().find(|s| s.name == name)
@@ -325,26 +324,33 @@ struct FileOperator {
     dead_letter_window_seconds: Option<u64>,
 }
 
-#[derive(Debug, Deserialize)]
+/// A source as the file's `[[sources]]` table gives it, and as the
+/// database keeps it (the same fields, as JSON).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct FileSource {
     name: String,
     write_keys: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     webhooks: Option<FileWebhooks>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct FileWebhooks {
     #[serde(default)]
     urls: Vec<FileUrl>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     shared_secret: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     protection: Option<ProtectionConfig>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
 enum FileUrl {
     Url(String),
@@ -450,24 +456,7 @@ pub fn load(
         flag.clone().or_else(|| var(name)).or_else(|| file.clone())
     };
 
-    let mut sources = Vec::new();
-    // The protection settings each source gives its endpoint URLs.
-    let mut chosen = Vec::new();
-    for (i, s) in file.sources.iter().enumerate() {
-        let src = source_from_file(s, i)?;
-        let p = s.webhooks.as_ref().and_then(|w| w.protection);
-        if let Some(p) = p {
-            p.validate().map_err(|e| {
-                bad(format!(
-                    "source {:?}: webhooks.protection.{e} ({})",
-                    src.name,
-                    e.code().as_str()
-                ))
-            })?;
-        }
-        sources.push(src);
-        chosen.push(p);
-    }
+    let mut docs: Vec<SourceDoc> = file.sources.iter().cloned().map(SourceDoc).collect();
     // The flag/variable form: one source called "default".
     let keys = if overrides.write_keys.is_empty() {
         var("WRITE_KEYS")
@@ -485,16 +474,20 @@ pub fn load(
     };
     let secret = var("SHARED_SECRET");
     if !keys.is_empty() {
-        let endpoints: Vec<EndpointConfig> = urls.iter().map(EndpointConfig::new).collect();
-        let webhooks = if endpoints.is_empty() {
-            if secret.is_some() {
-                return Err(bad("a shared secret needs a webhook URL"));
-            }
-            None
-        } else {
-            Some(webhooks_of("default", &endpoints, secret.as_deref(), None)?)
-        };
-        sources.push(source("default", keys, webhooks, true)?);
+        if urls.is_empty() && secret.is_some() {
+            return Err(bad("a shared secret needs a webhook URL"));
+        }
+        docs.push(SourceDoc(FileSource {
+            name: "default".into(),
+            write_keys: keys,
+            webhooks: (!urls.is_empty()).then(|| FileWebhooks {
+                urls: urls.into_iter().map(FileUrl::Url).collect(),
+                shared_secret: secret,
+                mode: None,
+                enabled: None,
+                protection: None,
+            }),
+        }));
     } else if !urls.is_empty() {
         return Err(bad(
             "a webhook URL needs a write key (--write-key or CALLPOST_RELAY_WRITE_KEYS)",
@@ -502,19 +495,15 @@ pub fn load(
     } else if secret.is_some() && file.sources.is_empty() {
         return Err(bad("a shared secret needs a webhook URL"));
     }
-    // The core's rules for the set: no name or write key twice, one
-    // protection per endpoint URL.
-    let mut set = SourceSet::new();
-    for (i, s) in sources.iter().enumerate() {
-        let keys: Vec<&str> = s.write_keys.iter().map(Secret::expose).collect();
-        let protected: Vec<(&str, ProtectionConfig)> =
-            match (chosen.get(i).copied().flatten(), &s.webhooks) {
-                (Some(p), Some(hooks)) => hooks.endpoints().iter().map(|e| (e.url(), p)).collect(),
-                _ => Vec::new(),
-            };
-        set.add(&s.name, &keys, protected).map_err(source_error)?;
-    }
-    let protections = set.into_protections();
+    let sources = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| d.check(&format!("sources[{i}]")).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let protections = checked_set(&sources)?;
+    let secret_key = var("SECRET_KEY")
+        .map(|k| SealKey::parse(&k).map(Arc::new))
+        .transpose()?;
 
     let listen = first(&overrides.listen, "LISTEN", &file.listen)
         .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
@@ -705,7 +694,9 @@ pub fn load(
         admin_listen,
         database: Secret::new(database),
         admin_token: admin_token.map(Secret::new),
-        sources: sources.into_iter().map(Arc::new).collect(),
+        sources,
+        source_docs: docs,
+        secret_key,
         allow_private_networks,
         ca_file,
         synchronous,
@@ -757,21 +748,6 @@ fn range(v: u64, what: &str, low: u64, high: u64) -> Result<u64, ConfigError> {
             "{what} must be between {low} and {high}, not {v}"
         )))
     }
-}
-
-fn source(
-    name: &str,
-    keys: Vec<String>,
-    webhooks: Option<Webhooks>,
-    enabled: bool,
-) -> Result<Source, ConfigError> {
-    check_source(name, &keys).map_err(source_error)?;
-    Ok(Source {
-        name: name.to_owned(),
-        write_keys: keys.into_iter().map(Secret::new).collect(),
-        webhooks,
-        enabled,
-    })
 }
 
 fn webhooks_of(
@@ -842,28 +818,104 @@ fn operator_from_file(o: &FileOperator) -> Result<Operator, ConfigError> {
     Ok(Operator { webhooks, notify })
 }
 
-fn source_from_file(s: &FileSource, index: usize) -> Result<Source, ConfigError> {
-    if s.name.is_empty() {
-        return Err(bad(format!(
-            "sources[{index}].name must be a non-empty string"
-        )));
+/// A source in the form the file's `[[sources]]` table and the database
+/// give it: checked by [`SourceDoc::check`] before it is used.
+#[derive(Clone, PartialEq)]
+pub struct SourceDoc(FileSource);
+
+impl fmt::Debug for SourceDoc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SourceDoc({:?}, ***)", self.0.name)
     }
-    let Some(hooks) = &s.webhooks else {
-        return source(&s.name, s.write_keys.clone(), None, true);
-    };
-    let endpoints = endpoints_of(&hooks.urls);
-    let webhooks = webhooks_of(
-        &s.name,
-        &endpoints,
-        hooks.shared_secret.as_deref(),
-        hooks.mode.as_deref(),
-    )?;
-    source(
-        &s.name,
-        s.write_keys.clone(),
-        Some(webhooks),
-        hooks.enabled.unwrap_or(true),
-    )
+}
+
+impl SourceDoc {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// Reads a source from JSON with the fields of a `[[sources]]` table.
+    /// Unknown fields and wrong types are refused; the settings themselves
+    /// are checked by [`SourceDoc::check`].
+    pub fn from_json(json: &str) -> Result<Self, ConfigError> {
+        serde_json::from_str(json)
+            .map(Self)
+            .map_err(|e| bad(format!("not a valid source: {e} (invalid_settings)")))
+    }
+
+    /// Reads a source from a JSON value, as [`SourceDoc::from_json`].
+    pub fn from_value(value: serde_json::Value) -> Result<Self, ConfigError> {
+        serde_json::from_value(value)
+            .map(Self)
+            .map_err(|e| bad(format!("not a valid source: {e} (invalid_settings)")))
+    }
+
+    /// As JSON (with its secrets: seal it before it leaves the process).
+    pub fn to_json(&self) -> String {
+        // A struct of strings, lists and maps always serialises.
+        serde_json::to_string(&self.0).unwrap_or_default()
+    }
+
+    /// Checks it by the core's rules (name, write keys, destination,
+    /// protections); `at` names it in the message when its name cannot.
+    pub fn check(&self, at: &str) -> Result<Source, ConfigError> {
+        let s = &self.0;
+        if s.name.is_empty() {
+            return Err(bad(format!("{at}.name must be a non-empty string")));
+        }
+        check_source(&s.name, &s.write_keys).map_err(source_error)?;
+        let (webhooks, enabled, protection) = match &s.webhooks {
+            None => (None, true, None),
+            Some(hooks) => {
+                let webhooks = webhooks_of(
+                    &s.name,
+                    &endpoints_of(&hooks.urls),
+                    hooks.shared_secret.as_deref(),
+                    hooks.mode.as_deref(),
+                )?;
+                if let Some(p) = hooks.protection {
+                    p.validate().map_err(|e| {
+                        bad(format!(
+                            "source {:?}: webhooks.protection.{e} ({})",
+                            s.name,
+                            e.code().as_str()
+                        ))
+                    })?;
+                }
+                (
+                    Some(webhooks),
+                    hooks.enabled.unwrap_or(true),
+                    hooks.protection,
+                )
+            }
+        };
+        Ok(Source {
+            name: s.name.clone(),
+            write_keys: s.write_keys.iter().cloned().map(Secret::new).collect(),
+            webhooks,
+            enabled,
+            protection,
+        })
+    }
+}
+
+/// Checks a set of sources by the core's rules (no name or write key
+/// twice, one protection per endpoint URL); returns the protection of each
+/// URL that has one.
+pub fn checked_set(
+    sources: &[Arc<Source>],
+) -> Result<HashMap<String, ProtectionConfig>, ConfigError> {
+    let mut set = SourceSet::new();
+    for s in sources {
+        let keys: Vec<&str> = s.write_keys.iter().map(Secret::expose).collect();
+        let protected: Vec<(&str, ProtectionConfig)> = match (s.protection, &s.webhooks) {
+            (Some(p), Some(hooks)) => hooks.endpoints().iter().map(|e| (e.url(), p)).collect(),
+            _ => Vec::new(),
+        };
+        set.add(&s.name, &keys, protected).map_err(source_error)?;
+    }
+    Ok(set.into_protections())
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ pub mod deliver;
 pub mod metrics;
 pub mod notify;
 pub mod ops;
+pub mod sources;
 pub mod store;
 pub mod tls;
 

@@ -281,7 +281,7 @@ pub async fn reload(relay: &Relay) -> Result<Reloaded, OpError> {
         })?;
         let cfg = config::load(overrides, &|k| std::env::var(k).ok())
             .map_err(|e| invalid(e.to_string()))?;
-        crate::deliver::check_destinations(&cfg)
+        crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks)
             .await
             .map_err(|e| invalid(e.to_string()))?;
         let before: Vec<String> = relay
@@ -290,8 +290,23 @@ pub async fn reload(relay: &Relay) -> Result<Reloaded, OpError> {
             .iter()
             .map(|s| s.name.clone())
             .collect();
-        let sources: Vec<String> = cfg.sources.iter().map(|s| s.name.clone()).collect();
-        relay.replace_sources(&cfg, relay.clock.now());
+        if relay.cfg.secret_key.is_some() {
+            // The file's sources go to the database, whose set is put in
+            // force (the key itself is the one the relay started with).
+            crate::sources::start(relay, &cfg.source_docs).await?;
+        } else {
+            relay.put_sources(
+                cfg.sources.clone(),
+                cfg.protections.clone(),
+                relay.clock.now(),
+            );
+        }
+        let sources: Vec<String> = relay
+            .sources()
+            .list
+            .iter()
+            .map(|s| s.name.clone())
+            .collect();
         Ok(Reloaded {
             added: sources
                 .iter()

@@ -855,6 +855,16 @@ impl Store for Observed {
     ) -> Result<(), StoreError> {
         self.inner.set_endpoint_disabled(url, disabled, now).await
     }
+    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.inner.stored_sources().await
+    }
+    async fn write_sources(
+        &self,
+        put: Vec<(String, String)>,
+        remove: Vec<String>,
+    ) -> Result<(), StoreError> {
+        self.inner.write_sources(put, remove).await
+    }
     fn statements(&self) -> u64 {
         self.inner.statements()
     }

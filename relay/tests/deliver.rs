@@ -806,7 +806,9 @@ async fn private_addresses_are_never_connected_to() {
     ];
     let sources: Vec<Src<'_>> = urls.iter().map(|(n, u)| src(n, &[u])).collect();
     let w = World::new(&toml(&head(false, 32, 4, ""), &sources));
-    let e = check_destinations(&w.relay.cfg).await.unwrap_err();
+    let e = check_destinations(&w.relay.cfg.sources, w.relay.cfg.allow_private_networks)
+        .await
+        .unwrap_err();
     assert!(e.0.contains("private or loopback address"), "{e}");
     for (name, _) in &urls {
         w.add(name, &[format!("{name}-1")]).await;
@@ -968,7 +970,11 @@ async fn sources_replaced_while_running_apply_from_the_next_round() {
         &head(true, 64, 8, ""),
         &[src("a", &[&new.url()]), src("b", &[&other.url()])],
     ));
-    w.relay.replace_sources(&cfg, w.relay.clock.now());
+    w.relay.put_sources(
+        cfg.sources.clone(),
+        cfg.protections.clone(),
+        w.relay.clock.now(),
+    );
     assert_eq!(w.relay.sources().generation, 1);
     assert!(w.relay.sources().write_keys.contains_key("wk-b"));
     assert!(!w.relay.sources().write_keys.contains_key("wk-gone"));

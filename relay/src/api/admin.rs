@@ -25,8 +25,10 @@ use super::{
     body_failed, body_timeout, closing, error, header, json_value, read_body, with, Answer, Api,
     BodyError, Throttle,
 };
+use crate::config::SourceDoc;
 use crate::config::MAX_ADMIN_BODY_BYTES;
 use crate::ops::{self, OpError};
+use crate::sources;
 use crate::store::ReplayFilter;
 use callpost_core::Timestamp;
 use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, WWW_AUTHENTICATE};
@@ -72,6 +74,9 @@ pub(crate) enum Route {
     Reload,
     EnableEndpoint,
     Sources,
+    GetSource,
+    PutSource,
+    DeleteSource,
     #[cfg(feature = "test-clock")]
     TestClock,
 }
@@ -88,6 +93,12 @@ impl Route {
             (&Method::POST, "/admin/reload") => Self::Reload,
             (&Method::GET, "/admin/sources") => Self::Sources,
             (&Method::POST, "/admin/endpoints/enable") => Self::EnableEndpoint,
+            (m, p) if p.starts_with(SOURCE_PATH) => match *m {
+                Method::GET => Self::GetSource,
+                Method::PUT => Self::PutSource,
+                Method::DELETE => Self::DeleteSource,
+                _ => return None,
+            },
             #[cfg(feature = "test-clock")]
             (&Method::POST, "/admin/test/clock") => Self::TestClock,
             _ => return None,
@@ -143,11 +154,12 @@ pub(crate) async fn handle(
         return a;
     }
     let query = req.uri().query().map(str::to_owned);
+    let path = req.uri().path().to_owned();
     let fields = match body(api, req, headers_in).await {
         Ok(f) => f,
         Err(a) => return a,
     };
-    match run(api, route, query.as_deref(), fields).await {
+    match run(api, route, &path, query.as_deref(), fields).await {
         Ok(a) => a,
         Err(Refused::Bad(message)) => error(400, "invalid_argument", &message),
         Err(Refused::Op(e)) => error(e.status, e.code, &e.message),
@@ -210,7 +222,13 @@ async fn body(api: &Api, req: Request<Incoming>, headers_in: Instant) -> Result<
     }
 }
 
-async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Result<Answer> {
+async fn run(
+    api: &Api,
+    route: Route,
+    path: &str,
+    query: Option<&str>,
+    mut f: Fields,
+) -> Result<Answer> {
     let relay = &api.relay;
     let store = &*relay.store;
     match route {
@@ -237,6 +255,50 @@ async fn run(api: &Api, route: Route, query: Option<&str>, mut f: Fields) -> Res
             no_query(query)?;
             f.done()?;
             Ok(json_value(200, &ops::sources_report(&relay.sources())))
+        }
+        Route::GetSource => {
+            no_query(query)?;
+            f.done()?;
+            let name = source_name(path)?;
+            let report = ops::sources_report(&relay.sources())
+                .into_iter()
+                .find(|s| s.name == name)
+                .ok_or_else(|| no_source(&name))?;
+            Ok(json_value(200, &report))
+        }
+        Route::PutSource => {
+            no_query(query)?;
+            let name = source_name(path)?;
+            match f.0.get("name") {
+                None => {
+                    f.0.insert("name".into(), Value::String(name.clone()));
+                }
+                Some(Value::String(n)) if *n == name => {}
+                Some(_) => return bad("name, when given, must be the name in the path"),
+            }
+            let doc =
+                SourceDoc::from_value(Value::Object(std::mem::take(&mut f.0))).map_err(|e| {
+                    Refused::Op(OpError {
+                        status: 400,
+                        code: "invalid_settings",
+                        message: e.to_string(),
+                    })
+                })?;
+            let changes = sources::put_live(relay, doc).await?;
+            let report = ops::sources_report(&relay.sources())
+                .into_iter()
+                .find(|s| s.name == name);
+            Ok(json_value(
+                200,
+                &json!({ "changes": changes, "source": report }),
+            ))
+        }
+        Route::DeleteSource => {
+            no_query(query)?;
+            f.done()?;
+            let name = source_name(path)?;
+            let changes = sources::remove_live(relay, &name).await?;
+            Ok(json_value(200, &json!({ "changes": changes })))
         }
         Route::EnableEndpoint => {
             no_query(query)?;
@@ -396,6 +458,26 @@ fn replay_filter(f: &mut Fields) -> Result<(ReplayFilter, bool)> {
         },
         all,
     ))
+}
+
+/// Where `/admin/sources/{name}` starts.
+const SOURCE_PATH: &str = "/admin/sources/";
+
+/// The source name in the path, percent-decoded.
+fn source_name(path: &str) -> Result<String> {
+    let raw = path.strip_prefix(SOURCE_PATH).unwrap_or_default();
+    match percent_encoding::percent_decode_str(raw).decode_utf8() {
+        Ok(name) if !name.is_empty() && !name.contains('/') => Ok(name.into_owned()),
+        _ => bad("the path must be /admin/sources/{name}, the name percent-encoded UTF-8"),
+    }
+}
+
+fn no_source(name: &str) -> Refused {
+    Refused::Op(OpError {
+        status: 404,
+        code: "not_found",
+        message: format!("there is no source {name:?} in force"),
+    })
 }
 
 fn no_query(query: Option<&str>) -> Result<()> {

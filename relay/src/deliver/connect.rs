@@ -11,7 +11,7 @@
 //! once at start, so a name that later resolves somewhere private is
 //! caught too, and whichever way the relay was started.
 
-use crate::config::{Config, ConfigError};
+use crate::config::{ConfigError, Source};
 use callpost_core::webhooks::is_public_address;
 use http::Uri;
 use hyper_util::rt::TokioIo;
@@ -20,6 +20,7 @@ use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::net::TcpStream;
 
@@ -151,11 +152,14 @@ async fn connect(uri: &Uri, allow_private: bool) -> io::Result<TokioIo<TcpStream
 /// other non-public address, unless `allow_private_networks`; the message
 /// names the source, the host and the addresses. A name that does not
 /// resolve yet is left to the check every connection makes.
-pub async fn check_destinations(cfg: &Config) -> Result<(), ConfigError> {
-    if cfg.allow_private_networks {
+pub async fn check_destinations(
+    sources: &[Arc<Source>],
+    allow_private_networks: bool,
+) -> Result<(), ConfigError> {
+    if allow_private_networks {
         return Ok(());
     }
-    for source in &cfg.sources {
+    for source in sources {
         let Some(hooks) = source.destination() else {
             continue;
         };

@@ -87,6 +87,7 @@ struct Inner {
     senders: HashMap<String, i64>,
     /// Disabled endpoint URLs.
     disabled: BTreeMap<String, i64>,
+    sources: BTreeMap<String, String>,
     next_id: i64,
     next_rejected: u64,
     next_claim: i64,
@@ -597,6 +598,29 @@ impl Store for MemoryStore {
         inner.senders.insert(relay.to_owned(), now);
         inner.senders.retain(|_, seen| *seen >= expired);
         Ok(u32::try_from(inner.senders.len()).unwrap_or(u32::MAX))
+    }
+
+    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.enter().await?;
+        Ok(lock(&self.inner)
+            .sources
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    async fn write_sources(
+        &self,
+        put: Vec<(String, String)>,
+        remove: Vec<String>,
+    ) -> Result<(), StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        for name in remove {
+            inner.sources.remove(&name);
+        }
+        inner.sources.extend(put);
+        Ok(())
     }
 
     async fn disabled_endpoints(&self) -> Result<Vec<String>, StoreError> {

@@ -489,6 +489,17 @@ pub trait Store: Send + Sync + 'static {
         now: i64,
     ) -> Result<(), StoreError>;
 
+    /// The sources kept in the database: (name, sealed document), by name.
+    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Creates or replaces the sources in `put` (name, sealed document) and
+    /// removes those named in `remove`, all at once.
+    async fn write_sources(
+        &self,
+        put: Vec<(String, String)>,
+        remove: Vec<String>,
+    ) -> Result<(), StoreError>;
+
     /// SQL statements run so far, BEGIN and COMMIT included (for
     /// `callpost_relay_sql_statements_total`).
     fn statements(&self) -> u64;
@@ -555,6 +566,7 @@ pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
         3,
         include_str!("../../migrations/sqlite/0003_disabled_endpoints.sql"),
     ),
+    (4, include_str!("../../migrations/sqlite/0004_sources.sql")),
 ];
 
 /// As [`SQLITE_MIGRATIONS`], for Postgres.
@@ -571,5 +583,9 @@ pub const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (
         4,
         include_str!("../../migrations/postgres/0004_disabled_endpoints.sql"),
+    ),
+    (
+        5,
+        include_str!("../../migrations/postgres/0005_sources.sql"),
     ),
 ];

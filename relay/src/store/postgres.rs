@@ -141,6 +141,12 @@ const DISABLED_ENDPOINTS: &str = "SELECT url FROM disabled_endpoints ORDER BY ur
 const DISABLE_ENDPOINT: &str = "INSERT INTO disabled_endpoints (url, since) VALUES ($1, $2) \
      ON CONFLICT (url) DO NOTHING";
 const ENABLE_ENDPOINT: &str = "DELETE FROM disabled_endpoints WHERE url = $1";
+const STORED_SOURCES: &str = "SELECT name, sealed FROM sources ORDER BY name";
+// One statement, so every relay reads the set before or after the change,
+// never half of it.
+const WRITE_SOURCES: &str = "WITH gone AS (DELETE FROM sources WHERE name = ANY($3::text[])) \
+     INSERT INTO sources (name, sealed) SELECT * FROM unnest($1::text[], $2::text[]) \
+     ON CONFLICT (name) DO UPDATE SET sealed = excluded.sealed";
 // One statement: this relay's row, the old ones gone, and the others
 // counted (a data-modifying CTE's changes are not visible to the SELECT,
 // so this relay is counted by the caller, not here).
@@ -1600,6 +1606,30 @@ impl Store for PostgresStore {
         } else {
             self.inner.read_aside(&[(ENABLE_ENDPOINT, &[&url])]).await?;
         }
+        Ok(())
+    }
+
+    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = self.inner.read_aside(&[(STORED_SOURCES, &[])]).await?;
+        rows.first().map_or_else(
+            || Ok(Vec::new()),
+            |rows| {
+                rows.iter()
+                    .map(|row| Ok((column(&self.inner, row, 0)?, column(&self.inner, row, 1)?)))
+                    .collect()
+            },
+        )
+    }
+
+    async fn write_sources(
+        &self,
+        put: Vec<(String, String)>,
+        remove: Vec<String>,
+    ) -> Result<(), StoreError> {
+        let (names, sealed): (Vec<String>, Vec<String>) = put.into_iter().unzip();
+        self.inner
+            .read_aside(&[(WRITE_SOURCES, &[&names, &sealed, &remove])])
+            .await?;
         Ok(())
     }
 

@@ -1322,6 +1322,39 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.read(|db| {
+            let mut stmt = db
+                .conn
+                .prepare_cached("SELECT name, sealed FROM sources ORDER BY name")?;
+            db.tick(1);
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn write_sources(
+        &self,
+        put: Vec<(String, String)>,
+        remove: Vec<String>,
+    ) -> Result<(), StoreError> {
+        self.write(0, move |db| {
+            for name in &remove {
+                db.exec("DELETE FROM sources WHERE name = ?", params![name])?;
+            }
+            for (name, sealed) in &put {
+                db.exec(
+                    "INSERT INTO sources (name, sealed) VALUES (?, ?) \
+                     ON CONFLICT (name) DO UPDATE SET sealed = excluded.sealed",
+                    params![name, sealed],
+                )?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     fn statements(&self) -> u64 {
         self.shared.statements.load(Ordering::Relaxed)
     }

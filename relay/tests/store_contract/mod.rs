@@ -76,6 +76,7 @@ macro_rules! contract_tests {
             rejected_newest_first,
             audience_state_and_sync,
             disabled_endpoints_are_kept_until_enabled,
+            sources_are_written_and_removed_together,
             healthy_backlog_and_statements,
             closed_store_refuses,
         );
@@ -1161,6 +1162,37 @@ pub(crate) async fn disabled_endpoints_are_kept_until_enabled(store: Arc<dyn Sto
     store.set_endpoint_disabled(a, false, T0 + 2).await.unwrap();
     store.set_endpoint_disabled(a, false, T0 + 3).await.unwrap();
     assert_eq!(store.disabled_endpoints().await.unwrap(), vec![b]);
+}
+
+/// Sources are kept by name: a write creates, replaces and removes in one
+/// go, and leaves the others as they are.
+pub(crate) async fn sources_are_written_and_removed_together(store: Arc<dyn Store>) {
+    assert!(store.stored_sources().await.unwrap().is_empty());
+    let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
+    store
+        .write_sources(vec![pair("b", "v1.b"), pair("a", "v1.a")], vec![])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.stored_sources().await.unwrap(),
+        vec![pair("a", "v1.a"), pair("b", "v1.b")]
+    );
+    store
+        .write_sources(
+            vec![pair("a", "v1.a2"), pair("c", "v1.c")],
+            vec!["b".into(), "z".into()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.stored_sources().await.unwrap(),
+        vec![pair("a", "v1.a2"), pair("c", "v1.c")]
+    );
+    store.write_sources(vec![], vec!["a".into()]).await.unwrap();
+    assert_eq!(
+        store.stored_sources().await.unwrap(),
+        vec![pair("c", "v1.c")]
+    );
 }
 
 /// An audience's state and its identify calls are stored together; the
