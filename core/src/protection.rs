@@ -63,6 +63,12 @@ pub const SENDER_HEARTBEAT_MS: u64 = 5_000;
 /// hand its part to the others.
 pub const SENDER_EXPIRY_MS: u64 = 3 * SENDER_HEARTBEAT_MS;
 
+/// How often senders sharing endpoints (relays on one database) exchange
+/// their [`Hold`]s: a pause or an open circuit one of them decided reaches
+/// the others within this, so a receiver that asked one sender to wait is
+/// left alone by all of them a second later at most.
+pub const HOLD_SYNC_MS: u64 = 1_000;
+
 /// One endpoint URL's protections. Every one is optional; the default is
 /// no rate limit, no cap, the breaker on with its defaults, and no
 /// automatic disabling.
@@ -218,6 +224,53 @@ impl Default for GuardState {
             circuit: Circuit::Closed,
             failing_since: None,
             disabled: false,
+        }
+    }
+}
+
+/// What one sender holds back for an endpoint, to share with the others
+/// that post to it (and to keep across a restart): a receiver's
+/// `Retry-After` pause and an open circuit. The host stores it and hands
+/// it to the other senders' guards ([`EndpointGuard::handle_hold`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hold {
+    /// Nothing is sent before this.
+    pub paused_until: Option<Timestamp>,
+    /// The circuit is open until this: one probe then.
+    pub open_until: Option<Timestamp>,
+    /// How long that circuit was opened for (a failed probe doubles it).
+    pub open_ms: u64,
+}
+
+impl Hold {
+    /// Whether it holds back anything `other` does not: a later pause or a
+    /// later open circuit.
+    pub fn outlasts(&self, other: Option<&Self>) -> bool {
+        let later =
+            |a: Option<Timestamp>, b: Option<Timestamp>| a.is_some_and(|a| b.is_none_or(|b| a > b));
+        match other {
+            None => self.paused_until.is_some() || self.open_until.is_some(),
+            Some(o) => {
+                later(self.paused_until, o.paused_until) || later(self.open_until, o.open_until)
+            }
+        }
+    }
+
+    /// The later of each part of the two.
+    #[must_use]
+    pub fn merge(self, other: Option<&Self>) -> Self {
+        let Some(o) = other else {
+            return self;
+        };
+        let open = if self.open_until >= o.open_until {
+            self
+        } else {
+            *o
+        };
+        Self {
+            paused_until: self.paused_until.max(o.paused_until),
+            open_until: open.open_until,
+            open_ms: open.open_ms,
         }
     }
 }
@@ -558,6 +611,52 @@ impl EndpointGuard {
     /// The operator disables the endpoint.
     pub fn disable(&mut self, now: Timestamp) {
         self.state.disabled = true;
+        self.note(now);
+    }
+
+    /// What this guard holds back at `now`, to share with the other
+    /// senders: its pause and its open circuit, or `None`.
+    #[must_use]
+    pub fn hold(&self, now: Timestamp) -> Option<Hold> {
+        let s = &self.state;
+        let paused_until = s.paused_until.filter(|u| *u > now);
+        let (open_until, open_ms) = match s.circuit {
+            Circuit::Open { until, open_ms } if until > now => (Some(until), open_ms),
+            _ => (None, 0),
+        };
+        (paused_until.is_some() || open_until.is_some()).then_some(Hold {
+            paused_until,
+            open_until,
+            open_ms,
+        })
+    }
+
+    /// Another sender's [`Hold`] on this endpoint (or this one's, kept
+    /// across a restart). Its pause is taken as if this guard had been
+    /// answered the `Retry-After`. Its open circuit opens this one until
+    /// the same time unless this one is probing (the probe's answer
+    /// decides) or already open longer: when it ends each sender probes
+    /// once, instead of every sender but one sending every due call to a
+    /// receiver that is down.
+    pub fn handle_hold(&mut self, now: Timestamp, hold: &Hold) {
+        let s = &mut self.state;
+        if s.disabled {
+            return;
+        }
+        if let Some(until) = hold.paused_until.filter(|u| *u > now) {
+            s.paused_until = Some(s.paused_until.map_or(until, |p| p.max(until)));
+        }
+        if let Some(until) = hold.open_until.filter(|u| *u > now) {
+            let open = Circuit::Open {
+                until,
+                open_ms: hold.open_ms,
+            };
+            s.circuit = match s.circuit {
+                Circuit::Closed | Circuit::HalfOpen { probing: false, .. } => open,
+                Circuit::Open { until: mine, .. } if mine < until => open,
+                other => other,
+            };
+        }
         self.note(now);
     }
 

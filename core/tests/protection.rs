@@ -12,7 +12,7 @@
 )]
 
 use callpost_core::protection::{
-    DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_OPEN_MS, MAX_BREAKER_OPEN_MS,
+    Hold, DEFAULT_BREAKER_FAILURES, DEFAULT_BREAKER_OPEN_MS, HOLD_SYNC_MS, MAX_BREAKER_OPEN_MS,
 };
 use callpost_core::{
     EndpointGuard, EndpointState, GuardState, Outcome, Permit, ProtectionConfig, Timestamp,
@@ -39,46 +39,77 @@ const HOST_SLOTS: usize = 32;
 /// `start` until `end`, and returns the times requests were sent. The host
 /// sleeps until the guard's wake-up time or the next answer.
 fn drive(guard: &mut EndpointGuard, start: i64, end: i64, receiver: Receiver<'_>) -> Vec<i64> {
+    drive_many(std::slice::from_mut(guard), start, end, receiver, false)
+        .pop()
+        .unwrap()
+}
+
+/// As [`drive`], with one host per guard posting to one receiver; with
+/// `share`, the hosts exchange their [`Hold`]s every [`HOLD_SYNC_MS`] as
+/// relays on one database do. Returns each host's send times.
+fn drive_many(
+    guards: &mut [EndpointGuard],
+    start: i64,
+    end: i64,
+    receiver: Receiver<'_>,
+    share: bool,
+) -> Vec<Vec<i64>> {
     let mut now = start;
-    let mut sent = vec![];
-    // Answers still to come: (arrival time, outcome).
-    let mut pending: VecDeque<(i64, Outcome)> = VecDeque::new();
-    let mut max_in_flight = 0;
+    let mut sent = vec![vec![]; guards.len()];
+    // Answers still to come, per host: (arrival time, outcome).
+    let mut pending: Vec<VecDeque<(i64, Outcome)>> = vec![VecDeque::new(); guards.len()];
+    let sync = HOLD_SYNC_MS as i64;
+    // The first exchange is at the start: a relay reads the holds before
+    // it delivers.
+    let mut next_sync = start;
     while now < end {
-        while let Some(i) = pending.iter().position(|(at, _)| *at <= now) {
-            let (_, outcome) = pending.remove(i).unwrap();
-            guard.handle_outcome(t(now), &outcome);
-        }
-        let wake = loop {
-            if pending.len() >= HOST_SLOTS {
-                break None;
-            }
-            match guard.poll_permit(t(now)) {
-                Permit::Send => {
-                    sent.push(now);
-                    let (outcome, takes) = receiver(now);
-                    pending.push_back((now + takes, outcome));
-                    max_in_flight = max_in_flight.max(guard.state().in_flight);
+        if share && now >= next_sync {
+            let holds: Vec<Hold> = guards.iter().filter_map(|g| g.hold(t(now))).collect();
+            for g in guards.iter_mut() {
+                for h in &holds {
+                    g.handle_hold(t(now), h);
                 }
-                Permit::WaitUntil(at) => break Some(at.as_millis()),
-                Permit::WaitForAnswer => break None,
-                Permit::Disabled => break Some(end),
             }
-        };
-        let next_answer = pending.iter().map(|(at, _)| *at).min();
-        let next = [
-            wake,
-            next_answer,
-            guard.poll_timeout().map(Timestamp::as_millis),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-        .unwrap_or(end);
-        assert!(
-            next > now || next_answer == Some(now),
-            "the host would spin at {now}"
-        );
+            next_sync = now + sync;
+        }
+        let mut next = if share { next_sync } else { end };
+        for (i, guard) in guards.iter_mut().enumerate() {
+            let pending = &mut pending[i];
+            while let Some(p) = pending.iter().position(|(at, _)| *at <= now) {
+                let (_, outcome) = pending.remove(p).unwrap();
+                guard.handle_outcome(t(now), &outcome);
+            }
+            let wake = loop {
+                if pending.len() >= HOST_SLOTS {
+                    break None;
+                }
+                match guard.poll_permit(t(now)) {
+                    Permit::Send => {
+                        sent[i].push(now);
+                        let (outcome, takes) = receiver(now);
+                        pending.push_back((now + takes, outcome));
+                    }
+                    Permit::WaitUntil(at) => break Some(at.as_millis()),
+                    Permit::WaitForAnswer => break None,
+                    Permit::Disabled => break Some(end),
+                }
+            };
+            let next_answer = pending.iter().map(|(at, _)| *at).min();
+            let own = [
+                wake,
+                next_answer,
+                guard.poll_timeout().map(Timestamp::as_millis),
+            ]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(end);
+            assert!(
+                own > now || next_answer == Some(now),
+                "the host would spin at {now}"
+            );
+            next = next.min(own);
+        }
         now = next.max(now + 1).min(end);
     }
     sent
@@ -293,6 +324,120 @@ fn retry_after_on_429_and_503_pauses_the_endpoint_for_every_call() {
             .collect();
         assert_eq!(kinds, ["slowed", "healthy"], "{status}");
     }
+}
+
+#[test]
+fn senders_sharing_holds_probe_a_dead_receiver_together_and_heed_one_retry_after() {
+    // A receiver down for an hour, and a second sender that starts two
+    // minutes in (a relay started or restarted) while the first holds the
+    // circuit open: sharing, the new one sends nothing but the probes, at
+    // the first one's times; on its own, it floods its slots first.
+    let start = T0 + 2 * 60 * SECOND;
+    let mut first = guard(ProtectionConfig::default());
+    let mut down = |_| (Outcome::connection("refused"), 5);
+    drive(&mut first, T0, start, &mut down);
+    let mut down = |_| (Outcome::connection("refused"), 5);
+    let fresh = EndpointGuard::new(ProtectionConfig::default(), t(start)).unwrap();
+    let mut pair = [first.clone(), fresh.clone()];
+    let sent = drive_many(&mut pair, start, T0 + HOUR, &mut down, true);
+    let mut alone = [first, fresh];
+    let apart = drive_many(&mut alone, start, T0 + HOUR, &mut down, false);
+    eprintln!(
+        "a sender joining while the circuit is open, over the rest of an hour: {} requests sharing holds, {} on its own",
+        sent[1].len(),
+        apart[1].len()
+    );
+    assert_eq!(sent[1], sent[0], "the two probe together");
+    assert!(sent[1].len() <= 10, "{:?}", sent[1]);
+    assert!(apart[1].len() >= HOST_SLOTS, "{}", apart[1].len());
+
+    // A 429 with Retry-After: 5 to one sender: the other stops within a
+    // sync, and neither sends until the pause ends.
+    let mut first = true;
+    let mut once = |_| {
+        if std::mem::take(&mut first) {
+            let retry_after = Some("5".into());
+            (
+                Outcome::Response {
+                    status: 429,
+                    retry_after,
+                },
+                10,
+            )
+        } else {
+            (Outcome::status(200), 10)
+        }
+    };
+    let limited = ProtectionConfig {
+        rate_per_second: Some(100),
+        ..ProtectionConfig::default()
+    };
+    let mut pair = [guard(limited), guard(limited)];
+    let sent = drive_many(&mut pair, T0, T0 + 20 * SECOND, &mut once, true);
+    let told = T0 + HOLD_SYNC_MS as i64;
+    for (i, s) in sent.iter().enumerate() {
+        let during: Vec<_> = s
+            .iter()
+            .filter(|at| **at >= told && **at < T0 + 10 + 5 * SECOND)
+            .collect();
+        assert!(
+            during.is_empty(),
+            "sender {i} sent during the pause: {during:?}"
+        );
+        assert!(
+            s.iter().any(|at| *at >= T0 + 10 + 5 * SECOND),
+            "sender {i} resumed"
+        );
+    }
+    // Without sharing, the sender that was not told keeps sending.
+    let mut first = true;
+    let mut once = |_| {
+        if std::mem::take(&mut first) {
+            let retry_after = Some("5".into());
+            (
+                Outcome::Response {
+                    status: 429,
+                    retry_after,
+                },
+                10,
+            )
+        } else {
+            (Outcome::status(200), 10)
+        }
+    };
+    let mut pair = [guard(limited), guard(limited)];
+    let sent = drive_many(&mut pair, T0, T0 + 20 * SECOND, &mut once, false);
+    assert!(sent[1]
+        .iter()
+        .any(|at| *at >= told && *at < T0 + 5 * SECOND));
+}
+
+#[test]
+fn a_hold_outlasts_and_merges_by_its_later_parts() {
+    let h = |p: Option<i64>, o: Option<i64>| Hold {
+        paused_until: p.map(t),
+        open_until: o.map(t),
+        open_ms: o.map_or(0, |_| 30_000),
+    };
+    assert!(h(Some(T0), None).outlasts(None));
+    assert!(!h(None, None).outlasts(None));
+    assert!(h(Some(T0 + 1), None).outlasts(Some(&h(Some(T0), None))));
+    assert!(!h(Some(T0), None).outlasts(Some(&h(Some(T0), Some(T0)))));
+    assert!(h(None, Some(T0 + 1)).outlasts(Some(&h(Some(T0 + 5), Some(T0)))));
+    assert_eq!(
+        h(Some(T0 + 5), Some(T0)).merge(Some(&h(Some(T0), Some(T0 + 9)))),
+        h(Some(T0 + 5), Some(T0 + 9))
+    );
+    // A guard that is probing keeps probing; a disabled one stays so.
+    let mut g = guard(ProtectionConfig::default());
+    g.disable(t(T0));
+    g.handle_hold(t(T0), &h(Some(T0 + 5), Some(T0 + 5)));
+    assert_eq!(g.endpoint_state(t(T0)), EndpointState::Disabled);
+    // A hold in the past changes nothing.
+    let mut g = guard(ProtectionConfig::default());
+    g.handle_hold(t(T0 + 10), &h(Some(T0), Some(T0)));
+    assert_eq!(g.endpoint_state(t(T0 + 10)), EndpointState::Healthy);
+    assert_eq!(g.hold(t(T0 + 10)), None);
 }
 
 #[test]

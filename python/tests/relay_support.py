@@ -54,8 +54,9 @@ class Delivery:
         self.status = 0
 
 
-Behaviour = Callable[[Delivery], int | float]
-"""What to answer: a status, or a float: sleep that many seconds, then 200."""
+Behaviour = Callable[[Delivery], int | float | tuple[int, dict[str, str]]]
+"""What to answer: a status, a status with headers, or a float: sleep that
+many seconds, then 200."""
 
 
 class Hook:
@@ -83,12 +84,15 @@ class Hook:
             with self.lock:
                 self.deliveries.append(d)
             answer = self.behaviour(d)
+            extra: dict[str, str] = {}
+            if isinstance(answer, tuple):
+                answer, extra = answer
             if isinstance(answer, float):
                 time.sleep(answer)
                 answer = 200
             d.status = int(answer)
             d.ended = time.time()
-            return d.status, {}, b"ok"
+            return d.status, extra, b"ok"
 
         self.server = serve(handle, tls)
         self.url = self.server.url + "/hook"

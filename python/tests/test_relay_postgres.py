@@ -474,3 +474,64 @@ def test_sources_changed_through_one_relay_reach_another_and_stay_secret(
     seen = "\n".join(answers + a.log + b.log + [metrics] + [str(r) for r in stored])
     for secret in (shop_secret, header_value, shop_key, SECRET, WRITE_KEY, env["CALLPOST_RELAY_SECRET_KEY"]):
         assert secret not in seen, secret
+
+
+def test_a_retry_after_told_to_one_relay_holds_back_every_relay_and_outlives_a_restart(
+    pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]
+) -> None:
+    """The receiver answers its first request 429 with Retry-After: 20.
+    Calls posted a few seconds later to the other relay wait until the
+    pause ends, and the relay that was told keeps the pause across a
+    restart."""
+    wait_s = 20
+    first: list[float] = []
+    lock = threading.Lock()
+
+    def behaviour(d: Any) -> Any:
+        with lock:
+            if not first:
+                first.append(d.started)
+                return 429, {"Retry-After": str(wait_s)}
+        return 200
+
+    hook = Hook(serve, behaviour)
+    procs = relays(2, pg, tmp_path, hook)
+    for p in procs:
+        p.start()
+    try:
+        assert procs[0].post("/v1/track", {**track(0, messageId="first"), "writeKey": WRITE_KEY})[0] == 200
+        procs[0].wait(lambda: bool(first), 30, "the first request")
+        told = first[0]
+
+        def was_told(p: RelayProcess) -> bool:
+            return any(
+                f"waiting {wait_s - 1} s (Retry-After)" in line or f"waiting {wait_s} s (Retry-After)" in line
+                for line in p.log
+            )
+
+        procs[0].wait(lambda: any(was_told(p) for p in procs), 30, "a relay to log the pause")
+        holder = next(p for p in procs if was_told(p))
+        other = next(p for p in procs if p is not holder)
+        # The relay that was told restarts (it must not forget); the other
+        # takes new calls, and claims them itself as soon as they are
+        # stored: it must hold them back though no receiver told it to.
+        time.sleep(3)
+        holder.stop()
+        holder.start()
+        sent_at = time.time()
+        batch = [track(i, messageId=f"later-{i}") for i in range(40)]
+        assert other.post("/v1/batch", {"batch": batch, "writeKey": WRITE_KEY})[0] == 200
+        drained(procs, 120, pg)
+    finally:
+        for p in procs:
+            p.stop()
+    later = [d for d in hook.deliveries if d.key.startswith("later-")]
+    assert len({d.key for d in later}) == 40
+    early = [round(d.started - told, 2) for d in later if d.started < told + wait_s]
+    print(
+        f"Retry-After: {wait_s} to one of 2 relays (restarted): 40 calls posted to the other "
+        f"{sent_at - told:.1f} s after it, the first sent {min(d.started for d in later) - told:.1f} s after it"
+    )
+    assert not early, f"sent during the pause, seconds after the 429: {early}"
+    # The restarted relay took the pause from the database.
+    assert any("held by another relay, or before a restart" in line for line in holder.log), holder.log[-20:]

@@ -13,8 +13,8 @@ use callpost_relay::clock::Clock;
 use callpost_relay::config::{self, Overrides};
 use callpost_relay::store::memory::MemoryStore;
 use callpost_relay::store::{
-    Claimed, CommitObserver, DeadLetter, Finish, Purged, RejectedRecord, RejectedRow, ReplayFilter,
-    Retention, Row, Stats, Status, Store, StoreError,
+    Claimed, CommitObserver, DeadLetter, Finish, Hold, Purged, RejectedRecord, RejectedRow,
+    ReplayFilter, Retention, Row, Stats, Status, Store, StoreError,
 };
 use callpost_relay::Relay;
 use serde_json::{json, Value};
@@ -857,6 +857,12 @@ impl Store for Observed {
     }
     async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
         self.inner.stored_sources().await
+    }
+    async fn holds(&self, now: i64) -> Result<Vec<(String, Hold)>, StoreError> {
+        self.inner.holds(now).await
+    }
+    async fn put_hold(&self, url: &str, hold: Hold) -> Result<(), StoreError> {
+        self.inner.put_hold(url, hold).await
     }
     async fn write_sources(
         &self,

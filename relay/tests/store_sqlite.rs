@@ -188,10 +188,10 @@ async fn a_new_file_is_migrated_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (0, 4));
+    assert_eq!(store.migrated(), (0, 5));
     store.close().await;
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (4, 4));
+    assert_eq!(store.migrated(), (5, 5));
     store.close().await;
     let version: String = side_connection(&path)
         .query_row(
@@ -200,7 +200,7 @@ async fn a_new_file_is_migrated_once() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(version, "4");
+    assert_eq!(version, "5");
 }
 
 /// A database made by the Python relay (schema version 1) opens, keeps
@@ -236,7 +236,7 @@ async fn a_version_1_database_migrates() {
         .unwrap();
     }
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (1, 4));
+    assert_eq!(store.migrated(), (1, 5));
     let stats = store.stats(T0).await.unwrap();
     assert_eq!((stats.pending, stats.dead, stats.rejected), (1, 1, 1));
     assert_eq!(stats.undeliverable, 1);
@@ -305,7 +305,7 @@ async fn a_newer_schema_is_refused() {
     // The lock went with the failed open.
     side_connection(&path)
         .execute(
-            "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
+            "UPDATE meta SET value = '5' WHERE key = 'schema_version'",
             [],
         )
         .unwrap();

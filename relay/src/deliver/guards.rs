@@ -8,7 +8,7 @@
 use crate::metrics::Metrics;
 use crate::notify::Operator;
 use callpost_core::ops::shown_url;
-use callpost_core::protection::{EndpointGuard, EndpointState, ProtectionConfig};
+use callpost_core::protection::{EndpointGuard, EndpointState, Hold, ProtectionConfig};
 use callpost_core::Timestamp;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -26,6 +26,9 @@ pub struct Guards {
     operator: Option<Arc<Operator>>,
     /// A guard disabled its URL: the delivery workers record it at once.
     pub(super) disabled_now: Notify,
+    /// A guard holds its URL back (a pause, an open circuit): the delivery
+    /// workers share it at once.
+    pub(super) held_now: Notify,
 }
 
 /// One endpoint URL's guard, and a wake-up for requests waiting for an
@@ -67,6 +70,7 @@ impl Guards {
             metrics,
             operator,
             disabled_now: Notify::new(),
+            held_now: Notify::new(),
         }
     }
 
@@ -117,13 +121,7 @@ impl Guards {
             .protections
             .write()
             .unwrap_or_else(PoisonError::into_inner) = protections;
-        let guards: Vec<Arc<Guarded>> = self
-            .map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
+        let guards = self.all();
         let senders = self.senders.load(Ordering::Acquire);
         for g in guards {
             let config = self.protection(&g.url);
@@ -143,13 +141,7 @@ impl Guards {
     /// part of its URL's limits from the next request on.
     pub fn set_senders(&self, n: u32) {
         self.senders.store(n, Ordering::Release);
-        let guards: Vec<Arc<Guarded>> = self
-            .map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .cloned()
-            .collect();
+        let guards = self.all();
         for g in guards {
             g.guard
                 .lock()
@@ -163,12 +155,9 @@ impl Guards {
     /// the full URLs that matched.
     pub fn enable(&self, url: &str, now: Timestamp) -> Vec<String> {
         let guards: Vec<Arc<Guarded>> = self
-            .map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
+            .all()
+            .into_iter()
             .filter(|g| g.url == url || shown_url(&g.url) == url)
-            .cloned()
             .collect();
         for g in &guards {
             self.with(g, now, |guard| guard.enable(now));
@@ -202,15 +191,32 @@ impl Guards {
             if tell && ev.to == EndpointState::Disabled {
                 self.disabled_now.notify_one();
             }
+            if tell
+                && matches!(
+                    ev.to,
+                    EndpointState::Slowed { .. } | EndpointState::CircuitOpen { .. }
+                )
+            {
+                self.held_now.notify_one();
+            }
             let url = shown_url(&g.url);
+            let why = |own: &'static str| {
+                if tell {
+                    own
+                } else {
+                    "held by another relay, or before a restart"
+                }
+            };
             match ev.to {
                 EndpointState::CircuitOpen { until } => tracing::warn!(
-                    "endpoint {url}: circuit open after failures in a row; one probe in {} s",
+                    "endpoint {url}: circuit open ({}); one probe in {} s",
+                    why("failures in a row"),
                     until.millis_since(now).max(0) / 1000
                 ),
                 EndpointState::Slowed { until } => tracing::info!(
-                    "endpoint {url}: asked to wait {} s (Retry-After)",
-                    until.millis_since(now).max(0) / 1000
+                    "endpoint {url}: waiting {} s ({})",
+                    until.millis_since(now).max(0) / 1000,
+                    why("Retry-After")
                 ),
                 to => tracing::info!("endpoint {url}: {}", to.as_str()),
             }
@@ -219,10 +225,8 @@ impl Guards {
 
     /// The full URLs whose guards have disabled them.
     pub fn disabled(&self) -> Vec<String> {
-        self.map
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
+        self.all()
+            .iter()
             .filter(|g| {
                 g.guard
                     .lock()
@@ -244,16 +248,40 @@ impl Guards {
         self.report_changes(&g, &mut guard, now, false);
     }
 
-    /// Every endpoint URL this relay has posted to, in URL order, as it
-    /// stands at `now`.
-    pub fn report(&self, now: Timestamp) -> Vec<EndpointReport> {
-        let guards: Vec<Arc<Guarded>> = self
-            .map
+    /// What each guard holds back at `now`, to share.
+    pub fn holds(&self, now: Timestamp) -> Vec<(String, Hold)> {
+        self.all()
+            .iter()
+            .filter_map(|g| {
+                let guard = g.guard.lock().unwrap_or_else(PoisonError::into_inner);
+                guard.hold(now).map(|h| (g.url.clone(), h))
+            })
+            .collect()
+    }
+
+    /// What another relay's guard (or this relay's, before a restart) holds
+    /// back for `url`: its guard holds back too, without telling the
+    /// operator again.
+    pub fn handle_hold(&self, url: &str, hold: &Hold, now: Timestamp) {
+        let g = self.get(url, now);
+        let mut guard = g.guard.lock().unwrap_or_else(PoisonError::into_inner);
+        guard.handle_hold(now, hold);
+        self.report_changes(&g, &mut guard, now, false);
+    }
+
+    fn all(&self) -> Vec<Arc<Guarded>> {
+        self.map
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .values()
             .cloned()
-            .collect();
+            .collect()
+    }
+
+    /// Every endpoint URL this relay has posted to, in URL order, as it
+    /// stands at `now`.
+    pub fn report(&self, now: Timestamp) -> Vec<EndpointReport> {
+        let guards = self.all();
         guards
             .iter()
             .map(|g| {

@@ -39,7 +39,10 @@
 //! those heard from lately; its guards take their part of each URL's rate
 //! limit and cap (the core's rule, [`callpost_core::protection`]). A relay
 //! on a shared database with such limits waits one heartbeat before it
-//! first claims, so the others have counted it by then.
+//! first claims, so the others have counted it by then. A pause or an open
+//! circuit is written to the database when a guard decides it, read by
+//! every relay every [`HOLD_SYNC_MS`], and read before the first claim (so
+//! it outlives a restart).
 
 mod connect;
 mod guards;
@@ -52,7 +55,9 @@ pub use guards::{EndpointReport, Guards};
 use self::http::Http;
 use crate::app::Relay;
 use crate::store::{Claimed, Finish, StoreError};
-use callpost_core::protection::{EndpointState, SENDER_EXPIRY_MS, SENDER_HEARTBEAT_MS};
+use callpost_core::protection::{
+    EndpointState, Hold, HOLD_SYNC_MS, SENDER_EXPIRY_MS, SENDER_HEARTBEAT_MS,
+};
 use callpost_core::{Call, Delivery, DeliveryConfig, DeliveryOutcome, KeyCase, Outcome, Timestamp};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -280,6 +285,14 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
     let writer = tokio::spawn(store_results(Arc::clone(&shared), finish_rx));
     let renewer = tokio::spawn(renew_leases(Arc::clone(&shared)));
     let heart = tokio::spawn(heartbeat(Arc::clone(&relay)));
+    // The holds kept from before a restart (or held by other relays) are
+    // in force before the first claim: a receiver that asked to wait, or
+    // whose circuit is open, is not sent a backlog at start.
+    let mut seen = HashMap::new();
+    if let Err(e) = sync_holds(&relay, &mut seen).await {
+        tracing::warn!("reading the endpoints held back failed: {e}");
+    }
+    let holds = tokio::spawn(share_holds(Arc::clone(&relay), seen));
     if relay.store.shared() && relay.guards.shares_limits() {
         tracing::info!(
             "waiting {} s before delivering: other relays on this database count this one \
@@ -438,6 +451,7 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
         tracing::error!("the delivery result writer ended abnormally: {e}");
     }
     renewer.abort();
+    holds.abort();
     heart.abort();
     let rest: Vec<Finish> = shared
         .book()
@@ -603,6 +617,45 @@ async fn heartbeat(relay: Arc<Relay>) {
             Err(e) => tracing::debug!("saying this relay delivers failed: {e}"),
         }
     }
+}
+
+/// Shares what this relay's guards hold back through the database, and
+/// takes what other relays' hold back, every [`HOLD_SYNC_MS`] and at once
+/// when a guard here starts holding back. `seen` is each URL's hold as
+/// last written or read, so a hold is taken once, and one this relay wrote
+/// is not taken back after its own circuit closed.
+async fn share_holds(relay: Arc<Relay>, mut seen: HashMap<String, Hold>) {
+    let mut every = tokio::time::interval(Duration::from_millis(HOLD_SYNC_MS));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {}
+            () = relay.guards.held_now.notified() => {}
+        }
+        if let Err(e) = sync_holds(&relay, &mut seen).await {
+            tracing::debug!("sharing the endpoints held back failed: {e}");
+        }
+    }
+}
+
+async fn sync_holds(relay: &Relay, seen: &mut HashMap<String, Hold>) -> Result<(), StoreError> {
+    let now = relay.clock.now();
+    for (url, hold) in relay.guards.holds(now) {
+        if hold.outlasts(seen.get(&url)) {
+            relay.store.put_hold(&url, hold).await?;
+            let merged = hold.merge(seen.get(&url));
+            seen.insert(url, merged);
+        }
+    }
+    for (url, hold) in relay.store.holds(now.as_millis()).await? {
+        if hold.outlasts(seen.get(&url)) {
+            relay.guards.handle_hold(&url, &hold, now);
+            let merged = hold.merge(seen.get(&url));
+            seen.insert(url, merged);
+        }
+    }
+    seen.retain(|_, h| h.paused_until.max(h.open_until).is_some_and(|t| t > now));
+    Ok(())
 }
 
 /// Brings the guards and the database's disabled endpoints together: a

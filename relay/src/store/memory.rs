@@ -88,6 +88,7 @@ struct Inner {
     /// Disabled endpoint URLs.
     disabled: BTreeMap<String, i64>,
     sources: BTreeMap<String, String>,
+    holds: BTreeMap<String, Hold>,
     next_id: i64,
     next_rejected: u64,
     next_claim: i64,
@@ -598,6 +599,28 @@ impl Store for MemoryStore {
         inner.senders.insert(relay.to_owned(), now);
         inner.senders.retain(|_, seen| *seen >= expired);
         Ok(u32::try_from(inner.senders.len()).unwrap_or(u32::MAX))
+    }
+
+    async fn holds(&self, now: i64) -> Result<Vec<(String, Hold)>, StoreError> {
+        self.enter().await?;
+        let live = |h: &Hold| {
+            let (paused, open, _) = hold_columns(h);
+            paused > now || open > now
+        };
+        Ok(lock(&self.inner)
+            .holds
+            .iter()
+            .filter(|(_, h)| live(h))
+            .map(|(k, h)| (k.clone(), *h))
+            .collect())
+    }
+
+    async fn put_hold(&self, url: &str, hold: Hold) -> Result<(), StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        let merged = hold.merge(inner.holds.get(url));
+        inner.holds.insert(url.to_owned(), merged);
+        Ok(())
     }
 
     async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {

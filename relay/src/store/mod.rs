@@ -27,6 +27,8 @@ pub mod postgres;
 pub mod sqlite;
 
 use async_trait::async_trait;
+pub use callpost_core::protection::Hold;
+use callpost_core::Timestamp;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -489,6 +491,14 @@ pub trait Store: Send + Sync + 'static {
         now: i64,
     ) -> Result<(), StoreError>;
 
+    /// The endpoint URLs held back at `now` (a pause or an open circuit
+    /// that has not ended), by URL.
+    async fn holds(&self, now: i64) -> Result<Vec<(String, Hold)>, StoreError>;
+
+    /// Records what `url`'s guard holds back: each part kept at the later
+    /// of what is stored and `hold`.
+    async fn put_hold(&self, url: &str, hold: Hold) -> Result<(), StoreError>;
+
     /// The sources kept in the database: (name, sealed document), by name.
     async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError>;
 
@@ -520,6 +530,26 @@ pub trait Store: Send + Sync + 'static {
 
 /// A fresh claim token: 62 random bits, positive in any signed 64-bit
 /// column (Postgres's BIGINT included), as the Python relay's were.
+/// A hold as the tables keep it: (paused_until, open_until, open_ms), ms,
+/// 0 for none.
+pub(crate) fn hold_columns(h: &Hold) -> (i64, i64, i64) {
+    (
+        h.paused_until.map_or(0, Timestamp::as_millis),
+        h.open_until.map_or(0, Timestamp::as_millis),
+        i64::try_from(h.open_ms).unwrap_or(i64::MAX),
+    )
+}
+
+/// The hold of a row of `endpoint_holds`.
+pub(crate) fn hold_of(paused_until: i64, open_until: i64, open_ms: i64) -> Hold {
+    let at = |ms: i64| (ms > 0).then(|| Timestamp::from_millis(ms).ok()).flatten();
+    Hold {
+        paused_until: at(paused_until),
+        open_until: at(open_until),
+        open_ms: u64::try_from(open_ms).unwrap_or(0),
+    }
+}
+
 pub(crate) fn claim_token() -> Result<i64, StoreError> {
     let bits = getrandom::u64()
         .map_err(|e| StoreError::Unavailable(format!("no randomness for a claim token: {e}")))?;
@@ -567,6 +597,10 @@ pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
         include_str!("../../migrations/sqlite/0003_disabled_endpoints.sql"),
     ),
     (4, include_str!("../../migrations/sqlite/0004_sources.sql")),
+    (
+        5,
+        include_str!("../../migrations/sqlite/0005_endpoint_holds.sql"),
+    ),
 ];
 
 /// As [`SQLITE_MIGRATIONS`], for Postgres.
@@ -587,5 +621,9 @@ pub const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (
         5,
         include_str!("../../migrations/postgres/0005_sources.sql"),
+    ),
+    (
+        6,
+        include_str!("../../migrations/postgres/0006_endpoint_holds.sql"),
     ),
 ];

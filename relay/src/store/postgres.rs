@@ -141,6 +141,16 @@ const DISABLED_ENDPOINTS: &str = "SELECT url FROM disabled_endpoints ORDER BY ur
 const DISABLE_ENDPOINT: &str = "INSERT INTO disabled_endpoints (url, since) VALUES ($1, $2) \
      ON CONFLICT (url) DO NOTHING";
 const ENABLE_ENDPOINT: &str = "DELETE FROM disabled_endpoints WHERE url = $1";
+const HOLDS: &str = "SELECT url, paused_until, open_until, open_ms FROM endpoint_holds \
+     WHERE paused_until > $1 OR open_until > $1 ORDER BY url";
+// In an UPDATE's SET every column reads the row as it was, so open_ms
+// compares with the stored open_until before it changes.
+const PUT_HOLD: &str = "INSERT INTO endpoint_holds (url, paused_until, open_until, open_ms) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (url) DO UPDATE SET \
+     paused_until = GREATEST(endpoint_holds.paused_until, excluded.paused_until), \
+     open_ms = CASE WHEN excluded.open_until > endpoint_holds.open_until \
+         THEN excluded.open_ms ELSE endpoint_holds.open_ms END, \
+     open_until = GREATEST(endpoint_holds.open_until, excluded.open_until)";
 const STORED_SOURCES: &str = "SELECT name, sealed FROM sources ORDER BY name";
 // One statement, so every relay reads the set before or after the change,
 // never half of it.
@@ -1606,6 +1616,29 @@ impl Store for PostgresStore {
         } else {
             self.inner.read_aside(&[(ENABLE_ENDPOINT, &[&url])]).await?;
         }
+        Ok(())
+    }
+
+    async fn holds(&self, now: i64) -> Result<Vec<(String, Hold)>, StoreError> {
+        let rows = self.inner.read_aside(&[(HOLDS, &[&now])]).await?;
+        rows.first().map_or_else(
+            || Ok(Vec::new()),
+            |rows| {
+                rows.iter()
+                    .map(|row| {
+                        let c = |i| column::<i64>(&self.inner, row, i);
+                        Ok((column(&self.inner, row, 0)?, hold_of(c(1)?, c(2)?, c(3)?)))
+                    })
+                    .collect()
+            },
+        )
+    }
+
+    async fn put_hold(&self, url: &str, hold: Hold) -> Result<(), StoreError> {
+        let (paused, open, open_ms) = hold_columns(&hold);
+        self.inner
+            .read_aside(&[(PUT_HOLD, &[&url, &paused, &open, &open_ms])])
+            .await?;
         Ok(())
     }
 

@@ -1322,6 +1322,39 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn holds(&self, now: i64) -> Result<Vec<(String, Hold)>, StoreError> {
+        self.read(move |db| {
+            let mut stmt = db.conn.prepare_cached(
+                "SELECT url, paused_until, open_until, open_ms FROM endpoint_holds \
+                 WHERE paused_until > ?1 OR open_until > ?1 ORDER BY url",
+            )?;
+            db.tick(1);
+            let rows = stmt.query_map(params![now], |r| {
+                Ok((r.get(0)?, hold_of(r.get(1)?, r.get(2)?, r.get(3)?)))
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn put_hold(&self, url: &str, hold: Hold) -> Result<(), StoreError> {
+        let url = url.to_owned();
+        let (paused, open, open_ms) = hold_columns(&hold);
+        self.write(0, move |db| {
+            db.exec(
+                "INSERT INTO endpoint_holds (url, paused_until, open_until, open_ms) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (url) DO UPDATE SET \
+                 paused_until = max(paused_until, excluded.paused_until), \
+                 open_ms = CASE WHEN excluded.open_until > open_until \
+                     THEN excluded.open_ms ELSE open_ms END, \
+                 open_until = max(open_until, excluded.open_until)",
+                params![url, paused, open, open_ms],
+            )?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
         self.read(|db| {
             let mut stmt = db

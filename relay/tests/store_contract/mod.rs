@@ -31,7 +31,7 @@
 )]
 
 use callpost_relay::store::{
-    Claimed, Finish, Purged, RejectedRow, ReplayFilter, Retention, Row, Status, Store,
+    Claimed, Finish, Hold, Purged, RejectedRow, ReplayFilter, Retention, Row, Status, Store,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -77,6 +77,7 @@ macro_rules! contract_tests {
             audience_state_and_sync,
             disabled_endpoints_are_kept_until_enabled,
             sources_are_written_and_removed_together,
+            holds_keep_the_later_of_each_part,
             healthy_backlog_and_statements,
             closed_store_refuses,
         );
@@ -1162,6 +1163,44 @@ pub(crate) async fn disabled_endpoints_are_kept_until_enabled(store: Arc<dyn Sto
     store.set_endpoint_disabled(a, false, T0 + 2).await.unwrap();
     store.set_endpoint_disabled(a, false, T0 + 3).await.unwrap();
     assert_eq!(store.disabled_endpoints().await.unwrap(), vec![b]);
+}
+
+/// A hold is kept per URL at the later of each part, and read only while
+/// some part has not ended.
+pub(crate) async fn holds_keep_the_later_of_each_part(store: Arc<dyn Store>) {
+    use callpost_core::Timestamp;
+    let at = |ms: i64| Some(Timestamp::from_millis(ms).unwrap());
+    let url = "https://a.example.com/in";
+    assert!(store.holds(T0).await.unwrap().is_empty());
+    let paused = Hold {
+        paused_until: at(T0 + 5_000),
+        open_until: None,
+        open_ms: 0,
+    };
+    store.put_hold(url, paused).await.unwrap();
+    let opened = Hold {
+        paused_until: at(T0 + 1_000),
+        open_until: at(T0 + 30_000),
+        open_ms: 30_000,
+    };
+    store.put_hold(url, opened).await.unwrap();
+    let both = Hold {
+        paused_until: at(T0 + 5_000),
+        open_until: at(T0 + 30_000),
+        open_ms: 30_000,
+    };
+    assert_eq!(store.holds(T0).await.unwrap(), vec![(url.to_owned(), both)]);
+    // An earlier circuit does not shorten it, nor change its length.
+    let earlier = Hold {
+        paused_until: None,
+        open_until: at(T0 + 10_000),
+        open_ms: 60_000,
+    };
+    store.put_hold(url, earlier).await.unwrap();
+    assert_eq!(store.holds(T0).await.unwrap(), vec![(url.to_owned(), both)]);
+    // Still read while the circuit is open, gone once both parts ended.
+    assert_eq!(store.holds(T0 + 10_000).await.unwrap().len(), 1);
+    assert!(store.holds(T0 + 30_000).await.unwrap().is_empty());
 }
 
 /// Sources are kept by name: a write creates, replaces and removes in one
