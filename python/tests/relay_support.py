@@ -110,6 +110,17 @@ class Hook:
         return out
 
 
+OPS_SECRET = "operator-secret-for-the-test"
+
+
+def operator_hook(serve: Callable[..., Any], settings: str = "") -> tuple[Hook, str]:
+    """A receiver for the relay's operational events, and the ``[operator]``
+    table that sends them to it (signed with ``OPS_SECRET``; ``settings``
+    go on inside the table)."""
+    ops = Hook(serve, secret=OPS_SECRET)
+    return ops, f'[operator]\nurls = ["{ops.url}"]\nshared_secret = "{OPS_SECRET}"\n{settings}'
+
+
 class Database:
     """A relay database for one test: a SQLite file, or a fresh database on
     the test Postgres cluster (scripts/postgres.sh)."""

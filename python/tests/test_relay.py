@@ -19,7 +19,19 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
-from relay_support import ADMIN, SECRET, WRITE_KEY, Database, Hook, RelayProcess, basic, config_text, track
+from relay_support import (
+    ADMIN,
+    OPS_SECRET,
+    SECRET,
+    WRITE_KEY,
+    Database,
+    Hook,
+    RelayProcess,
+    basic,
+    config_text,
+    operator_hook,
+    track,
+)
 
 import callpost
 
@@ -258,12 +270,8 @@ def test_the_operator_is_told_of_a_backlog_once_signed_and_endpoints_are_in_the_
 ) -> None:
     fast = threading.Event()
     slow = Hook(serve, lambda d: 200 if fast.is_set() else 0.3)
-    ops_secret = "operator-secret-for-the-test"
-    ops = Hook(serve, secret=ops_secret)
-    extra = (
-        f'[operator]\nurls = ["{ops.url}"]\nshared_secret = "{ops_secret}"\nbacklog_threshold = 10\n'
-        "[delivery]\nendpoint_concurrency = 1\n"
-    )
+    ops, operator = operator_hook(serve, "backlog_threshold = 10\n")
+    extra = operator + "[delivery]\nendpoint_concurrency = 1\n"
     r = RelayProcess(config_text(database, [slow.url], extra=extra), tmp_path).start()
     try:
         assert r.post("/v1/batch", batch([track(n) for n in range(40)]))[0] == 200
@@ -282,7 +290,7 @@ def test_the_operator_is_told_of_a_backlog_once_signed_and_endpoints_are_in_the_
     assert e.verified and e.key == e.json["id"]
     assert e.json["type"] == "backlog.over_threshold" and e.json["version"] == 1
     assert e.json["data"]["threshold"] == 10 and e.json["data"]["pending"] > 10
-    assert not any(ops_secret in line for line in r.log)
+    assert not any(OPS_SECRET in line for line in r.log)
 
 
 def test_a_rotated_shared_secret_is_verified_by_receivers_that_hold_both(

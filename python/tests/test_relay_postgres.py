@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 from relay_support import (
     ADMIN,
+    OPS_SECRET,
     SECRET,
     WRITE_KEY,
     Database,
@@ -38,6 +39,7 @@ from relay_support import (
     basic,
     config_text,
     free_port,
+    operator_hook,
     track,
 )
 
@@ -262,9 +264,7 @@ def test_the_operator_is_told_once_when_the_database_stops_answering(
     pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]
 ) -> None:
     hook = Hook(serve)
-    ops_secret = "operator-secret-for-the-test"
-    ops = Hook(serve, secret=ops_secret)
-    extra = f'[operator]\nurls = ["{ops.url}"]\nshared_secret = "{ops_secret}"\n'
+    ops, extra = operator_hook(serve)
     r = RelayProcess(config_text(pg, [hook.url], extra=extra), tmp_path).start()
     try:
         # Another session holds every lock on the queue: the relay's status
@@ -290,7 +290,7 @@ def test_the_operator_is_told_once_when_the_database_stops_answering(
     assert e.json["type"] == "database.unreachable" and e.json["version"] == 1, e.json
     assert e.json["data"]["reason"] and e.json["data"]["since"] < e.json["timestamp"], e.json
     assert told >= 10, f"told after {told:.1f} s: a single slow check is not an outage"
-    assert not any(ops_secret in line for line in r.log)
+    assert not any(OPS_SECRET in line for line in r.log)
 
 
 def test_relays_on_one_postgres_share_an_endpoints_rate_limit_and_cap(

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from relay_support import Database, Hook, RelayProcess, config_text, track
+from relay_support import Database, Hook, RelayProcess, config_text, operator_hook, track
 
 HOUR = 3_600_000
 
@@ -146,14 +146,13 @@ def test_past_4_hours_the_call_is_a_dead_letter_and_replay_delivers_it(
 def test_an_endpoint_failing_past_its_period_is_disabled_and_its_calls_kept_until_enabled(
     tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database
 ) -> None:
-    ops_secret = "operator-secret-for-the-test"
-    ops = Hook(serve, secret=ops_secret)
+    ops, operator = operator_hook(serve)
     w = World(
         tmp_path,
         serve,
         database,
         sources="[sources.webhooks.protection]\ndisable_after_ms = 14400000\n",
-        extra=f'[operator]\nurls = ["{ops.url}"]\nshared_secret = "{ops_secret}"\n',
+        extra=operator,
     )
 
     def post(*ns: int) -> None:
@@ -181,6 +180,12 @@ def test_an_endpoint_failing_past_its_period_is_disabled_and_its_calls_kept_unti
                 assert w.relay.post("/v1/batch", post_late)[0] == 200
             w.advance_to_next_round()
             assert w.now() < start + 5 * HOUR, f"not disabled after 5 hours: {state()}"
+        # Probed, not flooded: the breaker let one request through per open
+        # period instead of each call's retries.
+        failed = len(w.hook.deliveries)
+        print(
+            f"a receiver down for {(w.now() - start) / HOUR:.1f} h with 11 calls saw {failed} requests before it was disabled"
+        )
         # The database keeps it disabled across a restart.
         w.relay.wait(lambda: bool(database.query("SELECT url FROM disabled_endpoints")), 30, "the record")
         w.restart()

@@ -307,26 +307,15 @@ async fn run(
             let Some(url) = url.filter(|u| !u.is_empty()) else {
                 return bad("url must be an endpoint URL");
             };
-            let now = relay.clock.now();
-            let mut urls = relay.guards.enable(&url, now);
-            let stored = store.disabled_endpoints().await.map_err(OpError::from)?;
-            if stored.contains(&url) && !urls.contains(&url) {
-                urls.push(url.clone());
-            }
-            if urls.is_empty() {
-                return Err(OpError {
-                    status: 404,
-                    code: "not_found",
-                    message: "no relay has posted to that URL (see /admin/status)".into(),
+            // This relay's guard at once; the database for every relay
+            // (each enables it at its next look). A URL only this relay's
+            // guard knows (held back, never recorded) is enabled too.
+            let here = relay.guards.enable(&url, relay.clock.now());
+            match ops::enable_endpoint(store, &relay.clock, &url).await {
+                Err(e) if e.status == 404 && !here.is_empty() => {}
+                other => {
+                    other?;
                 }
-                .into());
-            }
-            // Every relay on the database enables it at its next look.
-            for u in &urls {
-                store
-                    .set_endpoint_disabled(u, false, now.as_millis())
-                    .await
-                    .map_err(OpError::from)?;
             }
             tracing::info!(
                 "endpoint {} enabled by an operator",
