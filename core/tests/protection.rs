@@ -115,6 +115,26 @@ fn drive_many(
     sent
 }
 
+/// A receiver that answers its first request 429 with `Retry-After: 5`,
+/// and every other 200, each in 10 ms.
+fn busy_once() -> impl FnMut(i64) -> (Outcome, i64) {
+    let mut first = true;
+    move |_| {
+        if std::mem::take(&mut first) {
+            let retry_after = Some("5".into());
+            (
+                Outcome::Response {
+                    status: 429,
+                    retry_after,
+                },
+                10,
+            )
+        } else {
+            (Outcome::status(200), 10)
+        }
+    }
+}
+
 fn guard(config: ProtectionConfig) -> EndpointGuard {
     EndpointGuard::new(config, t(T0)).unwrap()
 }
@@ -353,21 +373,7 @@ fn senders_sharing_holds_probe_a_dead_receiver_together_and_heed_one_retry_after
 
     // A 429 with Retry-After: 5 to one sender: the other stops within a
     // sync, and neither sends until the pause ends.
-    let mut first = true;
-    let mut once = |_| {
-        if std::mem::take(&mut first) {
-            let retry_after = Some("5".into());
-            (
-                Outcome::Response {
-                    status: 429,
-                    retry_after,
-                },
-                10,
-            )
-        } else {
-            (Outcome::status(200), 10)
-        }
-    };
+    let mut once = busy_once();
     let limited = ProtectionConfig {
         rate_per_second: Some(100),
         ..ProtectionConfig::default()
@@ -390,21 +396,7 @@ fn senders_sharing_holds_probe_a_dead_receiver_together_and_heed_one_retry_after
         );
     }
     // Without sharing, the sender that was not told keeps sending.
-    let mut first = true;
-    let mut once = |_| {
-        if std::mem::take(&mut first) {
-            let retry_after = Some("5".into());
-            (
-                Outcome::Response {
-                    status: 429,
-                    retry_after,
-                },
-                10,
-            )
-        } else {
-            (Outcome::status(200), 10)
-        }
-    };
+    let mut once = busy_once();
     let mut pair = [guard(limited), guard(limited)];
     let sent = drive_many(&mut pair, T0, T0 + 20 * SECOND, &mut once, false);
     assert!(sent[1]

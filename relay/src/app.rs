@@ -54,6 +54,11 @@ impl Sources {
         self.list.iter().find(|s| s.name == name)
     }
 
+    /// The names of the sources, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.list.iter().map(|s| s.name.clone()).collect()
+    }
+
     /// The names of the sources with an enabled destination.
     pub fn routed(&self) -> Vec<String> {
         self.list

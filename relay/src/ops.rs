@@ -284,12 +284,7 @@ pub async fn reload(relay: &Relay) -> Result<Reloaded, OpError> {
         crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks)
             .await
             .map_err(|e| invalid(e.to_string()))?;
-        let before: Vec<String> = relay
-            .sources()
-            .list
-            .iter()
-            .map(|s| s.name.clone())
-            .collect();
+        let before = relay.sources().names();
         if relay.cfg.secret_key.is_some() {
             // The file's sources go to the database, whose set is put in
             // force (the key itself is the one the relay started with).
@@ -301,12 +296,7 @@ pub async fn reload(relay: &Relay) -> Result<Reloaded, OpError> {
                 relay.clock.now(),
             );
         }
-        let sources: Vec<String> = relay
-            .sources()
-            .list
-            .iter()
-            .map(|s| s.name.clone())
-            .collect();
+        let sources = relay.sources().names();
         Ok(Reloaded {
             added: sources
                 .iter()
