@@ -421,3 +421,49 @@ const ops = opsCases.map((c) => {
 });
 write('ops_events.json', ops);
 console.log(`wrote ${ops.length} operational events`);
+
+// Standard Webhooks (core standard.rs): `v1,` and the base64 HMAC-SHA256,
+// keyed with the secret's base64-decoded bytes, of `id.timestamp.body`.
+// The first case is the specification's own example, whose signature it
+// states; the rest are computed here with node:crypto.
+const whsecKey = (s) => Buffer.from(s.replace(/^whsec_/, ''), 'base64');
+const v1 = (secret, id, ts, body) =>
+  'v1,' + createHmac('sha256', whsecKey(secret)).update(`${id}.${ts}.${body}`, 'utf8').digest('base64');
+const SPEC = { secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw', id: 'msg_p5jXN8AQM9LWM0D4loKWxJek', ts: 1614265330, body: '{"test": 2432232314}' };
+if (v1(SPEC.secret, SPEC.id, SPEC.ts, SPEC.body) !== 'v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=') throw new Error('the spec example');
+const NEW_SECRET = 'whsec_' + Buffer.from('a new secret of thirty-two bytes').toString('base64');
+const OLD_SECRET = 'whsec_' + Buffer.from('the old secret, still accepted').toString('base64');
+const whOrder = body({ type: 'track', userId: 'u42', event: 'Order Completed', messageId: 'm-1', properties: { order_id: 'o-9', total: 27.5, products: [{ sku: 'p-1', name: 'Réveil ⏰', price: 13.75, quantity: 2 }] } }, NOW);
+const WH_TS = Math.floor(NOW / 1000);
+const standardSign = [
+  { name: 'specification_example', secrets: [SPEC.secret], id: SPEC.id, timestamp: SPEC.ts, body: SPEC.body },
+  { name: 'track_call_unicode', secrets: [NEW_SECRET], id: 'm-1', timestamp: WH_TS, body: whOrder },
+  { name: 'rotation_two_secrets', secrets: [NEW_SECRET, OLD_SECRET], id: 'm-1', timestamp: WH_TS, body: whOrder },
+  { name: 'unpadded_secret_without_prefix', secrets: [SPEC.secret.slice(6).replace(/=+$/, '')], id: 'm-2', timestamp: WH_TS, body: '{}' },
+].map((c) => ({ ...c, signature: c.secrets.map((s) => v1(s, c.id, c.timestamp, c.body)).join(' ') }));
+const whGood = v1(NEW_SECRET, 'm-1', WH_TS, whOrder);
+const heads = (id, ts, sig) => [['webhook-id', id], ['webhook-timestamp', ts === null ? null : String(ts)], ['webhook-signature', sig]].filter(([, v]) => v !== null);
+const whOk = { id: 'm-1', timestamp: WH_TS };
+const standardVerify = [
+  { name: 'valid', secrets: [NEW_SECRET], headers: heads('m-1', WH_TS, whGood), now: WH_TS, expect: whOk },
+  { name: 'second_secret_of_two', secrets: [OLD_SECRET, NEW_SECRET], headers: heads('m-1', WH_TS, whGood), now: WH_TS, expect: whOk },
+  { name: 'rotating_sender_old_receiver', secrets: [OLD_SECRET], headers: heads('m-1', WH_TS, `${whGood} ${v1(OLD_SECRET, 'm-1', WH_TS, whOrder)}`), now: WH_TS, expect: whOk },
+  { name: 'other_versions_skipped', secrets: [NEW_SECRET], headers: heads('m-1', WH_TS, `v2,AAAA ${whGood}`), now: WH_TS, expect: whOk },
+  { name: 'mixed_case_header_names', secrets: [NEW_SECRET], headers: heads('m-1', WH_TS, whGood).map(([k, v]) => [k.toUpperCase(), v]), now: WH_TS, expect: whOk },
+  { name: 'at_the_tolerance_past', secrets: [NEW_SECRET], headers: heads('m-1', WH_TS, whGood), now: WH_TS + 300, expect: whOk },
+  { name: 'past_the_tolerance', secrets: [NEW_SECRET], headers: heads('m-1', WH_TS, whGood), now: WH_TS + 301, expect: { error: 'timestamp_too_old' } },
+  { name: 'ahead_of_the_tolerance', secrets: [NEW_SECRET], headers: heads('m-1', WH_TS, whGood), now: WH_TS - 301, expect: { error: 'timestamp_too_new' } },
+  { name: 'a_longer_tolerance', secrets: [NEW_SECRET], headers: heads('m-1', WH_TS, whGood), now: WH_TS + 3600, tolerance_ms: 3_600_000, expect: whOk },
+  { name: 'body_changed', secrets: [NEW_SECRET], headers: heads('m-1', WH_TS, whGood), now: WH_TS, body: whOrder.replace('27.5', '2.75'), expect: { error: 'signature_mismatch' } },
+  { name: 'id_changed', secrets: [NEW_SECRET], headers: heads('m-2', WH_TS, whGood), now: WH_TS, expect: { error: 'signature_mismatch' } },
+  { name: 'timestamp_changed', secrets: [NEW_SECRET], headers: heads('m-1', WH_TS + 1, whGood), now: WH_TS, expect: { error: 'signature_mismatch' } },
+  { name: 'wrong_secret', secrets: [OLD_SECRET], headers: heads('m-1', WH_TS, whGood), now: WH_TS, expect: { error: 'signature_mismatch' } },
+  { name: 'missing_id', secrets: [NEW_SECRET], headers: heads(null, WH_TS, whGood), now: WH_TS, expect: { error: 'missing_signature' } },
+  { name: 'missing_timestamp', secrets: [NEW_SECRET], headers: heads('m-1', null, whGood), now: WH_TS, expect: { error: 'missing_signature' } },
+  { name: 'missing_signature', secrets: [NEW_SECRET], headers: heads('m-1', WH_TS, null), now: WH_TS, expect: { error: 'missing_signature' } },
+  { name: 'fractional_timestamp', secrets: [NEW_SECRET], headers: heads('m-1', `${WH_TS}.5`, whGood), now: WH_TS, expect: { error: 'malformed_signature' } },
+  { name: 'no_v1_signature', secrets: [NEW_SECRET], headers: heads('m-1', WH_TS, 'v2,AAAA'), now: WH_TS, expect: { error: 'malformed_signature' } },
+  { name: 'no_secrets', secrets: [], headers: heads('m-1', WH_TS, whGood), now: WH_TS, expect: { error: 'no_secrets' } },
+  { name: 'malformed_secret', secrets: ['whsec_*not base64*'], headers: heads('m-1', WH_TS, whGood), now: WH_TS, expect: { error: 'malformed_secret' } },
+].map((c) => ({ ...c, body: c.body ?? whOrder }));
+write('standard_webhooks.json', { sign: standardSign, verify: standardVerify });

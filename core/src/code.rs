@@ -231,6 +231,13 @@ codes! {
     SignatureMismatch = "signature_mismatch" => Signature,
     /// A received batch whose `X-Signature` covers only its first event.
     FirstEventSignature = "first_event_signature" => Signature,
+    // Standard Webhooks signatures (standard::StandardError).
+    /// A Standard Webhooks secret that is not `whsec_` and base64.
+    MalformedSecret = "malformed_secret" => Signature,
+    /// A `webhook-timestamp` older than the tolerance (a late or replayed request).
+    TimestampTooOld = "timestamp_too_old" => Signature,
+    /// A `webhook-timestamp` further ahead than the tolerance.
+    TimestampTooNew = "timestamp_too_new" => Signature,
     // The batching client (batcher::ConfigError, batcher::EnqueueError).
     /// An empty write key.
     EmptyWriteKey = "empty_write_key" => Config,

@@ -61,6 +61,7 @@ pub mod routing;
 pub mod segment;
 pub mod signature;
 pub mod sources;
+pub mod standard;
 pub mod timestamp;
 pub mod webhooks;
 mod weburl;

@@ -9,6 +9,7 @@
     clippy::print_stdout
 )]
 
+use callpost_core::standard::{self, StandardError, StandardSecret};
 use callpost_core::{
     audience::trait_name, sign, verify, AudienceSync, Call, Map, Secret, Timestamp, Value, Webhooks,
 };
@@ -714,6 +715,82 @@ fn id_vectors() {
                     Some(s(case, "expect")),
                     "{name} in {field}"
                 ),
+            }
+        }
+    }
+}
+
+/// The secrets of a Standard Webhooks case, or the first one's error.
+fn standard_secrets(case: &Value) -> Result<Vec<StandardSecret>, StandardError> {
+    arr(case, "secrets")
+        .iter()
+        .map(|s| StandardSecret::parse(s.as_str().unwrap()))
+        .collect()
+}
+
+#[test]
+fn standard_webhooks_vectors() {
+    let all = load(include_str!("../../testdata/standard_webhooks.json"));
+    for case in arr(&all, "sign") {
+        let name = s(case, "name");
+        let secrets = standard_secrets(case).unwrap();
+        let seconds = num(case, "timestamp") as i64;
+        let headers = standard::sign(
+            s(case, "id"),
+            at(seconds * 1000 + 999),
+            s(case, "body").as_bytes(),
+            &secrets,
+        )
+        .unwrap();
+        assert_eq!(
+            headers[0],
+            ("webhook-id", s(case, "id").to_owned()),
+            "{name}"
+        );
+        assert_eq!(
+            headers[1],
+            ("webhook-timestamp", seconds.to_string()),
+            "{name}"
+        );
+        assert_eq!(
+            headers[2],
+            ("webhook-signature", s(case, "signature").to_owned()),
+            "{name}"
+        );
+    }
+    for case in arr(&all, "verify") {
+        let name = s(case, "name");
+        let headers: Vec<(&str, &str)> = arr(case, "headers")
+            .iter()
+            .map(|pair| match pair {
+                Value::Array(p) => (p[0].as_str().unwrap(), p[1].as_str().unwrap()),
+                other => panic!("{name}: a header is not a pair: {other:?}"),
+            })
+            .collect();
+        let tolerance = match get(case, "tolerance_ms") {
+            Value::Null => standard::DEFAULT_TOLERANCE_MS,
+            _ => num(case, "tolerance_ms") as u64,
+        };
+        let now = at(num(case, "now") as i64 * 1000);
+        let got = standard_secrets(case).and_then(|secrets| {
+            standard::verify(
+                s(case, "body").as_bytes(),
+                headers,
+                &secrets,
+                now,
+                tolerance,
+            )
+        });
+        let expect = get(case, "expect");
+        match get(expect, "error") {
+            Value::Null => {
+                let v = got.unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert_eq!(v.id, s(expect, "id"), "{name}");
+                assert_eq!(v.timestamp, num(expect, "timestamp") as i64, "{name}");
+            }
+            code => {
+                let e = got.expect_err(name);
+                assert_eq!(e.code().as_str(), code.as_str().unwrap(), "{name}: {e}");
             }
         }
     }

@@ -390,3 +390,19 @@ def test_id_vectors_in_json_text(case: dict[str, Any], field: str) -> None:
 def test_id_vectors_cover_every_id_field() -> None:
     assert list(IDS["calls"]) == ["userId", "anonymousId", "groupId", "previousId", "messageId"]
     assert all(f in callpost.CALL_FIELDS for f in IDS["calls"])
+
+
+def test_standard_webhooks_vectors_are_what_the_reference_library_signs() -> None:
+    """testdata/standard_webhooks.json (made with node:crypto) against the
+    specification's own Python library, `standardwebhooks` from PyPI: a
+    second oracle for the vectors the core is tested with."""
+    from datetime import datetime, timezone
+
+    from standardwebhooks.webhooks import Webhook
+
+    cases = vectors("standard_webhooks.json")["sign"]
+    assert len(cases) >= 4
+    for case in cases:
+        at = datetime.fromtimestamp(case["timestamp"], tz=timezone.utc)
+        signed = [Webhook(secret).sign(case["id"], at, case["body"]) for secret in case["secrets"]]
+        assert " ".join(signed) == case["signature"], case["name"]
