@@ -428,25 +428,10 @@ async fn operational_events_reach_the_operator_signed() {
     // Nothing more comes: one event for the opening, one for the window.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     stop(d, Duration::from_secs(5)).await;
-    let secret = callpost_core::Secret::new("ops-secret").unwrap();
-    let mut by_type = HashMap::new();
-    for r in ops.received() {
-        let headers: Vec<(&str, &str)> = r
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .collect();
-        let got = callpost_core::receive::receive(
-            &r.body,
-            headers,
-            std::slice::from_ref(&secret),
-            callpost_core::receive::ReceiveOptions::default(),
-        );
-        assert!(got.is_ok(), "verified with the operator's secret: {got:?}");
-        let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
-        assert_eq!(body["id"].as_str(), r.key.as_deref(), "{body}");
-        by_type.insert(body["type"].as_str().unwrap().to_owned(), body);
-    }
+    let by_type: HashMap<String, serde_json::Value> = operator_events(&ops, "ops-secret")
+        .into_iter()
+        .map(|body| (body["type"].as_str().unwrap().to_owned(), body))
+        .collect();
     assert_eq!(ops.received().len(), 2, "{by_type:?}");
     let opened = &by_type["endpoint.circuit_opened"];
     assert_eq!(opened["data"]["url"], down.url());
@@ -458,6 +443,76 @@ async fn operational_events_reach_the_operator_signed() {
         m.contains(r#"callpost_relay_operator_events_total{result="sent"} 2"#),
         "{m}"
     );
+}
+
+/// The operational events `ops` received, each verified with `secret` and
+/// its `id` checked against its `Idempotency-Key`, as bodies in order.
+fn operator_events(ops: &Receiver, secret: &str) -> Vec<serde_json::Value> {
+    let secret = callpost_core::Secret::new(secret).unwrap();
+    ops.received()
+        .iter()
+        .map(|r| {
+            let headers: Vec<(&str, &str)> = r
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let got = callpost_core::receive::receive(
+                &r.body,
+                headers,
+                std::slice::from_ref(&secret),
+                callpost_core::receive::ReceiveOptions::default(),
+            );
+            assert!(got.is_ok(), "verified with the operator's secret: {got:?}");
+            let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+            assert_eq!(body["id"].as_str(), r.key.as_deref(), "{body}");
+            body
+        })
+        .collect()
+}
+
+/// A circuit that closes again (its probe answered) is told too: the
+/// operator gets `endpoint.circuit_opened`, then `endpoint.circuit_closed`,
+/// both signed, and every call is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_is_told_when_a_circuit_opens_and_closes() {
+    let ops = Receiver::start("127.0.0.1:0").await.unwrap();
+    let flaky = Receiver::start("127.0.0.1:0").await.unwrap();
+    flaky.answer(Answer::Status(503, vec![]));
+    let operator = format!(
+        "[operator]\nurls = [\"{}\"]\nshared_secret = \"ops-secret\"\n",
+        ops.url()
+    );
+    let w = World::new(&toml(
+        &(head(true, 64, 1, "") + &operator),
+        &[Src {
+            protection: Some("breaker_failures = 3\nbreaker_open_ms = 1000"),
+            ..src("s", &[&flaky.url()])
+        }],
+    ));
+    w.add("s", &ids("s", 5)).await;
+    let d = w.start();
+    eventually("the circuit opened", Duration::from_secs(30), || {
+        !ops.received().is_empty()
+    })
+    .await;
+    flaky.answer(Answer::Status(200, vec![]));
+    eventually("every call delivered", Duration::from_secs(60), || {
+        w.all("s", Status::Delivered)
+    })
+    .await;
+    eventually("the circuit closed", Duration::from_secs(30), || {
+        ops.received().len() >= 2
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    let events = operator_events(&ops, "ops-secret");
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["endpoint.circuit_opened", "endpoint.circuit_closed"]
+    );
+    assert_eq!(events[1]["data"]["url"], flaky.url());
 }
 
 /// A receiver's 429 with Retry-After holds back every call to its URL, not
