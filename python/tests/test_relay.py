@@ -5,6 +5,7 @@ destination address rule."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
@@ -319,6 +320,38 @@ def test_a_rotated_shared_secret_is_verified_by_receivers_that_hold_both(
         other = new if signer == old else old
         assert callpost.verify_request(d.body, d.headers, signer.encode())
         assert not callpost.verify_request(d.body, d.headers, other.encode())
+
+
+def test_a_destination_signing_both_ways_is_verified_by_the_reference_standard_webhooks_library(
+    tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database
+) -> None:
+    """`signature = "both"` with two whsec_ secrets (a rotation): every
+    request carries X-Signature, which callpost verifies, and the Standard
+    Webhooks headers, which the specification's own library (`standardwebhooks`
+    from PyPI) verifies with either secret alone."""
+    from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+    new = "whsec_" + base64.b64encode(b"a new standard webhooks secret!").decode()
+    old = "whsec_" + base64.b64encode(b"the old standard webhooks key").decode()
+    hook = Hook(serve)
+    signing = f'signature = "both"\nsigning_secrets = ["{new}", "{old}"]\n'
+    r = RelayProcess(config_text(database, [hook.url], sources=signing), tmp_path).start()
+    try:
+        assert r.post("/v1/batch", batch([track(n) for n in range(3)]))[0] == 200
+        r.wait(lambda: len(hook.ok()) == 3, what="three deliveries")
+        shown = r.admin("GET", "/admin/sources/web")["webhooks"]
+    finally:
+        r.stop()
+    assert shown["signature"] == "both" and shown["signed"] is True, shown
+    for d in hook.ok():
+        assert d.verified, "X-Signature"
+        assert d.headers["webhook-id"] == d.key
+        for secret in (new, old):
+            assert Webhook(secret).verify(d.body, d.headers) == d.json
+        other = "whsec_" + base64.b64encode(b"a key nobody signed with").decode()
+        with pytest.raises(WebhookVerificationError):
+            Webhook(other).verify(d.body, d.headers)
+    assert not any(new[6:] in line or old[6:] in line for line in r.log)
 
 
 def test_sighup_reloads_the_sources_and_a_bad_file_changes_nothing(

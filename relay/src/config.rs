@@ -15,7 +15,7 @@ use crate::store::{Retention, Synchronous};
 use callpost_core::notify::DEAD_LETTER_WINDOW_RANGE_MS;
 use callpost_core::protection::ProtectionConfig;
 use callpost_core::sources::{check_source, SourceError, SourceSet};
-use callpost_core::webhooks::{EndpointConfig, Mode, Webhooks};
+use callpost_core::webhooks::{EndpointConfig, Mode, Signing, Webhooks};
 use callpost_core::NotifierConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -348,6 +348,12 @@ struct FileWebhooks {
     enabled: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     protection: Option<ProtectionConfig>,
+    /// `segment` (default), `standard` or `both`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signature: Option<String>,
+    /// The Standard Webhooks `whsec_` secrets (each signs every request).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signing_secrets: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -486,6 +492,8 @@ pub fn load(
                 mode: None,
                 enabled: None,
                 protection: None,
+                signature: None,
+                signing_secrets: None,
             }),
         }));
     } else if !urls.is_empty() {
@@ -768,6 +776,40 @@ fn webhooks_of(
         .map_err(|e| bad(format!("source {name:?}: {e} ({})", e.code().as_str())))
 }
 
+/// The destination signing as `webhooks.signature` and
+/// `webhooks.signing_secrets` say (the core checks them).
+fn signing_of(
+    name: &str,
+    webhooks: Webhooks,
+    hooks: &FileWebhooks,
+) -> Result<Webhooks, ConfigError> {
+    let signing = match hooks.signature.as_deref() {
+        None => Signing::default(),
+        Some(v) => Signing::parse(v).ok_or_else(|| {
+            bad(format!(
+                "source {name:?}: webhooks.signature must be segment, standard or both, not {v:?} \
+                 (invalid_settings)"
+            ))
+        })?,
+    };
+    let secrets: Vec<&str> = hooks
+        .signing_secrets
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    if signing == Signing::Segment && secrets.is_empty() {
+        return Ok(webhooks);
+    }
+    webhooks.with_signing(signing, &secrets).map_err(|_| {
+        bad(format!(
+            "source {name:?}: webhooks.signature = \"{}\" needs webhooks.signing_secrets, one or \
+             more whsec_ secrets (and segment takes none) (invalid_settings)",
+            signing.as_str()
+        ))
+    })
+}
+
 /// A source the core's rules refuse, as a configuration error.
 fn source_error(e: SourceError) -> ConfigError {
     bad(format!("{e} ({})", e.code().as_str()))
@@ -874,6 +916,7 @@ impl SourceDoc {
                     hooks.shared_secret.as_deref(),
                     hooks.mode.as_deref(),
                 )?;
+                let webhooks = signing_of(&s.name, webhooks, hooks)?;
                 if let Some(p) = hooks.protection {
                     p.validate().map_err(|e| {
                         bad(format!(
@@ -969,6 +1012,19 @@ shared_secret = "s3cret"
         assert!(e.0.contains("storage.retention_hours"), "{e}");
         let e = load_text(&ONE.replace("https://a.example.com/hook", "ftp://x"), &[]).unwrap_err();
         assert!(e.0.contains("unsupported_scheme"), "{e}");
+        let e = load_text(&format!("{ONE}signature = \"standard\"\n"), &[]).unwrap_err();
+        assert!(e.0.contains("webhooks.signing_secrets"), "{e}");
+        let e = load_text(&format!("{ONE}signature = \"svix\"\n"), &[]).unwrap_err();
+        assert!(e.0.contains("webhooks.signature"), "{e}");
+        let secret = "whsec_c2VjcmV0LWtleS1vZi10aGUtdGVzdA==";
+        let both = format!("{ONE}signature = \"both\"\nsigning_secrets = [\"{secret}\"]\n");
+        let cfg = load_text(&both, &[]).unwrap();
+        let hooks = cfg.sources[0].webhooks.as_ref().unwrap();
+        assert_eq!(hooks.signing(), Signing::Both);
+        assert!(
+            !format!("{cfg:?}").contains("c2VjcmV0"),
+            "the secret stays hidden"
+        );
         let e = load_text("admin_token = \"short\"", &[]).unwrap_err();
         assert!(e.0.contains("admin_token"), "{e}");
         assert!(

@@ -358,8 +358,11 @@ pub struct WebhooksReport {
     pub mode: &'static str,
     /// False: calls are kept as undeliverable.
     pub enabled: bool,
-    /// Whether requests carry `X-Signature`.
+    /// Whether requests carry a signature (`X-Signature` with a shared
+    /// secret, or the Standard Webhooks headers).
     pub signed: bool,
+    /// The signatures they carry: `segment`, `standard` or `both`.
+    pub signature: &'static str,
 }
 
 /// One endpoint of a [`WebhooksReport`].
@@ -397,7 +400,8 @@ pub fn sources_report(sources: &Sources) -> Vec<SourceReport> {
                     .collect(),
                 mode: w.mode().as_str(),
                 enabled: s.enabled,
-                signed: w.is_signed(),
+                signed: (w.is_signed() && w.signing().segment()) || w.signing().standard(),
+                signature: w.signing().as_str(),
             }),
         })
         .collect()

@@ -366,6 +366,7 @@ impl Delivery {
                 self.message_id.as_deref(),
                 self.body.clone().into_bytes(),
                 slot.endpoint,
+                now,
                 hmac,
             )
             // Restoring checks the endpoint count against the settings,

@@ -16,7 +16,7 @@ pub use request::{
     USER_AGENT,
 };
 pub use settings::{
-    Endpoint, EndpointConfig, Mode, SettingsError, MAX_ENDPOINTS, RESERVED_HEADERS,
+    Endpoint, EndpointConfig, Mode, SettingsError, Signing, MAX_ENDPOINTS, RESERVED_HEADERS,
 };
 
 use crate::call::Call;
@@ -24,6 +24,7 @@ use crate::json::Value;
 use crate::misuse::ApiMisuse;
 use crate::routing::{is_enabled, WEBHOOKS};
 use crate::signature::Secret;
+use crate::standard::StandardSecret;
 use crate::timestamp::Timestamp;
 use std::sync::Arc;
 
@@ -42,6 +43,10 @@ struct Settings {
     endpoints: Vec<Endpoint>,
     secret: Option<Secret>,
     mode: Mode,
+    signing: Signing,
+    /// The Standard Webhooks secrets, each signing every request (two
+    /// during a rotation); empty with [`Signing::Segment`].
+    signing_secrets: Vec<StandardSecret>,
 }
 
 impl Webhooks {
@@ -74,8 +79,44 @@ impl Webhooks {
                 endpoints,
                 secret,
                 mode,
+                signing: Signing::Segment,
+                signing_secrets: Vec::new(),
             }),
         })
+    }
+
+    /// These settings signing with `signing`: [`Signing::Standard`] and
+    /// [`Signing::Both`] need at least one `whsec_` secret in
+    /// `signing_secrets` (each signs every request), and
+    /// [`Signing::Segment`] none.
+    pub fn with_signing(
+        self,
+        signing: Signing,
+        signing_secrets: &[&str],
+    ) -> Result<Self, SettingsError> {
+        let secrets = signing_secrets
+            .iter()
+            .map(|s| StandardSecret::parse(s))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| SettingsError::InvalidField("signingSecrets"))?;
+        if signing.standard() == secrets.is_empty() {
+            return Err(SettingsError::InvalidField("signingSecrets"));
+        }
+        let s = &self.inner;
+        Ok(Self {
+            inner: Arc::new(Settings {
+                endpoints: s.endpoints.clone(),
+                secret: s.secret.clone(),
+                mode: s.mode,
+                signing,
+                signing_secrets: secrets,
+            }),
+        })
+    }
+
+    /// Which signatures requests carry.
+    pub fn signing(&self) -> Signing {
+        self.inner.signing
     }
 
     /// From the JSON settings form used by the shared vectors, the bindings
@@ -102,7 +143,29 @@ impl Webhooks {
             Some(Value::String(s)) => Mode::parse(s).ok_or(SettingsError::InvalidField("mode"))?,
             Some(_) => return Err(SettingsError::InvalidField("mode")),
         };
-        Self::with_mode(&endpoints, secret, mode)
+        let signing = match map.get("signature") {
+            None | Some(Value::Null) => Signing::default(),
+            Some(Value::String(s)) => {
+                Signing::parse(s).ok_or(SettingsError::InvalidField("signature"))?
+            }
+            Some(_) => return Err(SettingsError::InvalidField("signature")),
+        };
+        let signing_secrets: Vec<&str> = match map.get("signingSecrets") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| {
+                    v.as_str()
+                        .ok_or(SettingsError::InvalidField("signingSecrets"))
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(SettingsError::InvalidField("signingSecrets")),
+        };
+        let hooks = Self::with_mode(&endpoints, secret, mode)?;
+        if signing == Signing::Segment && signing_secrets.is_empty() {
+            return Ok(hooks);
+        }
+        hooks.with_signing(signing, &signing_secrets)
     }
 
     /// The validated endpoints, in the order they were given.
@@ -151,18 +214,19 @@ impl Webhooks {
     ) -> Result<Request, RequestError> {
         let mut body = Vec::with_capacity(call.capacity_hint());
         write_body(call, now, &mut body)?;
-        Ok(self.request_for_body(call.message_id.as_deref(), body, endpoint, hmac)?)
+        Ok(self.request_for_body(call.message_id.as_deref(), body, endpoint, now, hmac)?)
     }
 
     /// The request carrying `body` (written by [`write_body`]) to
-    /// `endpoint`: headers, signature and idempotency key. Shared by
-    /// [`Webhooks::request_with`] and [`Delivery`](crate::Delivery), which
-    /// keeps the body it built once.
+    /// `endpoint`, sent at `now`: headers, signatures and idempotency key.
+    /// Shared by [`Webhooks::request_with`] and
+    /// [`Delivery`](crate::Delivery), which keeps the body it built once.
     pub(crate) fn request_for_body(
         &self,
         message_id: Option<&str>,
         body: Vec<u8>,
         endpoint: usize,
+        now: Timestamp,
         hmac: Option<HostHmac<'_>>,
     ) -> Result<Request, ApiMisuse> {
         let ep = self
@@ -170,13 +234,13 @@ impl Webhooks {
             .endpoints
             .get(endpoint)
             .ok_or(ApiMisuse::EndpointOutOfRange(endpoint))?;
-        Ok(request::build(
-            ep,
-            self.inner.secret.as_ref(),
-            message_id,
-            body,
-            hmac,
-        ))
+        let s = &self.inner;
+        let secret = s.secret.as_ref().filter(|_| s.signing.segment());
+        let standard = s
+            .signing
+            .standard()
+            .then_some((&s.signing_secrets[..], now));
+        Ok(request::build(ep, secret, standard, message_id, body, hmac))
     }
 }
 
@@ -184,7 +248,127 @@ impl Webhooks {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::standard::{self, DEFAULT_TOLERANCE_MS};
     use crate::webhooks::EndpointConfig;
+
+    const NEW: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    const OLD: &str = "whsec_c2VjcmV0LW9sZA==";
+
+    fn headers(r: &Request) -> Vec<(&str, &str)> {
+        r.headers
+            .iter()
+            .map(|(n, v)| (n.as_ref(), v.as_ref()))
+            .collect()
+    }
+
+    #[test]
+    fn standard_signing_adds_the_three_headers_and_both_keeps_x_signature() {
+        let call =
+            Call::from_json_str(r#"{"type":"track","userId":"u","event":"e","messageId":"m-1"}"#)
+                .unwrap();
+        let now = Timestamp::from_millis(1_795_341_845_123).unwrap();
+        let eps = [EndpointConfig::new("https://a.example/")];
+        let segment = Webhooks::new(&eps, Some(b"k")).unwrap();
+        let plain = segment.request(&call, 0, now).unwrap();
+        let secrets: Vec<_> = [NEW, OLD]
+            .iter()
+            .map(|s| StandardSecret::parse(s).unwrap())
+            .collect();
+        for (signing, x_signature) in [(Signing::Standard, false), (Signing::Both, true)] {
+            let hooks = segment.clone().with_signing(signing, &[NEW, OLD]).unwrap();
+            let r = hooks.request(&call, 0, now).unwrap();
+            assert_eq!(r.body, plain.body, "{signing:?}: the body is the same");
+            assert_eq!(
+                r.header("X-Signature").is_some(),
+                x_signature,
+                "{signing:?}"
+            );
+            assert_eq!(r.header("webhook-id"), Some("m-1"));
+            assert_eq!(r.header("webhook-timestamp"), Some("1795341845"));
+            // One signature per secret: either verifies on its own.
+            assert_eq!(r.header("webhook-signature").unwrap().split(' ').count(), 2);
+            for secret in &secrets {
+                let got = standard::verify(
+                    &r.body,
+                    headers(&r),
+                    std::slice::from_ref(secret),
+                    now,
+                    DEFAULT_TOLERANCE_MS,
+                );
+                assert!(got.is_ok(), "{signing:?}: {got:?}");
+            }
+        }
+        // A call whose id no header can carry gets the body's digest, the
+        // same for every request of it.
+        let odd =
+            Call::from_json_str(r#"{"type":"track","userId":"u","event":"e","messageId":"m é"}"#)
+                .unwrap();
+        let hooks = segment.with_signing(Signing::Standard, &[NEW]).unwrap();
+        let a = hooks.request(&odd, 0, now).unwrap();
+        let b = hooks.request(&odd, 0, now).unwrap();
+        let id = a.header("webhook-id").unwrap();
+        assert!(id.starts_with("msg_") && id.len() == 36, "{id}");
+        assert_eq!(Some(id), b.header("webhook-id"));
+    }
+
+    #[test]
+    fn signing_settings_are_checked() {
+        let eps = [EndpointConfig::new("https://a.example/")];
+        let hooks = Webhooks::new(&eps, None).unwrap();
+        let bad = SettingsError::InvalidField("signingSecrets");
+        // Standard signing needs a secret; Segment's takes none of these.
+        assert_eq!(
+            hooks
+                .clone()
+                .with_signing(Signing::Standard, &[])
+                .unwrap_err(),
+            bad
+        );
+        assert_eq!(
+            hooks
+                .clone()
+                .with_signing(Signing::Segment, &[NEW])
+                .unwrap_err(),
+            bad
+        );
+        assert_eq!(
+            hooks
+                .clone()
+                .with_signing(Signing::Both, &["whsec_!!"])
+                .unwrap_err(),
+            bad
+        );
+        let parsed = |json: &str| Webhooks::from_value(&Value::from_json_str(json).unwrap());
+        let ok = parsed(&format!(
+            r#"{{"endpoints":["https://a.example/"],"signature":"standard","signingSecrets":["{NEW}"]}}"#
+        ))
+        .unwrap();
+        assert_eq!(ok.signing(), Signing::Standard);
+        assert!(
+            parsed(r#"{"endpoints":["https://a.example/"]}"#)
+                .unwrap()
+                .signing()
+                == Signing::Segment
+        );
+        assert_eq!(
+            parsed(r#"{"endpoints":["https://a.example/"],"signature":"svix"}"#).unwrap_err(),
+            SettingsError::InvalidField("signature")
+        );
+        assert_eq!(
+            parsed(
+                r#"{"endpoints":["https://a.example/"],"signature":"both","signingSecrets":"x"}"#
+            )
+            .unwrap_err(),
+            bad
+        );
+        // The Standard Webhooks headers are callpost's to set.
+        let mut ep = EndpointConfig::new("https://a.example/");
+        ep.headers.push(("Webhook-Signature".into(), "v1,x".into()));
+        assert!(matches!(
+            Webhooks::new(&[ep], None).unwrap_err(),
+            SettingsError::ReservedHeader { .. }
+        ));
+    }
 
     #[test]
     fn a_host_hmac_signs_large_bodies_when_it_answers_well_and_the_core_otherwise() {

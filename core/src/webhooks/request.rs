@@ -5,6 +5,8 @@ use crate::call::CallError;
 use crate::code::Code;
 use crate::misuse::ApiMisuse;
 use crate::signature::{Secret, SIGNATURE_HEX_LEN};
+use crate::standard::StandardSecret;
+use crate::timestamp::Timestamp;
 use std::borrow::Cow;
 use std::fmt;
 
@@ -111,17 +113,28 @@ fn host_signature(hmac: Option<HostHmac<'_>>, body: &[u8]) -> Option<String> {
     (hex.len() == SIGNATURE_HEX_LEN && hex.bytes().all(lower_hex)).then_some(hex)
 }
 
+/// A `webhook-id` for a call without a usable messageId: `msg_` and the
+/// first 16 bytes of the body's SHA-256, in hex.
+fn body_id(body: &[u8]) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(body);
+    format!("msg_{}", hex::encode(&digest[..16]))
+}
+
 /// The request for `body` to `ep`. Headers, in order: `User-Agent`,
 /// `Content-Type`, the endpoint's static headers, `X-Signature` (when
-/// signed) and `Idempotency-Key` (when the call has a usable id).
+/// signed), `Idempotency-Key` (when the call has a usable id), then the
+/// Standard Webhooks headers when `standard` gives their secrets and the
+/// sending time.
 pub(super) fn build(
     ep: &Endpoint,
     secret: Option<&Secret>,
+    standard: Option<(&[StandardSecret], Timestamp)>,
     message_id: Option<&str>,
     body: Vec<u8>,
     hmac: Option<HostHmac<'_>>,
 ) -> Request {
-    let mut headers = Vec::with_capacity(4 + ep.headers().len());
+    let mut headers = Vec::with_capacity(7 + ep.headers().len());
     headers.push(("User-Agent".into(), USER_AGENT.into()));
     headers.push(("Content-Type".into(), "application/json".into()));
     headers.extend(
@@ -136,10 +149,20 @@ pub(super) fn build(
     // Receivers de-duplicate retried deliveries with it. Only visible
     // ASCII can travel in a header, so other ids are left out rather than
     // mangled.
-    if let Some(id) =
-        message_id.filter(|id| !id.is_empty() && id.bytes().all(|b| (0x21..0x7f).contains(&b)))
-    {
+    let usable =
+        message_id.filter(|id| !id.is_empty() && id.bytes().all(|b| (0x21..0x7f).contains(&b)));
+    if let Some(id) = usable {
         headers.push(("Idempotency-Key".into(), id.to_owned().into()));
+    }
+    if let Some((secrets, now)) = standard {
+        // The specification needs an id; a call always has a messageId by
+        // the time it is delivered, and one a header cannot carry gets the
+        // body's digest, which is the same on every retry.
+        let id = usable.map_or_else(|| body_id(&body), str::to_owned);
+        // Never fails: the settings hold at least one secret.
+        if let Ok(signed) = crate::standard::sign(&id, now, &body, secrets) {
+            headers.extend(signed.into_iter().map(|(n, v)| (n.into(), v.into())));
+        }
     }
     Request {
         method: "POST",

@@ -12,7 +12,7 @@ pub const MAX_ENDPOINTS: usize = 5;
 /// Headers we set ourselves, which a static header may not replace. The first
 /// five are the spec's and HTTP's; `idempotency-key` is ours; the framing
 /// headers are excluded because a wrong value would corrupt the request.
-pub const RESERVED_HEADERS: [&str; 8] = [
+pub const RESERVED_HEADERS: [&str; 11] = [
     "content-type",
     "user-agent",
     "x-signature",
@@ -21,7 +21,54 @@ pub const RESERVED_HEADERS: [&str; 8] = [
     "idempotency-key",
     "transfer-encoding",
     "connection",
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
 ];
+
+/// Which signatures a destination's requests carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Signing {
+    /// `X-Signature` (HMAC-SHA1 of the body under `sharedSecret`), the
+    /// spec's scheme; unsigned without a secret. The default.
+    #[default]
+    Segment,
+    /// Standard Webhooks (`webhook-id`, `webhook-timestamp`,
+    /// `webhook-signature`) under the `whsec_` signing secrets
+    /// ([`crate::standard`]).
+    Standard,
+    /// Both: `X-Signature` for Segment-style receivers and the Standard
+    /// Webhooks headers for the others, during a move from one to the other.
+    Both,
+}
+
+impl Signing {
+    /// The setting's value: `segment`, `standard` or `both`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Segment => "segment",
+            Self::Standard => "standard",
+            Self::Both => "both",
+        }
+    }
+
+    /// The scheme named `s` (exact, lowercase).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Segment, Self::Standard, Self::Both]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
+
+    /// Whether requests carry `X-Signature` (when there is a secret).
+    pub fn segment(self) -> bool {
+        self != Self::Standard
+    }
+
+    /// Whether requests carry the Standard Webhooks headers.
+    pub fn standard(self) -> bool {
+        self != Self::Segment
+    }
+}
 
 /// How a call reaches a destination with several endpoints.
 ///
