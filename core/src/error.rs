@@ -14,6 +14,7 @@ use crate::json::JsonError;
 use crate::protection::ProtectionError;
 use crate::receive::ReceiveError;
 use crate::signature::SignatureError;
+use crate::standard::StandardError;
 use crate::timestamp::TimestampError;
 use crate::webhooks::{RequestError, SettingsError};
 
@@ -58,6 +59,9 @@ pub enum Error {
     /// Receiver protection settings that cannot be used.
     #[error(transparent)]
     Protection(#[from] ProtectionError),
+    /// A Standard Webhooks secret or request that does not verify.
+    #[error(transparent)]
+    Standard(#[from] StandardError),
 }
 
 impl From<ReceiveError> for Error {
@@ -93,6 +97,7 @@ impl Error {
             Self::Misuse(e) => e.code(),
             Self::Ingest(e) => e.code(),
             Self::Protection(e) => e.code(),
+            Self::Standard(e) => e.code(),
         }
     }
 

@@ -16,6 +16,7 @@ mod error;
 mod json;
 mod receive;
 mod signature;
+mod standard;
 mod timestamp;
 mod webhooks;
 
@@ -41,6 +42,8 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(signature::verify, m)?)?;
     m.add_function(wrap_pyfunction!(signature::verify_request, m)?)?;
     m.add_function(wrap_pyfunction!(signature::verify_parsed, m)?)?;
+    m.add_function(wrap_pyfunction!(standard::sign_standard, m)?)?;
+    m.add_function(wrap_pyfunction!(standard::verify_standard, m)?)?;
     m.add_function(wrap_pyfunction!(receive::receive, m)?)?;
     m.add_function(wrap_pyfunction!(receive::receive_webhook, m)?)?;
     m.add_function(wrap_pyfunction!(receive::refusal_status, m)?)?;
@@ -60,6 +63,10 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DEFAULT_ENDPOINT", core::batcher::DEFAULT_ENDPOINT)?;
     m.add("SIGNATURE_HEADER", core::SIGNATURE_HEADER)?;
     m.add("SEGMENT_SIGNATURE_HEADER", core::SEGMENT_SIGNATURE_HEADER)?;
+    m.add(
+        "STANDARD_TOLERANCE_MS",
+        core::standard::DEFAULT_TOLERANCE_MS,
+    )?;
     m.add("MAX_MESSAGE_BYTES", core::batcher::MAX_MESSAGE_BYTES)?;
     m.add("MAX_BATCH_BYTES", core::batcher::MAX_BATCH_BYTES)?;
     m.add("SUCCESS_BODY", core::ingest::SUCCESS_BODY)?;

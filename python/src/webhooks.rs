@@ -73,11 +73,13 @@ pub struct Webhooks {
 #[pymethods]
 impl Webhooks {
     #[new]
-    #[pyo3(signature = (endpoints, shared_secret=None, *, mode=None))]
+    #[pyo3(signature = (endpoints, shared_secret=None, *, mode=None, signature=None, signing_secrets=None))]
     fn new(
         endpoints: &Bound<'_, PyAny>,
         shared_secret: Option<&Bound<'_, PyAny>>,
         mode: Option<&str>,
+        signature: Option<&str>,
+        signing_secrets: Option<Vec<String>>,
     ) -> PyResult<Self> {
         let secret = shared_secret
             .map(|s| bytes_of(s, "shared_secret"))
@@ -89,6 +91,20 @@ impl Webhooks {
         };
         let inner = core::Webhooks::with_mode(&endpoints_of(endpoints)?, secret.as_deref(), mode)
             .map_err(err)?;
+        let signing = match signature {
+            None => core::webhooks::Signing::default(),
+            Some(v) => core::webhooks::Signing::parse(v)
+                .ok_or_else(|| err(core::SettingsError::InvalidField("signature")))?,
+        };
+        let secrets: Vec<&str> = signing_secrets
+            .iter()
+            .flatten()
+            .map(String::as_str)
+            .collect();
+        if signing == core::webhooks::Signing::Segment && secrets.is_empty() {
+            return Ok(Self { inner });
+        }
+        let inner = inner.with_signing(signing, &secrets).map_err(err)?;
         Ok(Self { inner })
     }
 
@@ -132,6 +148,12 @@ impl Webhooks {
     #[getter]
     fn mode(&self) -> &'static str {
         self.inner.mode().as_str()
+    }
+
+    /// `"segment"`, `"standard"` or `"both"`.
+    #[getter]
+    fn signature(&self) -> &'static str {
+        self.inner.signing().as_str()
     }
 
     fn __repr__(&self) -> String {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from typing import Any
@@ -10,7 +11,7 @@ import pytest
 from conftest import vectors
 
 import callpost
-from callpost._types import AttemptOutcome
+from callpost._types import AttemptOutcome, StandardVerified
 
 
 def assert_code(err: BaseException, code: str) -> None:
@@ -406,3 +407,58 @@ def test_standard_webhooks_vectors_are_what_the_reference_library_signs() -> Non
         at = datetime.fromtimestamp(case["timestamp"], tz=timezone.utc)
         signed = [Webhook(secret).sign(case["id"], at, case["body"]) for secret in case["secrets"]]
         assert " ".join(signed) == case["signature"], case["name"]
+
+
+def test_standard_webhooks_vectors_sign_and_verify() -> None:
+    """The shared Standard Webhooks vectors through ``sign_standard`` and
+    ``verify_standard`` (the core's ``standard`` module), as in Rust."""
+    cases = vectors("standard_webhooks.json")
+    for case in cases["sign"]:
+        # Any millisecond of the second signs as that second.
+        headers = dict(
+            callpost.sign_standard(case["id"], case["body"], case["secrets"], now=case["timestamp"] * 1000 + 999)
+        )
+        assert headers == {
+            "webhook-id": case["id"],
+            "webhook-timestamp": str(case["timestamp"]),
+            "webhook-signature": case["signature"],
+        }, case["name"]
+    for case in cases["verify"]:
+        tolerance = case.get("tolerance_ms", callpost.STANDARD_TOLERANCE_MS)
+
+        def run(case: dict[str, Any] = case, tolerance: int = tolerance) -> StandardVerified:
+            return callpost.verify_standard(
+                case["body"], case["headers"], case["secrets"], now=case["now"] * 1000, tolerance_ms=tolerance
+            )
+
+        if "error" in case["expect"]:
+            with pytest.raises(callpost.CallpostError) as e:
+                run()
+            assert_code(e.value, case["expect"]["error"])
+        else:
+            assert run() == case["expect"], case["name"]
+
+
+def test_webhooks_sign_the_standard_way_for_the_reference_library() -> None:
+    """``Webhooks(signature="standard")``: its requests verify with the
+    specification's own library, and with ``verify_standard``, under each
+    secret of a rotation; ``"both"`` keeps ``X-Signature``."""
+    from standardwebhooks.webhooks import Webhook
+
+    new = "whsec_" + base64.b64encode(b"the new key of the destination").decode()
+    old = "whsec_" + base64.b64encode(b"the old key, still trusted").decode()
+    call = {"type": "track", "userId": "u", "event": "Order Completed", "messageId": "m-7"}
+    for signature, x_signature in (("standard", False), ("both", True)):
+        hooks = callpost.Webhooks(
+            ["https://example.com/in"], "segment-secret", signature=signature, signing_secrets=[new, old]
+        )
+        assert hooks.signature == signature
+        r = hooks.settings.request(call)
+        headers = dict(r.headers)
+        assert ("X-Signature" in headers) == x_signature
+        assert headers["webhook-id"] == "m-7"
+        for secret in (new, old):
+            assert Webhook(secret).verify(r.body, headers) == json.loads(r.body)
+            assert callpost.verify_standard(r.body, headers, secret)["id"] == "m-7"
+    with pytest.raises(callpost.SettingsError):
+        callpost.Webhooks(["https://example.com/in"], signature="standard")

@@ -28,6 +28,7 @@ from ._callpost import (
     MAX_MESSAGE_BYTES,
     SEGMENT_SIGNATURE_HEADER,
     SIGNATURE_HEADER,
+    STANDARD_TOLERANCE_MS,
     USER_AGENT,
     Attempt,
     Batcher,
@@ -39,11 +40,13 @@ from ._callpost import (
     receive,
     receive_webhook,
     sign,
+    sign_standard,
     stringify,
     trait_name,
     verify,
     verify_parsed,
     verify_request,
+    verify_standard,
 )
 from ._client import AsyncClient, Client
 from ._errors import (
@@ -74,6 +77,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "SEGMENT_SIGNATURE_HEADER",
     "SIGNATURE_HEADER",
+    "STANDARD_TOLERANCE_MS",
     "USER_AGENT",
     "Answer",
     "AsyncClient",
@@ -108,9 +112,11 @@ __all__ = [
     "receive",
     "receive_webhook",
     "sign",
+    "sign_standard",
     "stringify",
     "trait_name",
     "verify",
     "verify_parsed",
     "verify_request",
+    "verify_standard",
 ]

@@ -8,7 +8,18 @@ Parameters that default to ``None`` take the core's default, listed in
 from collections.abc import Callable, Mapping, Sequence
 from typing import final
 
-from ._types import AttemptRecord, BatcherEvent, Call, Default, DeliveryOutcome, Endpoint, Headers, JSONValue, Now
+from ._types import (
+    AttemptRecord,
+    BatcherEvent,
+    Call,
+    Default,
+    DeliveryOutcome,
+    Endpoint,
+    Headers,
+    JSONValue,
+    Now,
+    StandardVerified,
+)
 
 __all__ = [
     "CALL_FIELDS",
@@ -20,6 +31,7 @@ __all__ = [
     "SEGMENT_DEFAULTS",
     "SEGMENT_SIGNATURE_HEADER",
     "SIGNATURE_HEADER",
+    "STANDARD_TOLERANCE_MS",
     "SUCCESS_BODY",
     "USER_AGENT",
     "Attempt",
@@ -37,11 +49,13 @@ __all__ = [
     "receive_webhook",
     "refusal_status",
     "sign",
+    "sign_standard",
     "stringify",
     "trait_name",
     "verify",
     "verify_parsed",
     "verify_request",
+    "verify_standard",
 ]
 
 _Bytes = str | bytes
@@ -57,6 +71,9 @@ SIGNATURE_HEADER: str
 SEGMENT_SIGNATURE_HEADER: str
 """The header Segment's Webhooks (Actions) destination signs the whole body
 in when "Use X-Segment-Signature Header" is on (``X-Segment-Signature``)."""
+STANDARD_TOLERANCE_MS: int
+"""How far a Standard Webhooks ``webhook-timestamp`` may be from the
+receiver's clock, either way, by default (5 minutes, the specification's)."""
 MAX_MESSAGE_BYTES: int
 """Largest serialized message the batching client accepts."""
 MAX_BATCH_BYTES: int
@@ -141,6 +158,27 @@ def verify_request(body: _Bytes, headers: Headers, secrets: _Bytes | Sequence[_B
 def verify_parsed(value: object, signature: str, secrets: _Bytes | Sequence[_Bytes]) -> bool:
     """Verifies a parsed body by re-stringifying it as JavaScript does."""
 
+def sign_standard(msg_id: str, body: _Bytes, secrets: str | Sequence[str], now: Now = None) -> list[tuple[str, str]]:
+    """The Standard Webhooks headers (``webhook-id``, ``webhook-timestamp``,
+    ``webhook-signature``) for ``body`` sent at ``now`` (default: the
+    clock), one ``v1`` signature per ``whsec_`` secret."""
+
+def verify_standard(
+    body: _Bytes,
+    headers: Headers,
+    secrets: str | Sequence[str],
+    *,
+    now: Now = None,
+    tolerance_ms: int = ...,
+) -> StandardVerified:
+    """Verifies a request's Standard Webhooks headers against its raw body:
+    the timestamp within ``tolerance_ms`` (default ``STANDARD_TOLERANCE_MS``)
+    of ``now`` (default: the clock), then a ``v1`` signature under one of
+    the ``whsec_`` secrets, compared in constant time. Raises
+    SignatureError with ``timestamp_too_old``, ``timestamp_too_new``,
+    ``missing_signature``, ``malformed_signature``, ``signature_mismatch``
+    or ``malformed_secret``."""
+
 def trait_name(audience: str) -> str:
     """The snake_case trait name for an audience name."""
 
@@ -194,6 +232,8 @@ class Webhooks:
         shared_secret: _Bytes | None = None,
         *,
         mode: str | None = None,
+        signature: str | None = None,
+        signing_secrets: list[str] | None = None,
     ) -> Webhooks: ...
     def request(self, call: Call, endpoint: int = 0, now: Now = None) -> Request:
         """The signed request for ``call`` to endpoint ``endpoint``."""
@@ -206,6 +246,9 @@ class Webhooks:
     @property
     def mode(self) -> str:
         """``"parallel"`` or ``"failover"``."""
+    @property
+    def signature(self) -> str:
+        """``"segment"``, ``"standard"`` or ``"both"``."""
 
 @final
 class Attempt:

@@ -26,6 +26,7 @@ __all__ = [
     "JSONObject",
     "JSONValue",
     "Now",
+    "StandardVerified",
     "Timestamp",
 ]
 
@@ -66,6 +67,15 @@ that has no JSON form (so of any type), it returns one that has, or raises
 
 Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 """Request headers: any mapping, or name/value pairs."""
+
+
+class StandardVerified(TypedDict):
+    """What ``verify_standard`` returns for a request that verified."""
+
+    id: str
+    """``webhook-id``: drop a request whose id was seen before."""
+    timestamp: int
+    """``webhook-timestamp``, seconds since the epoch."""
 
 
 class _Response(TypedDict):

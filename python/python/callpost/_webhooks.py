@@ -101,7 +101,11 @@ class Webhooks:
     ``endpoints`` is a list of 1 to 5 URLs or ``{"url": ..., "headers": {...}}``
     dicts. ``mode`` is ``"parallel"`` (every round goes to every endpoint at
     once; the core's default) or ``"failover"`` (one endpoint after another
-    until one takes the call). Bad settings raise :class:`SettingsError` here.
+    until one takes the call). ``signature`` is ``"segment"`` (``X-Signature``
+    under ``shared_secret``; the default), ``"standard"`` (the Standard
+    Webhooks headers, one signature per ``whsec_`` secret in
+    ``signing_secrets``) or ``"both"``. Bad settings raise
+    :class:`SettingsError` here.
     """
 
     def __init__(
@@ -110,12 +114,20 @@ class Webhooks:
         shared_secret: str | bytes | None = None,
         *,
         mode: str | None = None,
+        signature: str | None = None,
+        signing_secrets: Sequence[str] | None = None,
         timeout: float = _D["webhook_timeout_ms"] / 1000,
         retry_window: float = _D["retry_window_ms"] / 1000,
         backoff_base: float = _D["delivery_backoff_base_ms"] / 1000,
         backoff_cap: float = _D["delivery_backoff_cap_ms"] / 1000,
     ) -> None:
-        self._native = _callpost.Webhooks(endpoints, shared_secret, mode=mode)
+        self._native = _callpost.Webhooks(
+            endpoints,
+            shared_secret,
+            mode=mode,
+            signature=signature,
+            signing_secrets=None if signing_secrets is None else list(signing_secrets),
+        )
         self._timeout_ms = int(timeout * 1000)
         self._retry_window_ms = int(retry_window * 1000)
         self._backoff_base_ms = int(backoff_base * 1000)
@@ -131,6 +143,11 @@ class Webhooks:
     @property
     def mode(self) -> str:
         return self._native.mode
+
+    @property
+    def signature(self) -> str:
+        """``"segment"``, ``"standard"`` or ``"both"``."""
+        return self._native.signature
 
     @property
     def settings(self) -> _callpost.Webhooks:
