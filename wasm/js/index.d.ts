@@ -225,6 +225,14 @@ export interface WebhooksOptions {
    * @default 'parallel'
    */
   mode?: 'parallel' | 'failover';
+  /**
+   * `segment`: `X-Signature` under `sharedSecret`; `standard`: the Standard Webhooks headers (`webhook-id`,
+   * `webhook-timestamp`, `webhook-signature`) under each of `signingSecrets`; `both`: all of them.
+   * @default 'segment'
+   */
+  signature?: 'segment' | 'standard' | 'both';
+  /** `whsec_` secrets, each signing every request (two during a rotation); needed by `standard` and `both`. */
+  signingSecrets?: string[];
   /** @default DEFAULTS.webhookTimeoutMs */
   timeoutMs?: number;
   /** @default DEFAULTS.retryWindowMs */

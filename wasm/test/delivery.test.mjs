@@ -150,3 +150,22 @@ test('raw deliveries without a seed do not share one schedule', () => {
   }
   assert.ok(waits.size > 1);
 });
+
+test('signature "standard" and "both" add the Standard Webhooks headers, checked with node:crypto', async () => {
+  const { createHmac } = await import('node:crypto');
+  const keys = [Buffer.from('the new key of the standard test'), Buffer.from('the old key, during a rotation')];
+  const secrets = keys.map((k) => 'whsec_' + k.toString('base64'));
+  const now = Date.parse('2026-11-22T10:04:05.123Z');
+  for (const [signature, xSignature] of [['standard', false], ['both', true]]) {
+    const hooks = new Webhooks({ endpoints: ['https://example.com/in'], sharedSecret: 's3cret', signature, signingSecrets: secrets });
+    const r = hooks.request(CALL, 0, now);
+    const h = Object.fromEntries(r.headers.map(([k, v]) => [k.toLowerCase(), v]));
+    assert.equal('x-signature' in h, xSignature, signature);
+    assert.equal(h['webhook-id'], 'm-1');
+    assert.equal(h['webhook-timestamp'], String(Math.floor(now / 1000)));
+    const expected = keys.map((k) => 'v1,' + createHmac('sha256', k).update(`m-1.${h['webhook-timestamp']}.${r.body}`).digest('base64'));
+    assert.equal(h['webhook-signature'], expected.join(' '), signature);
+  }
+  // Standard signing needs its secrets.
+  assert.throws(() => new Webhooks({ endpoints: ['https://example.com/in'], signature: 'standard' }), (e) => e.code === 'invalid_settings');
+});

@@ -40,9 +40,10 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
   class Webhooks {
     #core;
     #timing;
-    constructor({ endpoints, sharedSecret, mode, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
+    constructor({ endpoints, sharedSecret, mode, signature, signingSecrets, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
       const secret = sharedSecret == null ? null : textOf(sharedSecret, 'sharedSecret');
-      this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode }));
+      // signature and signingSecrets are checked by the core's settings.
+      this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode, signature, signingSecrets }));
       // Large request bodies are signed by the platform (see sign() in
       // signing.mjs); the core decides which, and which header carries the
       // signature.
