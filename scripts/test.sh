@@ -69,7 +69,7 @@ for v in 3.10 3.13; do
   if [ -z "$pybin" ]; then echo "CPython $v is not installed (pyenv); the brief lists 3.9-3.13 on every machine; we support 3.10+"; exit 1; fi
   venv=target/venv-$v
   [ -x "$venv/bin/python" ] || "$pybin" -m venv "$venv"
-  "$venv/bin/pip" install -q "pytest>=8" "httpx>=0.27,<1"
+  "$venv/bin/pip" install -q "pytest>=8" "httpx>=0.27,<1" "standardwebhooks>=1.0,<2"
   "$venv/bin/pip" install -q --force-reinstall --no-deps target/wheels/callpost-*.whl
   (cd python && "../$venv/bin/python" -m pytest tests/test_vectors.py tests/test_api.py -q -p no:cacheprovider)
 done
