@@ -101,9 +101,6 @@ impl Webhooks {
             .flatten()
             .map(String::as_str)
             .collect();
-        if signing == core::webhooks::Signing::Segment && secrets.is_empty() {
-            return Ok(Self { inner });
-        }
         let inner = inner.with_signing(signing, &secrets).map_err(err)?;
         Ok(Self { inner })
     }

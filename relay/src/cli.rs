@@ -741,12 +741,9 @@ async fn sources_command(
                 std::fs::read_to_string(&file).map_err(|e| format!("cannot read {file}: {e}"))?
             };
             let doc = config::SourceDoc::from_json(&text).map_err(|e| e.to_string())?;
-            let source = doc
-                .check(&format!("source {:?}", doc.name()))
-                .map_err(|e| e.to_string())?;
-            crate::deliver::check_destinations(&[Arc::new(source)], cfg.allow_private_networks)
+            sources::check_one(&doc, cfg.allow_private_networks)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.message)?;
             sources::put(store, key, doc).await
         }
         Some(Err(name)) => sources::remove(store, key, &name).await,

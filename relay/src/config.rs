@@ -798,9 +798,6 @@ fn signing_of(
         .flatten()
         .map(String::as_str)
         .collect();
-    if signing == Signing::Segment && secrets.is_empty() {
-        return Ok(webhooks);
-    }
     webhooks.with_signing(signing, &secrets).map_err(|_| {
         bad(format!(
             "source {name:?}: webhooks.signature = \"{}\" needs webhooks.signing_secrets, one or \

@@ -266,6 +266,17 @@ pub async fn apply(
     write(store, key.ok_or_else(no_key)?, docs, &[], true).await
 }
 
+/// Checks one source as the file's are: the core's rules, then the
+/// private-network rule for its URLs (unless `allow_private`).
+pub async fn check_one(doc: &SourceDoc, allow_private: bool) -> Result<(), OpError> {
+    let source = doc
+        .check(&format!("source {:?}", doc.name()))
+        .map_err(|e| invalid(&e))?;
+    crate::deliver::check_destinations(&[Arc::new(source)], allow_private)
+        .await
+        .map_err(|e| invalid(&e))
+}
+
 /// Creates or replaces one source.
 pub async fn put(
     store: &dyn Store,
@@ -303,12 +314,7 @@ pub async fn remove(
 /// file's sources are (the private-network rule included), kept, and in
 /// force here at once (on the other relays within [`SOURCES_POLL_MS`]).
 pub async fn put_live(relay: &Relay, doc: SourceDoc) -> Result<Changes, OpError> {
-    let source = doc
-        .check(&format!("source {:?}", doc.name()))
-        .map_err(|e| invalid(&e))?;
-    crate::deliver::check_destinations(&[Arc::new(source)], relay.cfg.allow_private_networks)
-        .await
-        .map_err(|e| invalid(&e))?;
+    check_one(&doc, relay.cfg.allow_private_networks).await?;
     let changes = put(&*relay.store, relay.cfg.secret_key.as_deref(), doc).await?;
     settle(relay, &changes).await?;
     Ok(changes)

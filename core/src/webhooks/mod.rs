@@ -161,11 +161,7 @@ impl Webhooks {
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(SettingsError::InvalidField("signingSecrets")),
         };
-        let hooks = Self::with_mode(&endpoints, secret, mode)?;
-        if signing == Signing::Segment && signing_secrets.is_empty() {
-            return Ok(hooks);
-        }
-        hooks.with_signing(signing, &signing_secrets)
+        Self::with_mode(&endpoints, secret, mode)?.with_signing(signing, &signing_secrets)
     }
 
     /// The validated endpoints, in the order they were given.
