@@ -376,9 +376,7 @@ const receive = [
   { name: 'batch_first_event_wrong', body: batch, headers: [['X-Signature', hmac(rsecret, JSON.stringify(events[1]))]], options: { allow_first_event_signature: true }, expect: { error: 'signature_mismatch' } },
   { name: 'batch_whole_body_x_signature', body: batch, headers: [['X-Signature', hmac(rsecret, batch)]], expect: ok(batch, 'X-Signature', 'body') },
   { name: 'no_secrets', secrets: [], body: one, headers: [['X-Signature', hmac(rsecret, one)]], expect: { error: 'no_secrets' } },
-].map((c) => ({ secrets: [rsecret], options: { allow_first_event_signature: false }, ...c }));
-write('receive.json', receive);
-console.log(`wrote ${receive.length} receive cases`);
+];
 
 // Operational events (core ops.rs): the body a service signs for its
 // operator, built here with JSON.stringify. `event` is the input (the URL
@@ -467,3 +465,28 @@ const standardVerify = [
   { name: 'malformed_secret', secrets: ['whsec_*not base64*'], headers: heads('m-1', WH_TS, whGood), now: WH_TS, expect: { error: 'malformed_secret' } },
 ].map((c) => ({ ...c, body: c.body ?? whOrder }));
 write('standard_webhooks.json', { sign: standardSign, verify: standardVerify });
+
+// Receivers holding Standard Webhooks secrets (core receive.rs,
+// receive_any): with only those, a request must carry webhook-signature;
+// with both kinds, one carrying it is held to it (no fallback to
+// X-Signature) and one without it to X-Signature. The id for duplicates is
+// the call's messageId, else the verified webhook-id (the spec's body, as
+// callpost sends it, has no messageId; webhook-id carries it).
+const noId = JSON.stringify({ type: 'identify', userId: 'u42', traits: { name: 'Zoë' } });
+const whSegment = [['X-Signature', hmac(rsecret, whOrder)]];
+receive.push(
+  { name: 'standard_only', standard_secrets: [NEW_SECRET], secrets: [], body: whOrder, headers: heads('m-1', WH_TS, whGood), expect: ok(whOrder, 'webhook-signature', 'body', 'm-1') },
+  { name: 'standard_id_when_the_call_has_none', standard_secrets: [NEW_SECRET], secrets: [], body: noId, headers: heads('w-7', WH_TS, v1(NEW_SECRET, 'w-7', WH_TS, noId)), expect: ok(noId, 'webhook-signature', 'body', 'w-7') },
+  { name: 'standard_rotation_old_secret', standard_secrets: [OLD_SECRET], secrets: [], body: whOrder, headers: heads('m-1', WH_TS, `${whGood} ${v1(OLD_SECRET, 'm-1', WH_TS, whOrder)}`), expect: ok(whOrder, 'webhook-signature', 'body', 'm-1') },
+  { name: 'standard_only_refuses_x_signature', standard_secrets: [NEW_SECRET], secrets: [], body: whOrder, headers: whSegment, expect: { error: 'missing_signature' } },
+  { name: 'standard_replayed_late', standard_secrets: [NEW_SECRET], secrets: [], body: whOrder, headers: heads('m-1', WH_TS, whGood), now_ms: (WH_TS + 301) * 1000, expect: { error: 'timestamp_too_old' } },
+  { name: 'standard_tampered', standard_secrets: [NEW_SECRET], secrets: [], body: whOrder.replace('27.5', '2.75'), headers: heads('m-1', WH_TS, whGood), expect: { error: 'signature_mismatch' } },
+  { name: 'both_held_to_standard', standard_secrets: [NEW_SECRET], body: whOrder, headers: [...whSegment, ...heads('m-1', WH_TS, v1(OLD_SECRET, 'm-1', WH_TS, whOrder))], expect: { error: 'signature_mismatch' } },
+  { name: 'both_standard_signed', standard_secrets: [NEW_SECRET], body: whOrder, headers: [...whSegment, ...heads('m-1', WH_TS, whGood)], expect: ok(whOrder, 'webhook-signature', 'body', 'm-1') },
+  { name: 'both_x_signature_alone', standard_secrets: [NEW_SECRET], body: whOrder, headers: whSegment, expect: ok(whOrder, 'X-Signature', 'body') },
+);
+const receiveCases = receive.map((c) => ({
+  secrets: [rsecret], standard_secrets: [], now_ms: WH_TS * 1000, options: { allow_first_event_signature: false }, ...c,
+}));
+write('receive.json', receiveCases);
+console.log(`wrote ${receiveCases.length} receive cases`);

@@ -69,6 +69,7 @@ impl From<ReceiveError> for Error {
         match e {
             ReceiveError::Signature(e) => Self::Signature(e),
             ReceiveError::Json(e) => Self::Json(e),
+            ReceiveError::Standard(e) => Self::Standard(e),
         }
     }
 }

@@ -88,7 +88,7 @@ pub use protection::{
     EndpointGuard, EndpointState, GuardEvent, GuardState, Permit, ProtectionConfig, ProtectionError,
 };
 pub use receive::{
-    receive, verify_value, Coverage, ReceiveError, ReceiveOptions, Received,
+    receive, receive_any, verify_value, Coverage, Keys, ReceiveError, ReceiveOptions, Received,
     SEGMENT_SIGNATURE_HEADER,
 };
 pub use retry::{Outcome, Verdict};

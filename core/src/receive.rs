@@ -14,14 +14,28 @@
 //!   without it, the legacy `X-Signature` holds the HMAC of
 //!   `JSON.stringify(first event)` only, so the other events are unsigned.
 //!
+//! * A destination in the Standard Webhooks mode ([`crate::standard`])
+//!   signs `webhook-id.webhook-timestamp.body` with HMAC-SHA256 in
+//!   `webhook-signature`, under `whsec_` secrets.
+//!
 //! [`receive`] prefers `X-Segment-Signature` when present. A batch whose
 //! `X-Signature` covers only the first event is refused
 //! ([`SignatureError::FirstEventOnly`]) unless the caller opts in
 //! ([`ReceiveOptions::allow_first_event_signature`]).
+//!
+//! [`receive_any`] takes both kinds of secret ([`Keys`]). Which scheme a
+//! request is held to is the receiver's choice, not the request's: with
+//! Standard secrets only, a request must carry a valid `webhook-signature`
+//! (an `X-Signature` alone is refused, so stripping the timestamped headers
+//! cannot downgrade it); with both kinds, as while a destination moves from
+//! `segment` to `both` to `standard`, a request carrying `webhook-signature`
+//! is held to it, with no fallback, and one without it to `X-Signature`.
 
 use crate::code::{Code, ErrorClass};
 use crate::json::{write_value, JsonError, Value};
 use crate::signature::{verify, Secret, SignatureError, SIGNATURE_HEADER};
+use crate::standard::{self, StandardError, StandardSecret};
+use crate::timestamp::Timestamp;
 
 /// The header Segment's Webhooks (Actions) destination signs the whole body
 /// in when its "Use X-Segment-Signature Header" setting is on (the
@@ -47,6 +61,10 @@ pub enum ReceiveError {
     /// The verified body is not JSON (or not JSON JavaScript reads alike).
     #[error(transparent)]
     Json(#[from] JsonError),
+    /// The Standard Webhooks headers are missing, malformed, outside the
+    /// tolerance, or do not match.
+    #[error(transparent)]
+    Standard(#[from] StandardError),
 }
 
 impl ReceiveError {
@@ -55,18 +73,41 @@ impl ReceiveError {
         match self {
             Self::Signature(e) => e.code(),
             Self::Json(e) => e.code(),
+            Self::Standard(e) => e.code(),
         }
     }
 }
 
-/// What [`receive`] accepts beyond the default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// What [`receive`] and [`receive_any`] accept beyond the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReceiveOptions {
     /// Accept a batched body whose `X-Signature` covers only its first
     /// event (Segment's Actions destination without "Use X-Segment-Signature
     /// Header"). The other events are then unauthenticated: anyone who saw
     /// one signed request can append events to it.
     pub allow_first_event_signature: bool,
+    /// How far a Standard Webhooks `webhook-timestamp` may be from the
+    /// receiver's clock, either way ([`standard::DEFAULT_TOLERANCE_MS`]).
+    pub tolerance_ms: u64,
+}
+
+impl Default for ReceiveOptions {
+    fn default() -> Self {
+        Self {
+            allow_first_event_signature: false,
+            tolerance_ms: standard::DEFAULT_TOLERANCE_MS,
+        }
+    }
+}
+
+/// The secrets a receiver verifies with (see the module docs for which
+/// scheme a request is held to). At least one of the two lists is needed.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Keys<'a> {
+    /// `X-Signature` / `X-Segment-Signature` secrets (HMAC-SHA1).
+    pub segment: &'a [Secret],
+    /// Standard Webhooks `whsec_` secrets (HMAC-SHA256).
+    pub standard: &'a [StandardSecret],
 }
 
 /// Which bytes the accepted signature covers.
@@ -97,9 +138,13 @@ pub struct Received {
     pub header: &'static str,
     /// What that signature covers.
     pub coverage: Coverage,
-    /// The request's `Idempotency-Key` header: callpost's sender puts the
-    /// call's `messageId` there, since the spec's body has no such field.
+    /// The request's id: its `Idempotency-Key` header (callpost's sender
+    /// puts the call's `messageId` there, since the spec's body has no such
+    /// field), or under the Standard scheme its verified `webhook-id`.
     pub idempotency_key: Option<String>,
+    /// Under the Standard scheme, the verified `webhook-timestamp`
+    /// (seconds since the epoch).
+    pub timestamp: Option<i64>,
 }
 
 impl Received {
@@ -195,6 +240,7 @@ pub fn receive<'a>(
             header,
             coverage: Coverage::Body,
             idempotency_key,
+            timestamp: None,
         });
     }
     // Only Segment's legacy header on a batch may sign less than the body.
@@ -222,6 +268,45 @@ pub fn receive<'a>(
         header,
         coverage: Coverage::FirstEvent,
         idempotency_key,
+        timestamp: None,
+    })
+}
+
+/// Verifies a received webhook signed either way and returns its parsed
+/// body: the Standard Webhooks headers under `keys.standard` (the
+/// timestamp within `options.tolerance_ms` of `now`), or `X-Signature` /
+/// `X-Segment-Signature` under `keys.segment` as [`receive`] does. Which
+/// one a request is held to is in the module docs.
+pub fn receive_any<'a>(
+    body: &[u8],
+    headers: impl IntoIterator<Item = (&'a str, &'a str)>,
+    keys: Keys<'_>,
+    now: Timestamp,
+    options: ReceiveOptions,
+) -> Result<Received, ReceiveError> {
+    if keys.standard.is_empty() {
+        return receive(body, headers, keys.segment, options);
+    }
+    let headers: Vec<(&str, &str)> = headers.into_iter().collect();
+    let standard_signed = headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case(standard::SIGNATURE_HEADER));
+    if !standard_signed && !keys.segment.is_empty() {
+        return receive(body, headers, keys.segment, options);
+    }
+    let verified = standard::verify(
+        body,
+        headers.iter().copied(),
+        keys.standard,
+        now,
+        options.tolerance_ms,
+    )?;
+    Ok(Received {
+        value: Value::from_json_slice(body)?,
+        header: standard::SIGNATURE_HEADER,
+        coverage: Coverage::Body,
+        idempotency_key: Some(verified.id),
+        timestamp: Some(verified.timestamp),
     })
 }
 
@@ -359,6 +444,7 @@ mod tests {
         assert_eq!(e.code(), Code::FirstEventSignature);
         let opts = ReceiveOptions {
             allow_first_event_signature: true,
+            ..Default::default()
         };
         let r = receive(body, h, &secret(), opts).unwrap();
         assert_eq!(r.coverage, Coverage::FirstEvent);

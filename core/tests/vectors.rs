@@ -610,7 +610,7 @@ fn ingest_vectors() {
 
 #[test]
 fn receive_vectors() {
-    use callpost_core::{receive, ReceiveOptions};
+    use callpost_core::{receive, receive_any, Keys, ReceiveOptions};
     let all = load(include_str!("../../testdata/receive.json"));
     let Value::Array(cases) = &all else {
         panic!("receive.json is not an array")
@@ -629,11 +629,37 @@ fn receive_vectors() {
                 _ => panic!("{name}: a header is not a pair"),
             })
             .collect();
+        let standard: Vec<StandardSecret> = arr(case, "standard_secrets")
+            .iter()
+            .map(|k| StandardSecret::parse(k.as_str().unwrap()).unwrap())
+            .collect();
         let options = ReceiveOptions {
             allow_first_event_signature: get(get(case, "options"), "allow_first_event_signature")
                 == &Value::Bool(true),
+            ..Default::default()
         };
-        let got = receive(s(case, "body").as_bytes(), headers, &secrets, options);
+        let keys = Keys {
+            segment: &secrets,
+            standard: &standard,
+        };
+        let now = at(num(case, "now_ms") as i64);
+        let got = receive_any(
+            s(case, "body").as_bytes(),
+            headers.iter().copied(),
+            keys,
+            now,
+            options,
+        );
+        // Without Standard secrets, receive_any is receive.
+        if standard.is_empty() {
+            let alone = receive(
+                s(case, "body").as_bytes(),
+                headers.iter().copied(),
+                &secrets,
+                options,
+            );
+            assert_eq!(alone, got, "{name}");
+        }
         let expect = get(case, "expect");
         if let Value::String(code) = get(expect, "error") {
             assert_eq!(got.unwrap_err().code(), code, "{name}");

@@ -4,9 +4,11 @@ each framework helper in a real server process receiving webhooks sent by
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ import callpost
 from callpost import Receiver, SeenIds, SignatureError, Webhooks
 
 SECRET = "whsec-frameworks"
+STANDARD_SECRET = "whsec_" + base64.b64encode(b"the frameworks' standard secret").decode()
 SERVE = Path(__file__).parent / "receivers" / "serve.py"
 
 
@@ -82,6 +85,19 @@ def test_receiver_drops_duplicates_and_forgets_failed_ones() -> None:
     assert SECRET not in repr(receiver)
 
 
+def test_a_receiver_needs_some_secret_and_hides_the_standard_ones() -> None:
+    with pytest.raises(callpost.InvalidArgumentError):
+        Receiver()
+    standard = Receiver(standard_secrets=STANDARD_SECRET, tolerance_ms=1000)
+    assert STANDARD_SECRET not in repr(standard) and STANDARD_SECRET[6:] not in repr(standard)
+    # A timestamp two seconds old is outside a one-second tolerance.
+    body = callpost.stringify(call())
+    old = dict(callpost.sign_standard("m-1", body, STANDARD_SECRET, now=int(time.time() * 1000) - 2000))
+    with pytest.raises(SignatureError) as e:
+        standard.receive(body, old)
+    assert e.value.code == "timestamp_too_old"
+
+
 def test_seen_ids_is_a_bounded_lru() -> None:
     seen = SeenIds(capacity=2)
     # "a" is used again, so "b" is the one evicted by "c"; then "b" evicts "a".
@@ -114,7 +130,7 @@ def test_first_event_signature_is_refused_unless_opted_in() -> None:
 @pytest.fixture(params=["flask", "django", "fastapi", "starlette"])
 def app(request: pytest.FixtureRequest) -> Iterator[str]:
     proc = subprocess.Popen(
-        [sys.executable, str(SERVE), request.param, SECRET],
+        [sys.executable, str(SERVE), request.param, SECRET, STANDARD_SECRET],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -173,3 +189,28 @@ def test_framework_receives_real_webhooks(app: str) -> None:
     assert httpx.post(f"{app}/hook", content=flaky_body, headers=signed(flaky_body)).status_code == 500
     assert httpx.post(f"{app}/hook", content=flaky_body, headers=signed(flaky_body)).status_code == 204
     assert processed(app)[-1] == flaky["messageId"]
+
+    # A destination signing the Standard Webhooks way reaches the same
+    # receiver (it holds both kinds of secret): processed once, its retry
+    # dropped by webhook-id; a request replayed outside the tolerance is
+    # refused, and so is one whose webhook-signature is wrong even though
+    # its X-Signature is right (no fallback).
+    standard = Webhooks([f"{app}/hook"], signature="standard", signing_secrets=[STANDARD_SECRET])
+    fresh = call("Standard Signed")
+    result = standard.deliver(fresh)
+    assert result.delivered and result.attempts == 1, result.log
+    assert processed(app)[-1] == fresh["messageId"]
+    retry = standard.request(fresh, 0)
+    assert "X-Signature" not in dict(retry.headers)
+    r = httpx.post(f"{app}/hook", content=retry.body, headers=retry.headers)
+    assert r.status_code == 200 and "duplicates" in r.text, r.text
+    late = call("Replayed")
+    old = standard.request(late, 0, now=int(time.time() * 1000) - 6 * 60 * 1000)
+    r = httpx.post(f"{app}/hook", content=old.body, headers=old.headers)
+    assert r.status_code == 401 and "timestamp_too_old" in r.text, r.text
+    both = Webhooks([f"{app}/hook"], shared_secret=SECRET, signature="both", signing_secrets=[STANDARD_SECRET])
+    forged = both.request(late, 0)
+    headers = {**dict(forged.headers), "webhook-id": "another-id"}
+    r = httpx.post(f"{app}/hook", content=forged.body, headers=headers)
+    assert r.status_code == 401 and "signature_mismatch" in r.text, r.text
+    assert late["messageId"] not in processed(app)

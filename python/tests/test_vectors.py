@@ -299,14 +299,19 @@ def test_retry_after_through_a_delivery(case: dict[str, Any]) -> None:
 def test_receive(case: dict[str, Any]) -> None:
     allow = case["options"]["allow_first_event_signature"]
     args = (case["body"].encode(), case["headers"], case["secrets"])
+    kwargs: dict[str, Any] = {
+        "allow_first_event_signature": allow,
+        "standard_secrets": case["standard_secrets"] or None,
+        "now": case["now_ms"],
+    }
     expect = case["expect"]
     if "error" in expect:
         with pytest.raises(callpost.CallpostError) as e:
-            callpost.receive(*args, allow_first_event_signature=allow)
+            callpost.receive(*args, **kwargs)
         assert_code(e.value, expect["error"])
         return
-    assert callpost.receive(*args, allow_first_event_signature=allow) == expect["value"]
-    value, header, coverage, ids = callpost.receive_webhook(*args, allow_first_event_signature=allow)
+    assert callpost.receive(*args, **kwargs) == expect["value"]
+    value, header, coverage, ids = callpost.receive_webhook(*args, **kwargs)
     assert (header, coverage, ids) == (expect["header"], expect["coverage"], expect["message_ids"])
     assert isinstance(value, list) == expect["batch"]
 

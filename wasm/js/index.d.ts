@@ -100,6 +100,38 @@ export function verify(body: string | Uint8Array, signature: string, secrets: Se
 export function verifyParsed(value: unknown, signature: string, secrets: Secret | Secret[]): boolean;
 /** Finds X-Signature in a Headers object or a plain header map, then verifies. */
 export function verifyRequest(body: string | Uint8Array, headers: Headers | Record<string, string | string[] | undefined>, secrets: Secret | Secret[]): boolean;
+
+// -- Standard Webhooks -------------------------------------------------------
+
+/** The three Standard Webhooks headers, to spread into a request's headers (a type, so it passes as a header map). */
+export type StandardHeaders = {
+  'webhook-id': string;
+  /** Whole seconds since the epoch. */
+  'webhook-timestamp': string;
+  /** `v1,<base64 HMAC-SHA256>` per secret, space-separated. */
+  'webhook-signature': string;
+};
+/** A time: milliseconds since the epoch or a Date; default the clock. */
+export type Now = number | Date;
+/** How far `webhook-timestamp` may be from the clock, either way (5 minutes, the specification's default). */
+export const STANDARD_TOLERANCE_MS: number;
+/**
+ * Signs `body` the Standard Webhooks way: HMAC-SHA256 of `msgId.timestamp.body`
+ * under each `whsec_` secret. Throws `malformed_secret` for a secret that is
+ * not `whsec_` and base64.
+ */
+export function signStandard(msgId: string, body: string | Uint8Array, secrets: string | string[], now?: Now): StandardHeaders;
+/**
+ * Verifies a request's Standard Webhooks headers against its raw body: the
+ * timestamp within `toleranceMs` of `now` (else `timestamp_too_old` /
+ * `timestamp_too_new`), then a `v1` signature under one of the secrets,
+ * compared in constant time (else `signature_mismatch`).
+ */
+export function verifyStandard(
+  body: string | Uint8Array, headers: Headers | Record<string, string | string[] | undefined>, secrets: string | string[],
+  options?: { now?: Now; toleranceMs?: number },
+): { id: string; timestamp: number };
+
 // -- Receiving webhooks ---------------------------------------------------
 
 /** A request body as received: text or bytes (a Node Buffer is a Uint8Array). */
@@ -114,17 +146,31 @@ export interface ReceiveOptions {
    * with code `first_event_signature`.
    */
   allowFirstEventSignature?: boolean;
+  /**
+   * `whsec_` secrets for the Standard Webhooks scheme. With only these (pass
+   * `null` as `secrets`), a request must carry `webhook-signature`; with both
+   * kinds, a request carrying it is held to it (no fallback) and one without
+   * it to `X-Signature`.
+   */
+  standardSecrets?: string | string[] | null;
+  /** How far `webhook-timestamp` may be from the clock (default `STANDARD_TOLERANCE_MS`). */
+  toleranceMs?: number;
 }
 
 /**
  * Verifies a received webhook and returns its parsed body: one call (an
  * object) or a batch (an array). Uses `X-Segment-Signature` when present,
- * else `X-Signature`. Throws a `SignatureError` with `code`
- * `missing_signature`, `malformed_signature`, `signature_mismatch` or
- * `first_event_signature`, a `JSONValueError` for a verified body that is not
- * JSON, and an `InvalidArgumentError` for a parsed object passed as the body.
+ * else `X-Signature`, or the Standard Webhooks headers under
+ * `options.standardSecrets`. Throws a `SignatureError` with `code`
+ * `missing_signature`, `malformed_signature`, `signature_mismatch`,
+ * `first_event_signature`, `timestamp_too_old` or `timestamp_too_new`, a
+ * `JSONValueError` for a verified body that is not JSON, and an
+ * `InvalidArgumentError` for a parsed object passed as the body.
  */
-export function receive(body: RawBody, headers: RequestHeaders, secrets: Secret | Secret[], options?: ReceiveOptions): any;
+export function receive(
+  body: RawBody, headers: RequestHeaders, secrets: Secret | Secret[] | null,
+  options?: ReceiveOptions & { now?: Now },
+): any;
 
 /** The `seen` hook: true when the id was processed before; otherwise remember it and return false. */
 export type SeenFunction = (id: string) => boolean | Promise<boolean>;
@@ -154,7 +200,7 @@ export interface Webhook {
   body: any;
   /** The calls not seen before, in body order: process these. */
   calls: any[];
-  /** Their ids: `messageId`, or the `Idempotency-Key` header for a single call; null where neither. */
+  /** Their ids: `messageId`, or for a single call the `Idempotency-Key` (or verified `webhook-id`) header; null where none. */
   ids: (string | null)[];
   /** Ids of the calls dropped as duplicates. */
   duplicates: string[];
@@ -170,8 +216,10 @@ export interface Webhook {
 }
 
 export class Receiver {
-  constructor(secrets: Secret | Secret[], options?: ReceiverOptions);
+  /** `secrets` (X-Signature), `options.standardSecrets` (whsec_), or both. */
+  constructor(secrets: Secret | Secret[] | null, options?: ReceiverOptions);
   allowFirstEventSignature: boolean;
+  toleranceMs: number;
   receive(body: RawBody, headers: RequestHeaders): Promise<Webhook>;
   /** The handler failed: forget the new ids so the retry is processed. */
   failed(webhook: Webhook): Promise<void>;
@@ -184,7 +232,7 @@ export class Receiver {
  * `handler`, whose Response (default 204) is the answer.
  */
 export function webhookHandler(
-  receiver: Receiver | (ReceiverOptions & { secrets: Secret | Secret[] }),
+  receiver: Receiver | (ReceiverOptions & { secrets?: Secret | Secret[] | null }),
   handler: (webhook: Webhook, request: Request) => Response | void | Promise<Response | void>,
 ): (request: Request) => Promise<Response>;
 
@@ -193,7 +241,7 @@ export function refusal(error: unknown): { status: number; body: { error: string
 
 /** Node middleware `(req, res, next)` (Express, plain http): sets `req.webhook`. */
 export function nodeMiddleware(
-  receiver: Receiver | (ReceiverOptions & { secrets: Secret | Secret[] }),
+  receiver: Receiver | (ReceiverOptions & { secrets?: Secret | Secret[] | null }),
 ): (req: any, res: any, next?: (err?: unknown) => void) => Promise<void>;
 
 export function traitName(audience: string): string;
@@ -395,6 +443,7 @@ export interface Api {
   verifyRequest: typeof verifyRequest; traitName: typeof traitName; parseTimestamp: typeof parseTimestamp;
   receive: typeof receive; Receiver: typeof Receiver; SeenIds: typeof SeenIds;
   webhookHandler: typeof webhookHandler; nodeMiddleware: typeof nodeMiddleware; refusal: typeof refusal;
+  signStandard: typeof signStandard; verifyStandard: typeof verifyStandard; STANDARD_TOLERANCE_MS: number;
   Webhooks: typeof Webhooks; Client: typeof Client; Signer: typeof Signer; Delivery: typeof Delivery; Batcher: typeof Batcher;
   DEFAULTS: Defaults; VERSION: string; USER_AGENT: string; MAX_MESSAGE_BYTES: number; init: typeof init;
 }

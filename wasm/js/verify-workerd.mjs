@@ -8,6 +8,7 @@ import { makeSigning, staticInit } from './api.mjs';
 const api = staticInit(wasm, module, (w, p) => makeSigning(w, p).api);
 
 export const {
-  sign, verify, verifyRequest, verifyParsed, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal, Signer, init,
+  sign, verify, verifyRequest, verifyParsed, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal, Signer,
+  signStandard, verifyStandard, STANDARD_TOLERANCE_MS, init,
 } = api;
 export default api;

@@ -4,19 +4,23 @@
 // (workerd) types; browsers and bundlers get verify-web.d.ts (init only).
 import type {
   sign, verify, verifyRequest, verifyParsed, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal, Signer,
+  signStandard, verifyStandard,
 } from './index.js';
 
 export type {
   Secret, CallpostError, RawBody, RequestHeaders, ReceiveOptions, ReceiverOptions, SeenFunction, SeenHook, Webhook,
+  StandardHeaders, Now,
 } from './index.js';
 export {
   sign, verify, verifyRequest, verifyParsed, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal, Signer,
+  signStandard, verifyStandard, STANDARD_TOLERANCE_MS,
 } from './index.js';
 
 export interface VerifyApi {
   sign: typeof sign; verify: typeof verify; verifyRequest: typeof verifyRequest; verifyParsed: typeof verifyParsed;
   receive: typeof receive; Receiver: typeof Receiver; SeenIds: typeof SeenIds;
   webhookHandler: typeof webhookHandler; nodeMiddleware: typeof nodeMiddleware; refusal: typeof refusal; Signer: typeof Signer;
+  signStandard: typeof signStandard; verifyStandard: typeof verifyStandard; STANDARD_TOLERANCE_MS: number;
   init: typeof init;
 }
 

@@ -2,6 +2,7 @@
 import api from './verify.cjs';
 
 export const {
-  sign, verify, verifyRequest, verifyParsed, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal, Signer, init,
+  sign, verify, verifyRequest, verifyParsed, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal, Signer,
+  signStandard, verifyStandard, STANDARD_TOLERANCE_MS, init,
 } = api;
 export default api;

@@ -12,6 +12,7 @@ const api = staticInit(wasm, module, makeApi);
 
 export const {
   stringify, sign, verify, verifyParsed, verifyRequest, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal,
+  signStandard, verifyStandard, STANDARD_TOLERANCE_MS,
   traitName, parseTimestamp, Webhooks, Client, Signer, Delivery, Batcher, DEFAULTS, VERSION, USER_AGENT, MAX_MESSAGE_BYTES, init,
 } = api;
 export default api;

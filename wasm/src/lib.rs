@@ -44,6 +44,8 @@ mod json;
 mod receive;
 #[cfg(feature = "signing")]
 mod signature;
+#[cfg(feature = "signing")]
+mod standard;
 #[cfg(any(feature = "client", feature = "webhooks"))]
 mod timestamp;
 #[cfg(feature = "webhooks")]

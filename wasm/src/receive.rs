@@ -4,19 +4,26 @@
 
 use crate::error::{error_value, misuse};
 use crate::signature::{bytes_of, secrets_of};
+use crate::standard::{at, standard_secrets_of, tolerance};
 use callpost_core as core;
 use js_sys::Array;
 use wasm_bindgen::prelude::*;
 
 /// Verifies a webhook: `names` and `values` are the request's header names
-/// and values, one per line (neither can hold a newline). Returns
+/// and values, one per line (neither can hold a newline); `secrets` the
+/// `X-Signature` ones and `standard_secrets` the `whsec_` ones (either may
+/// be null), as `core::receive_any` takes them. Returns
 /// `[header, coverage, ids]`, `ids` holding each call's id or null.
 #[wasm_bindgen]
+#[allow(clippy::too_many_arguments)]
 pub fn receive(
     body: &JsValue,
     names: &str,
     values: &str,
     secrets: &JsValue,
+    standard_secrets: &JsValue,
+    now_ms: f64,
+    tolerance_ms: f64,
     allow_first_event_signature: bool,
 ) -> Result<Array, JsValue> {
     let body = bytes_of(body, "body")?;
@@ -27,11 +34,23 @@ pub fn receive(
     }
     let options = core::ReceiveOptions {
         allow_first_event_signature,
+        tolerance_ms: tolerance(tolerance_ms)?,
     };
-    let received = core::receive(
+    let segment = if secrets.is_undefined() || secrets.is_null() {
+        Vec::new()
+    } else {
+        secrets_of(secrets)?
+    };
+    let standard = standard_secrets_of(standard_secrets)?;
+    let keys = core::Keys {
+        segment: &segment,
+        standard: &standard,
+    };
+    let received = core::receive_any(
         &body,
         names.into_iter().zip(values),
-        &secrets_of(secrets)?,
+        keys,
+        at(now_ms)?,
         options,
     )
     .map_err(|e| error_value(e.code(), &e.to_string()))?;

@@ -452,7 +452,11 @@ for (const [entry, api] of signingEntries) {
     const cases = vectors('receive.json');
     assert.ok(cases.length >= 15);
     for (const c of cases) {
-      const options = { allowFirstEventSignature: c.options.allow_first_event_signature };
+      const options = {
+        allowFirstEventSignature: c.options.allow_first_event_signature,
+        standardSecrets: c.standard_secrets.length > 0 ? c.standard_secrets : null,
+        now: c.now_ms,
+      };
       // Headers as a plain object of the pairs, and as a Headers object.
       const plain = Object.fromEntries(c.headers);
       for (const [headers, body] of [[plain, c.body], [new Headers(c.headers), new TextEncoder().encode(c.body)]]) {

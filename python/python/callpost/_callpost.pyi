@@ -108,9 +108,12 @@ def verify(body: _Bytes, signature: str, secrets: _Bytes | Sequence[_Bytes]) -> 
 def receive(
     body: _Bytes,
     headers: Headers,
-    secrets: _Bytes | Sequence[_Bytes],
+    secrets: _Bytes | Sequence[_Bytes] | None = None,
     *,
+    standard_secrets: str | Sequence[str] | None = None,
     allow_first_event_signature: bool = False,
+    now: Now = None,
+    tolerance_ms: int = ...,
 ) -> JSONValue:
     """Verifies a received webhook and returns its parsed body: a dict for
     one call, a list for a batch. It never returns a body it did not verify.
@@ -127,14 +130,26 @@ def receive(
     first event, as Segment's Actions destination signs without "Use
     X-Segment-Signature Header"; accepted with
     ``allow_first_event_signature=True``); JSONValueError for a verified
-    body that is not JSON."""
+    body that is not JSON.
+
+    ``standard_secrets``: ``whsec_`` secrets for the Standard Webhooks
+    scheme (``webhook-id``, ``webhook-timestamp``, ``webhook-signature``),
+    whose timestamp must be within ``tolerance_ms`` (``STANDARD_TOLERANCE_MS``)
+    of ``now`` (default: the clock), or SignatureError ``timestamp_too_old`` /
+    ``timestamp_too_new``. Give ``secrets``, ``standard_secrets`` or both:
+    with only ``standard_secrets`` a request must carry
+    ``webhook-signature``; with both, a request carrying it is held to it
+    (no fallback) and one without it to ``X-Signature``."""
 
 def receive_webhook(
     body: _Bytes,
     headers: Headers,
-    secrets: _Bytes | Sequence[_Bytes],
+    secrets: _Bytes | Sequence[_Bytes] | None = None,
     *,
+    standard_secrets: str | Sequence[str] | None = None,
     allow_first_event_signature: bool = False,
+    now: Now = None,
+    tolerance_ms: int = ...,
 ) -> tuple[JSONValue, str, str, list[str | None]]:
     """``receive`` with ``(body, header, coverage, message_ids)``: the
     accepted header's name, ``"body"`` or ``"first_event"``, and each call's

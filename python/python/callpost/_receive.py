@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from threading import Lock
 from typing import Literal, Protocol
 
-from ._callpost import DEFAULTS, receive_webhook, refusal_status
-from ._errors import CallpostError
+from ._callpost import DEFAULTS, STANDARD_TOLERANCE_MS, receive_webhook, refusal_status
+from ._errors import CallpostError, InvalidArgumentError
 from ._types import Headers, JSONObject, JSONValue
 
 __all__ = ["Answer", "Receiver", "SeenHook", "SeenIds", "Webhook"]
@@ -80,7 +80,8 @@ class Webhook:
     ``Idempotency-Key`` header callpost's sender adds; None where neither).
     ``duplicates`` holds the ids of the calls dropped as seen.
     ``body`` is the whole parsed body (a dict, or a list for a batch).
-    ``header`` is the header whose signature was accepted, and ``coverage``
+    ``header`` is the header whose signature was accepted (``X-Signature``,
+    ``X-Segment-Signature`` or ``webhook-signature``), and ``coverage``
     says what it covers: ``"body"``, or ``"first_event"`` (a batch under
     Segment's legacy ``X-Signature``, accepted only when opted in).
     """
@@ -107,35 +108,58 @@ class Webhook:
 class Receiver:
     """Verifies webhooks for one endpoint.
 
-    ``secrets``: the shared secret, or several while rotating.
-    ``seen``: the duplicate filter (None, the default: a ``SeenIds()`` of
-    its own; False: none, every call goes to the handler). ``allow_first_event_signature``: accept
-    a batch whose ``X-Signature`` covers only its first event (Segment's
-    Actions destination without "Use X-Segment-Signature Header"); the other
-    events are then unauthenticated.
+    ``secrets``: the ``X-Signature`` shared secret, or several while
+    rotating. ``standard_secrets``: ``whsec_`` secrets for a destination
+    that signs the Standard Webhooks way (``signature = "standard"`` or
+    ``"both"``); its ``webhook-timestamp`` must be within ``tolerance_ms``
+    of the clock (``STANDARD_TOLERANCE_MS``, 5 minutes, by default). Give
+    either or both: with only ``standard_secrets`` a request must carry
+    ``webhook-signature``; with both, a request carrying it is held to it
+    and one without it to ``X-Signature`` (for the move from one to the
+    other). ``seen``: the duplicate filter (None, the default: a
+    ``SeenIds()`` of its own; False: none, every call goes to the handler).
+    ``allow_first_event_signature``: accept a batch whose ``X-Signature``
+    covers only its first event (Segment's Actions destination without "Use
+    X-Segment-Signature Header"); the other events are then unauthenticated.
     """
 
     def __init__(
         self,
-        secrets: Secrets,
+        secrets: Secrets | None = None,
         *,
+        standard_secrets: str | Sequence[str] | None = None,
         seen: Callable[[str], bool] | Literal[False] | None = None,
         allow_first_event_signature: bool = False,
+        tolerance_ms: int = STANDARD_TOLERANCE_MS,
     ) -> None:
+        if secrets is None and standard_secrets is None:
+            raise InvalidArgumentError(
+                "invalid_argument", "give secrets (X-Signature), standard_secrets (whsec_), or both"
+            )
         self._secrets = secrets
+        self._standard_secrets = standard_secrets
         self.seen: Callable[[str], bool] | None = SeenIds() if seen is None else (seen or None)
         self.allow_first_event_signature = allow_first_event_signature
+        self.tolerance_ms = tolerance_ms
 
     def __repr__(self) -> str:
         # Never the secrets.
-        return f"Receiver(seen={self.seen!r}, allow_first_event_signature={self.allow_first_event_signature})"
+        return (
+            f"Receiver(seen={self.seen!r}, allow_first_event_signature={self.allow_first_event_signature}, "
+            f"standard={self._standard_secrets is not None})"
+        )
 
     def receive(self, body: bytes | str, headers: Headers) -> Webhook:
         """Verifies the raw body against the headers' signature and returns
         the webhook with its new calls. Raises ``SignatureError`` or
         ``JSONValueError`` (see ``callpost.receive``)."""
         value, header, coverage, ids = receive_webhook(
-            body, headers, self._secrets, allow_first_event_signature=self.allow_first_event_signature
+            body,
+            headers,
+            self._secrets,
+            standard_secrets=self._standard_secrets,
+            allow_first_event_signature=self.allow_first_event_signature,
+            tolerance_ms=self.tolerance_ms,
         )
         calls: list[JSONObject] = value if isinstance(value, list) else [value]
         fresh: list[JSONObject] = []

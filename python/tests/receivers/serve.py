@@ -1,5 +1,6 @@
 """A webhook receiver in one framework, as its users write it, in a real
-server process: ``python serve.py flask|django|fastapi|starlette SECRET``.
+server process: ``python serve.py flask|django|fastapi|starlette SECRET
+[WHSEC]`` (with a ``whsec_`` secret it also takes Standard Webhooks).
 Prints the port, then serves POST /hook (through callpost's helper for that
 framework) and GET /processed (the messageIds the handler processed, in
 order). A call whose event is "Fail Once" makes the handler raise the first
@@ -15,7 +16,7 @@ from typing import Any
 from callpost import Receiver, Webhook
 
 framework, secret = sys.argv[1], sys.argv[2]
-receiver = Receiver(secret)
+receiver = Receiver(secret, standard_secrets=sys.argv[3] if len(sys.argv) > 3 else None)
 processed: list[str] = []
 failed_once: set[str | None] = set()
 lock = threading.Lock()

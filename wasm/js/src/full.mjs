@@ -8,7 +8,10 @@ import { makeWebhooks } from './webhooks.mjs';
 
 export function makeApi(wasm, platform) {
   const signing = makeSigning(wasm, platform);
-  const { sign, verify, verifyRequest, Signer, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal } = signing.api;
+  const {
+    sign, verify, verifyRequest, Signer, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal,
+    signStandard, verifyStandard, STANDARD_TOLERANCE_MS,
+  } = signing.api;
   const { Batcher, Client, error, DEFAULTS, json } = makeBatching(wasm, platform);
   const { Webhooks, Delivery } = makeWebhooks(wasm, platform, { error, signing, json });
   const { stringify } = json;
@@ -23,6 +26,7 @@ export function makeApi(wasm, platform) {
 
   const api = {
     stringify, sign, verify, verifyParsed, verifyRequest, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal,
+    signStandard, verifyStandard, STANDARD_TOLERANCE_MS,
     traitName: wasm.traitName, parseTimestamp: wasm.parseTimestamp,
     Webhooks, Client, Signer, Delivery, Batcher, DEFAULTS, VERSION: wasm.version(), USER_AGENT: wasm.userAgent(),
     MAX_MESSAGE_BYTES: DEFAULTS.maxMessageBytes, init: async () => api,

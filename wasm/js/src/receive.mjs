@@ -5,7 +5,9 @@
 // makeSigning's API (signing.mjs), the `callpost/verify` entry.
 
 // The second argument is what signing.mjs shares with it.
-export function makeReceiving(wasm, { error, encoder, decoder, verify, headerLists }) {
+import { nowOf } from './standard.mjs';
+
+export function makeReceiving(wasm, { error, encoder, decoder, verify, headerLists, toleranceOf }) {
   // The raw body as bytes or text; what a framework already parsed is
   // refused with the fix.
   function rawBody(body) {
@@ -21,13 +23,18 @@ export function makeReceiving(wasm, { error, encoder, decoder, verify, headerLis
     throw error('invalid_argument', 'body must be a string, Uint8Array, ArrayBuffer or Buffer');
   }
 
-  // [value, header, coverage, ids]: the core verifies, JSON.parse builds
-  // the value (the core has checked the body is JSON).
+  // [value, header, coverage, ids]: the core verifies (X-Signature under
+  // `secrets`, the Standard scheme under `options.standardSecrets`, as
+  // receive.rs chooses), JSON.parse builds the value (the core has checked
+  // the body is JSON).
   function check(body, headers, secrets, options) {
     const raw = rawBody(body);
     const [names, values] = headerLists(headers);
-    const allow = Boolean(options && options.allowFirstEventSignature);
-    const [header, coverage, ids] = wasm.receive(raw, names.join('\n'), values.join('\n'), secrets, allow);
+    const o = options || {};
+    const [header, coverage, ids] = wasm.receive(
+      raw, names.join('\n'), values.join('\n'), secrets ?? null, o.standardSecrets ?? null,
+      nowOf(o.now), toleranceOf(o), Boolean(o.allowFirstEventSignature),
+    );
     const value = JSON.parse(typeof raw === 'string' ? raw : decoder.decode(raw));
     return [value, header, coverage, ids];
   }
@@ -82,20 +89,30 @@ export function makeReceiving(wasm, { error, encoder, decoder, verify, headerLis
     throw error('invalid_argument', 'seen must be a function (id) => boolean, an object with seen(id), or false');
   }
 
+  // `secrets` verify X-Signature, `options.standardSecrets` (whsec_) the
+  // Standard scheme; either or both (which one a request is held to is the
+  // core's rule, receive.rs).
   class Receiver {
     #secrets;
+    #standard;
     #seen;
     constructor(secrets, options = {}) {
-      if (secrets === undefined || secrets === null) throw error('invalid_argument', 'secrets are required');
-      this.#secrets = secrets;
+      const standardSecrets = options.standardSecrets ?? null;
+      if ((secrets === undefined || secrets === null) && standardSecrets === null) {
+        throw error('invalid_argument', 'give secrets (X-Signature), options.standardSecrets (whsec_), or both');
+      }
+      this.#secrets = secrets ?? null;
+      this.#standard = standardSecrets;
       this.#seen = seenHook(options.seen);
       this.allowFirstEventSignature = Boolean(options.allowFirstEventSignature);
+      this.toleranceMs = toleranceOf(options);
     }
 
     // The verified webhook: its new calls (and their ids), the duplicates'
     // ids, the parsed body, the header and what it covers.
     async receive(body, headers) {
-      const [value, header, coverage, allIds] = check(body, headers, this.#secrets, this);
+      const options = { standardSecrets: this.#standard, toleranceMs: this.toleranceMs, allowFirstEventSignature: this.allowFirstEventSignature };
+      const [value, header, coverage, allIds] = check(body, headers, this.#secrets, options);
       const all = Array.isArray(value) ? value : [value];
       const calls = [];
       const ids = [];

@@ -5,6 +5,7 @@
 // the full API on it.
 import { makeError } from './errors.mjs';
 import { makeReceiving } from './receive.mjs';
+import { makeStandard } from './standard.mjs';
 
 // `platform.hmacSha1(secret, body)`, when given (Node), signs bodies from
 // the core's NATIVE_HMAC_FROM bytes up. Returns {api} and, for the
@@ -176,10 +177,12 @@ export function makeSigning(wasm, platform) {
     return verify(body, values[at], secrets);
   }
 
+  const { signStandard, verifyStandard, STANDARD_TOLERANCE_MS, toleranceOf } = makeStandard(wasm, { error, headerLists });
   const { verifyParsed, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal } =
-    makeReceiving(wasm, { error, encoder, decoder, verify, headerLists });
+    makeReceiving(wasm, { error, encoder, decoder, verify, headerLists, toleranceOf });
   const api = {
     sign, verify, verifyRequest, verifyParsed, receive, Receiver, SeenIds, webhookHandler, nodeMiddleware, refusal, Signer,
+    signStandard, verifyStandard, STANDARD_TOLERANCE_MS,
     init: async () => api,
   };
   return {

@@ -12,3 +12,14 @@ async function main(): Promise<void> {
   console.log(fromHeaders, same, api.sign('s', body).length);
 }
 void main();
+
+// The Standard Webhooks scheme, from the same entry.
+import { signStandard, verifyStandard, Receiver, STANDARD_TOLERANCE_MS, type StandardHeaders } from 'callpost/verify';
+
+const whsec = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+const headers: StandardHeaders = signStandard('msg-1', body, [whsec], new Date());
+const verified: { id: string; timestamp: number } = verifyStandard(body, headers, whsec, {
+  toleranceMs: STANDARD_TOLERANCE_MS,
+});
+const standardOnly = new Receiver(null, { standardSecrets: [whsec], toleranceMs: 60_000 });
+console.log(verified.id, standardOnly.toleranceMs);
