@@ -1,7 +1,8 @@
 """callpost against its Python peers, interleaved in one process, on every
 fixture in benches/fixtures/.
 
-Peers: stdlib json + hmac, orjson + hmac, segment-analytics-python. Each
+Peers: stdlib json + hmac, orjson + hmac, segment-analytics-python, and
+for the Standard Webhooks scheme its reference library (standardwebhooks). Each
 round runs every candidate once for `n` calls, in turn; the reported time is
 the median round, so drift on the machine hits every candidate alike, and
 every ratio comes from one run.
@@ -11,6 +12,7 @@ every ratio comes from one run.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import hmac
 import json
@@ -24,6 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import orjson
+import standardwebhooks
 
 import callpost
 import callpost.segment
@@ -125,6 +128,48 @@ def request_benches() -> list[tuple[str, float, float, float]]:
             by_bytes.append(ratio(result[ours_b], result["orjson.loads + orjson.dumps + hmac"]))
         summary.append((name, by_dict, by_bytes[0], by_bytes[1]))
     return summary
+
+
+def standard_benches() -> None:
+    """Standard Webhooks, against the reference library from PyPI: signing
+    a webhook body (the three headers), and receiving one (checking the
+    timestamp and signature, then parsing the body, which the reference's
+    verify also does)."""
+    for name in ("track_423", "identify_200_traits", "order_completed"):
+        standard_bench(name)
+
+
+def standard_bench(name: str) -> None:
+    whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    reference = standardwebhooks.Webhook(whsec)
+    hooks = callpost.Webhooks(["https://hooks.example.com/segment"], signature="standard", signing_secrets=[whsec])
+    request = hooks.request(json.loads(fixture(name)))
+    body, headers = request.body, dict(request.headers)
+    text = body.decode()
+    msg_id = headers["webhook-id"]
+    stamp = datetime.datetime.fromtimestamp(int(headers["webhook-timestamp"]), tz=datetime.timezone.utc)
+    n = iterations(len(body))
+    rounds = 3 if SMOKE else 11
+    ours = "callpost.sign_standard"
+    result = bench(
+        {
+            ours: lambda: callpost.sign_standard(msg_id, body, whsec),
+            "standardwebhooks Webhook.sign": lambda: reference.sign(msg_id, stamp, text),
+        },
+        n,
+        rounds,
+    )
+    report(f"{name}: Standard Webhooks signature ({len(body)} B body)", result, ours)
+    ours = "callpost.receive(standard_secrets=)"
+    result = bench(
+        {
+            ours: lambda: callpost.receive(body, headers, standard_secrets=whsec),
+            "standardwebhooks Webhook.verify": lambda: reference.verify(body, headers),
+        },
+        n,
+        rounds,
+    )
+    report(f"{name}: Standard Webhooks verify and parse ({len(body)} B body)", result, ours)
 
 
 def track_cpu() -> None:
@@ -238,5 +283,6 @@ if __name__ == "__main__":
     print(f"  {'fixture':<22} {'request(dict)':>14} {'request(bytes)':>15} {'request(dumps bytes)':>21}")
     for name, d, b, p in summary:
         print(f"  {name:<22} {d:14.2f} {b:15.2f} {p:21.2f}")
+    standard_benches()
     track_cpu()
     end_to_end()

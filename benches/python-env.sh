@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A throwaway venv for the peers (not project dependencies): orjson and
-# segment-analytics-python, plus the callpost wheel scripts/python-env.sh built.
+# A throwaway venv for the peers (not project dependencies): orjson,
+# segment-analytics-python and standardwebhooks, plus the callpost wheel scripts/python-env.sh built.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/python-env.sh
 V=target/bench-venv
 [ -x "$V/bin/python" ] || python3 -m venv "$V"
-"$V/bin/pip" install -q "orjson==3.13.0" "segment-analytics-python==2.4.0" "httpx>=0.27,<1"
+"$V/bin/pip" install -q "orjson==3.13.0" "segment-analytics-python==2.4.0" "httpx>=0.27,<1" "standardwebhooks==1.1.0"
 "$V/bin/pip" install -q --force-reinstall --no-deps target/wheels/callpost-*.whl

@@ -490,3 +490,108 @@ const receiveCases = receive.map((c) => ({
 }));
 write('receive.json', receiveCases);
 console.log(`wrote ${receiveCases.length} receive cases`);
+
+// Destination filters (core filter.rs): each case's rules applied to a
+// call, by this JavaScript reading of docs/filters.md: dropped by rule n,
+// or kept with its body (the spec's body of the call without the dropped
+// fields). `invalid` lists rules the settings refuse.
+const OWN_FIELDS = ['type', 'event', 'name', 'category', 'userId', 'anonymousId', 'groupId', 'previousId'];
+const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+function sameJson(a, b) {
+  if (Array.isArray(a) || Array.isArray(b)) return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => sameJson(x, b[i]));
+  if (isObj(a) || isObj(b)) {
+    if (!isObj(a) || !isObj(b) || Object.keys(a).length !== Object.keys(b).length) return false;
+    return Object.keys(a).every((k) => Object.hasOwn(b, k) && sameJson(a[k], b[k]));
+  }
+  return a === b;
+}
+function fieldOf(call, field) {
+  if (OWN_FIELDS.includes(field)) return call[field] ?? undefined;
+  const [root, ...keys] = field.split('.');
+  let v = call[root];
+  for (const k of keys) {
+    if (!isObj(v) || !Object.hasOwn(v, k)) return undefined;
+    v = v[k];
+  }
+  return v;
+}
+function holds(c, call) {
+  if (c.and) return c.and.every((x) => holds(x, call));
+  if (c.or) return c.or.some((x) => holds(x, call));
+  if (c.not) return !holds(c.not, call);
+  const v = fieldOf(call, c.field);
+  if ('exists' in c) return (v !== undefined) === c.exists;
+  if (v === undefined) return false;
+  if ('equals' in c) return sameJson(v, c.equals);
+  if ('in' in c) return c.in.some((x) => sameJson(v, x));
+  if (typeof v !== 'number') return false;
+  if ('gt' in c) return v > c.gt;
+  if ('gte' in c) return v >= c.gte;
+  if ('lt' in c) return v < c.lt;
+  return v <= c.lte;
+}
+function applyFilters(rules, input) {
+  const call = structuredClone(input);
+  for (const [i, r] of rules.entries()) {
+    if (r.action === 'drop' && holds(r.if, call)) return { dropped_by: i };
+    if (r.action === 'keep' && !holds(r.if, call)) return { dropped_by: i };
+    if (r.action === 'drop_fields' && (r.if === undefined || holds(r.if, call))) {
+      for (const f of r.fields) {
+        const keys = f.split('.');
+        let at = call;
+        for (const k of keys.slice(0, -1)) at = isObj(at) ? at[k] : undefined;
+        if (isObj(at)) delete at[keys.at(-1)];
+      }
+    }
+  }
+  return { body: body(call, NOW) };
+}
+const fOrder = { type: 'track', userId: 'u42', event: 'Order Completed', messageId: 'm-1', timestamp: '2026-11-22T10:00:00.000Z',
+  properties: { order_id: 'o-9', total: 127.5, coupon: null, card: { last4: '4242', brand: 'visa' }, products: [{ sku: 'p-1', name: 'Réveil ⏰', price: 13.75 }] },
+  context: { ip: '203.0.113.9', locale: 'fr-FR' } };
+const fSmall = { ...fOrder, messageId: 'm-2', properties: { total: 9.99, '10': 'index-like key', note: 'ünïcode' } };
+const fPage = { type: 'page', anonymousId: 'a-7', name: 'Home', messageId: 'm-3', timestamp: '2026-11-22T10:00:00.000Z', properties: { path: '/', referrer: '' } };
+const fIdentify = { type: 'identify', userId: 'u42', messageId: 'm-4', timestamp: '2026-11-22T10:00:00.000Z',
+  traits: { email: 'zoe@example.com', name: 'Zoë', plan: 'pro', address: { city: 'Lyon', street: '1 rue X' } } };
+const fScreen = { type: 'screen', userId: 'u42', name: 'Cart', messageId: 'm-5', timestamp: '2026-11-22T10:00:00.000Z',
+  context: { device: { id: 'd-1', advertisingId: 'ad-9' }, os: { name: 'iOS' }, app: { version: '1.2' } } };
+const fCalls = { order: fOrder, small: fSmall, page: fPage, identify: fIdentify, screen: fScreen };
+const filterRules = {
+  no_pages: [{ action: 'drop', if: { field: 'type', in: ['page', 'screen'] } }],
+  big_orders_only: [{ action: 'keep', if: { and: [{ field: 'event', equals: 'Order Completed' }, { field: 'properties.total', gte: 100 }] } }],
+  not_small: [{ action: 'drop', if: { not: { field: 'properties.total', gt: 10 } } }],
+  strip_pii: [{ action: 'drop_fields', fields: ['traits.email', 'traits.address.street', 'properties.card', 'context.device.advertisingId'] }],
+  strip_then_test: [
+    { action: 'drop_fields', fields: ['properties.total'], if: { field: 'type', equals: 'track' } },
+    { action: 'drop', if: { field: 'properties.total', exists: true } },
+  ],
+  nested_and_null: [{ action: 'keep', if: { or: [{ field: 'properties.coupon', equals: null }, { field: 'traits.address', equals: { street: '1 rue X', city: 'Lyon' } }] } }],
+  index_key_and_unicode: [{ action: 'drop_fields', fields: ['properties.10'], if: { field: 'properties.note', equals: 'ünïcode' } }],
+  anonymous_only: [{ action: 'drop', if: { field: 'userId', exists: true } }],
+  numbers_not_text: [{ action: 'keep', if: { field: 'properties.path', lt: 5 } }],
+  bounds_inclusive: [{ action: 'keep', if: { or: [{ field: 'properties.total', gte: 127.5 }, { field: 'properties.total', lte: 9.99 }] } }],
+  bounds_exclusive: [{ action: 'drop', if: { or: [{ field: 'properties.total', gt: 127.5 }, { field: 'properties.total', lt: 9.99 }] } }],
+  missing_fields_untouched: [{ action: 'drop_fields', fields: ['properties.nothing.here', 'traits.none'] }],
+};
+const filterCases = [];
+for (const [rules, list] of Object.entries(filterRules)) {
+  for (const [name, call] of Object.entries(fCalls)) {
+    filterCases.push({ name: `${rules}/${name}`, filters: list, call: JSON.stringify(call), now: NOW, expect: applyFilters(list, call) });
+  }
+}
+const invalidFilters = [
+  { name: 'not_a_list', filters: { action: 'drop' } },
+  { name: 'drop_without_if', filters: [{ action: 'drop' }] },
+  { name: 'unknown_action', filters: [{ action: 'sample', if: { field: 'type', equals: 'track' } }] },
+  { name: 'unknown_test', filters: [{ action: 'drop', if: { field: 'event', matches: 'Order.*' } }] },
+  { name: 'two_tests', filters: [{ action: 'drop', if: { field: 'event', equals: 'A', in: ['B'] } }] },
+  { name: 'unknown_field', filters: [{ action: 'drop', if: { field: 'email', exists: true } }] },
+  { name: 'bare_object_root', filters: [{ action: 'drop', if: { field: 'traits', exists: true } }] },
+  { name: 'drop_an_id', filters: [{ action: 'drop_fields', fields: ['userId'] }] },
+  { name: 'compare_with_text', filters: [{ action: 'keep', if: { field: 'properties.total', gt: '10' } }] },
+  { name: 'empty_or', filters: [{ action: 'keep', if: { or: [] } }] },
+  { name: 'too_deep', filters: [{ action: 'drop', if: Array.from({ length: 8 }).reduce((c) => ({ not: c }), { field: 'type', exists: true }) }] },
+  { name: 'too_many_rules', filters: Array.from({ length: 33 }, () => ({ action: 'drop', if: { field: 'type', equals: 'x' } })) },
+];
+write('filters.json', { cases: filterCases, invalid: invalidFilters.map((c) => ({ ...c, code: 'invalid_settings' })) });
+console.log(`wrote ${filterCases.length} filter decisions, ${invalidFilters.length} refused filters`);

@@ -121,6 +121,48 @@ fn webhook_request(c: &mut Criterion) {
     g.finish();
 }
 
+/// The cost of each signing mode per call: the same parsed call's request
+/// under `segment` (the default: `X-Signature`), `standard` (the three
+/// Standard Webhooks headers, HMAC-SHA256 over `id.timestamp.body`) and
+/// `both`, one secret each, in one run.
+fn signing_mode(c: &mut Criterion) {
+    use callpost_core::webhooks::Signing;
+    let mut g = c.benchmark_group("signing_mode");
+    let endpoints = [EndpointConfig::new("https://hooks.example.com/segment")];
+    let whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    let now = at(1_795_341_845_123);
+    let modes = [
+        (
+            "segment",
+            Signing::Segment,
+            Some(&b"whsec-bench"[..]),
+            &[][..],
+        ),
+        ("standard", Signing::Standard, None, &[whsec][..]),
+        (
+            "both",
+            Signing::Both,
+            Some(&b"whsec-bench"[..]),
+            &[whsec][..],
+        ),
+    ];
+    for name in ["track_423", "order_completed", "identify_200_traits"] {
+        let call = Call::from_json_str(callpost_benches::fixture(name).compact).unwrap();
+        for (mode, signing, secret, secrets) in modes {
+            let hooks = Webhooks::new(&endpoints, secret)
+                .unwrap()
+                .with_signing(signing, secrets)
+                .unwrap();
+            let len = hooks.request(&call, 0, now).unwrap().body.len();
+            g.throughput(Throughput::Bytes(len as u64));
+            g.bench_with_input(BenchmarkId::new(mode, name), &call, |b, call| {
+                b.iter(|| hooks.request(black_box(call), 0, now).unwrap());
+            });
+        }
+    }
+    g.finish();
+}
+
 fn batcher(c: &mut Criterion) {
     let mut g = c.benchmark_group("batcher");
     let call = track();
@@ -177,5 +219,13 @@ fn batcher(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, sign, serialize, parse, webhook_request, batcher);
+criterion_group!(
+    benches,
+    sign,
+    serialize,
+    parse,
+    webhook_request,
+    signing_mode,
+    batcher
+);
 criterion_main!(benches);

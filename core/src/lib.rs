@@ -49,6 +49,7 @@ pub mod call;
 pub mod code;
 pub mod delivery;
 pub mod error;
+pub mod filter;
 pub mod ingest;
 pub mod json;
 pub mod misuse;

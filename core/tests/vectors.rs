@@ -821,3 +821,54 @@ fn standard_webhooks_vectors() {
         }
     }
 }
+
+/// `testdata/filters.json`: each case's filters decide its call as the
+/// generator's JavaScript reading of the rules does (dropped by rule n, or
+/// kept with exactly its body), through a delivery as every host starts
+/// one; and each refused set of rules is refused when the settings are read.
+#[test]
+fn filter_vectors() {
+    use callpost_core::{Delivery, DeliveryConfig, DeliveryOutcome};
+    let all = load(include_str!("../../testdata/filters.json"));
+    let settings = |filters: &Value| {
+        let mut m = Map::new();
+        m.insert(
+            "endpoints".into(),
+            Value::Array(vec!["https://hooks.example.com/in".into()]),
+        );
+        m.insert("filters".into(), filters.clone());
+        Webhooks::from_value(&Value::Object(m))
+    };
+    let cases = arr(&all, "cases");
+    assert!(cases.len() >= 40);
+    for case in cases {
+        let name = s(case, "name");
+        let hooks = settings(get(case, "filters")).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let call = Call::from_json_str(s(case, "call")).unwrap();
+        let now = at(num(case, "now") as i64);
+        let mut d = Delivery::new(&hooks, &call, now, DeliveryConfig::new(0)).unwrap();
+        let expect = get(case, "expect");
+        match get(expect, "dropped_by") {
+            Value::Number(rule) => {
+                assert!(d.poll_request(now).is_none(), "{name}: nothing is sent");
+                assert_eq!(
+                    d.poll_outcome(),
+                    Some(DeliveryOutcome::Filtered { rule: *rule as u32 }),
+                    "{name}"
+                );
+            }
+            _ => {
+                let attempt = d
+                    .poll_request(now)
+                    .unwrap_or_else(|| panic!("{name}: kept"));
+                let body = std::str::from_utf8(&attempt.request.body).unwrap();
+                assert_eq!(body, s(expect, "body"), "{name}");
+            }
+        }
+    }
+    for case in arr(&all, "invalid") {
+        let name = s(case, "name");
+        let e = settings(get(case, "filters")).unwrap_err();
+        assert_eq!(e.code(), s(case, "code"), "{name}: {e}");
+    }
+}

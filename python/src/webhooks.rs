@@ -73,13 +73,17 @@ pub struct Webhooks {
 #[pymethods]
 impl Webhooks {
     #[new]
-    #[pyo3(signature = (endpoints, shared_secret=None, *, mode=None, signature=None, signing_secrets=None))]
+    #[pyo3(signature = (
+        endpoints, shared_secret=None, *, mode=None, signature=None, signing_secrets=None,
+        filters=None,
+    ))]
     fn new(
         endpoints: &Bound<'_, PyAny>,
         shared_secret: Option<&Bound<'_, PyAny>>,
         mode: Option<&str>,
         signature: Option<&str>,
         signing_secrets: Option<Vec<String>>,
+        filters: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let secret = shared_secret
             .map(|s| bytes_of(s, "shared_secret"))
@@ -102,6 +106,14 @@ impl Webhooks {
             .map(String::as_str)
             .collect();
         let inner = inner.with_signing(signing, &secrets).map_err(err)?;
+        let inner = match filters {
+            None => inner,
+            Some(f) => {
+                let rules = core::filter::Filters::from_value(&to_value(f)?)
+                    .map_err(|e| err(core::SettingsError::from(e)))?;
+                inner.with_filters(rules)
+            }
+        };
         Ok(Self { inner })
     }
 

@@ -467,3 +467,32 @@ def test_webhooks_sign_the_standard_way_for_the_reference_library() -> None:
             assert callpost.verify_standard(r.body, headers, secret)["id"] == "m-7"
     with pytest.raises(callpost.SettingsError):
         callpost.Webhooks(["https://example.com/in"], signature="standard")
+
+
+FILTERS = vectors("filters.json")
+
+
+@pytest.mark.parametrize("case", FILTERS["cases"], ids=lambda c: c["name"])
+def test_filter_decisions(case: dict[str, Any]) -> None:
+    """Each case's filters keep its call with exactly the expected body, or
+    drop it by the expected rule, through a delivery as deliver() runs one."""
+    hooks = callpost.Webhooks(["https://hooks.example.com/in"], filters=case["filters"])
+    d = callpost.Delivery(hooks.settings, case["call"].encode(), case["now"], seed=0)
+    expect = case["expect"]
+    if "dropped_by" in expect:
+        assert d.poll_request(case["now"]) is None
+        assert d.poll_outcome() == {"kind": "filtered", "rule": expect["dropped_by"]}
+        result = hooks.deliver(case["call"].encode())
+        assert (result.delivered, result.filtered_by, result.attempts) == (False, expect["dropped_by"], 0)
+        return
+    attempt = d.poll_request(case["now"])
+    assert attempt is not None
+    assert attempt.request.body.decode() == expect["body"]
+
+
+@pytest.mark.parametrize("case", FILTERS["invalid"], ids=lambda c: c["name"])
+def test_refused_filters(case: dict[str, Any]) -> None:
+    with pytest.raises(callpost.SettingsError) as e:
+        callpost.Webhooks(["https://hooks.example.com/in"], filters=case["filters"])
+    assert_code(e.value, case["code"])
+    assert "filters" in str(e.value)

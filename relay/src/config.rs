@@ -12,6 +12,7 @@
 
 use crate::sources::SealKey;
 use crate::store::{Retention, Synchronous};
+use callpost_core::filter::Filters;
 use callpost_core::notify::DEAD_LETTER_WINDOW_RANGE_MS;
 use callpost_core::protection::ProtectionConfig;
 use callpost_core::sources::{check_source, SourceError, SourceSet};
@@ -354,6 +355,10 @@ struct FileWebhooks {
     /// The Standard Webhooks `whsec_` secrets (each signs every request).
     #[serde(skip_serializing_if = "Option::is_none")]
     signing_secrets: Option<Vec<String>>,
+    /// Destination filters, in the core's JSON form (`core::filter`):
+    /// `[[sources.webhooks.filters]]` tables in the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    filters: Option<Vec<serde_json::Value>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -494,6 +499,7 @@ pub fn load(
                 protection: None,
                 signature: None,
                 signing_secrets: None,
+                filters: None,
             }),
         }));
     } else if !urls.is_empty() {
@@ -807,6 +813,29 @@ fn signing_of(
     })
 }
 
+/// The destination with `webhooks.filters` (the core reads and checks
+/// them; the file's tables are the core's JSON form).
+fn filters_of(
+    name: &str,
+    webhooks: Webhooks,
+    hooks: &FileWebhooks,
+) -> Result<Webhooks, ConfigError> {
+    let Some(rules) = &hooks.filters else {
+        return Ok(webhooks);
+    };
+    // serde_json writes what it read; the core's parser takes it back.
+    let text = serde_json::to_vec(rules).map_err(|e| bad(e.to_string()))?;
+    let value = callpost_core::Value::from_json_slice(&text)
+        .map_err(|e| bad(format!("source {name:?}: webhooks.filters: {e}")))?;
+    let filters = Filters::from_value(&value).map_err(|e| {
+        bad(format!(
+            "source {name:?}: webhooks.{e} ({})",
+            e.code().as_str()
+        ))
+    })?;
+    Ok(webhooks.with_filters(filters))
+}
+
 /// A source the core's rules refuse, as a configuration error.
 fn source_error(e: SourceError) -> ConfigError {
     bad(format!("{e} ({})", e.code().as_str()))
@@ -914,6 +943,7 @@ impl SourceDoc {
                     hooks.mode.as_deref(),
                 )?;
                 let webhooks = signing_of(&s.name, webhooks, hooks)?;
+                let webhooks = filters_of(&s.name, webhooks, hooks)?;
                 if let Some(p) = hooks.protection {
                     p.validate().map_err(|e| {
                         bad(format!(
@@ -1021,6 +1051,24 @@ shared_secret = "s3cret"
         assert!(
             !format!("{cfg:?}").contains("c2VjcmV0"),
             "the secret stays hidden"
+        );
+        // Filters: the file's tables are the core's JSON form, checked by it.
+        let filters = format!(
+            "{ONE}[[sources.webhooks.filters]]\naction = \"drop\"\n\
+             if = {{ field = \"type\", in = [\"page\", \"screen\"] }}\n\
+             [[sources.webhooks.filters]]\naction = \"drop_fields\"\nfields = [\"context.ip\"]\n"
+        );
+        let cfg = load_text(&filters, &[]).unwrap();
+        let hooks = cfg.sources[0].webhooks.as_ref().unwrap();
+        let page = callpost_core::Call::from_json_str(r#"{"type":"page","userId":"u"}"#).unwrap();
+        assert!(matches!(
+            hooks.filter(&page),
+            callpost_core::filter::Decision::Drop { rule: 0 }
+        ));
+        let e = load_text(&filters.replace("drop_fields", "drop_some"), &[]).unwrap_err();
+        assert!(
+            e.0.contains("webhooks.filters[1]: unknown action") && e.0.contains("invalid_settings"),
+            "{e}"
         );
         let e = load_text("admin_token = \"short\"", &[]).unwrap_err();
         assert!(e.0.contains("admin_token"), "{e}");

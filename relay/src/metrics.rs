@@ -102,7 +102,7 @@ impl Metrics {
         );
         r.register(
             "deliveries",
-            "Deliveries ended: delivered, dead (dead letter), disabled, undeliverable",
+            "Deliveries ended: delivered, dead (dead letter), disabled (integrations), filtered (destination filters), undeliverable",
             m.deliveries.clone(),
         );
         r.register(
@@ -223,7 +223,7 @@ impl Metrics {
         self.calls.get_or_create(&labels).inc_by(n);
     }
 
-    /// A delivery ended: `delivered`, `dead`, `disabled`, `undeliverable`.
+    /// A delivery ended: `delivered`, `dead`, `disabled`, `filtered`, `undeliverable`.
     pub fn delivery(&self, outcome: &'static str, n: u64) {
         self.deliveries
             .get_or_create(&vec![("outcome", outcome.to_owned())])

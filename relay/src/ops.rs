@@ -363,6 +363,9 @@ pub struct WebhooksReport {
     pub signed: bool,
     /// The signatures they carry: `segment`, `standard` or `both`.
     pub signature: &'static str,
+    /// How many destination filter rules apply (the rules themselves are
+    /// in `GET /admin/sources/{name}`).
+    pub filters: usize,
 }
 
 /// One endpoint of a [`WebhooksReport`].
@@ -402,6 +405,7 @@ pub fn sources_report(sources: &Sources) -> Vec<SourceReport> {
                 enabled: s.enabled,
                 signed: (w.is_signed() && w.signing().segment()) || w.signing().standard(),
                 signature: w.signing().as_str(),
+                filters: w.filters().len(),
             }),
         })
         .collect()

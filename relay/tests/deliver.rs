@@ -135,19 +135,25 @@ impl World {
     /// Stores calls `ids` of `source`, as ingest does, and wakes the
     /// workers.
     async fn add(&self, source: &str, ids: &[String]) {
+        let calls: Vec<(String, String)> = ids.iter().map(|id| (id.clone(), message(id))).collect();
+        self.add_calls(source, &calls).await;
+    }
+
+    /// Stores `(messageId, call)` pairs of `source` and wakes the workers.
+    async fn add_calls(&self, source: &str, calls: &[(String, String)]) {
         let now = self.relay.clock.now_ms();
-        let rows = ids
+        let rows = calls
             .iter()
-            .map(|id| Row {
+            .map(|(id, call)| Row {
                 source: source.into(),
                 message_id: id.clone(),
                 kind: "track",
-                message: message(id),
+                message: call.clone(),
                 received_at: now,
                 status: Status::Pending,
             })
             .collect();
-        assert_eq!(self.store.insert(rows, vec![]).await.unwrap(), ids.len());
+        assert_eq!(self.store.insert(rows, vec![]).await.unwrap(), calls.len());
         self.relay.wake.notify_one();
     }
 
@@ -281,6 +287,70 @@ async fn every_call_is_delivered_once_signed_in_parallel_and_failover() {
     );
     assert!(
         m.contains(r#"callpost_relay_webhook_attempts_total{result="2xx"} 60"#),
+        "{m}"
+    );
+}
+
+/// A source's filters decide at delivery: the calls they drop are never
+/// sent and are counted as filtered (closed, not dead), and the kept calls
+/// arrive without the fields a rule drops, signed over the bytes sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sources_filters_drop_calls_and_fields_before_sending() {
+    let r = Receiver::start("127.0.0.1:0").await.unwrap();
+    let mut text = toml(&head(true, 8, 8, ""), &[src("shop", &[&r.url()])]);
+    text += "[[sources.webhooks.filters]]\naction = \"drop\"\n\
+             if = { field = \"properties.plan\", equals = \"free\" }\n\
+             [[sources.webhooks.filters]]\naction = \"drop_fields\"\n\
+             fields = [\"properties.card\"]\n";
+    let w = World::new(&text);
+    let call = |id: &str, plan: &str| {
+        let body = format!(
+            r#"{{"type":"track","event":"Order Completed","userId":"u-1","properties":{{"plan":"{plan}","card":{{"last4":"4242"}},"total":12.5}},"messageId":"{id}","timestamp":"2024-05-01T12:00:00.000Z"}}"#
+        );
+        (id.to_owned(), body)
+    };
+    let mut calls: Vec<(String, String)> =
+        (0..6).map(|i| call(&format!("pro-{i}"), "pro")).collect();
+    calls.extend((0..4).map(|i| call(&format!("free-{i}"), "free")));
+    w.add_calls("shop", &calls).await;
+    let d = w.start();
+    eventually("every call closed", Duration::from_secs(30), || {
+        w.all("shop", Status::Delivered)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+
+    let got = r.received();
+    let keys = count_by_key(&got);
+    assert_eq!(keys.len(), 6, "only the kept calls were sent: {keys:?}");
+    assert!(keys.keys().all(|k| k.starts_with("pro-")), "{keys:?}");
+    assert!(
+        got.iter().all(verified),
+        "X-Signature verifies over what was sent"
+    );
+    for q in &got {
+        let body: serde_json::Value = serde_json::from_slice(&q.body).unwrap();
+        assert_eq!(
+            body["properties"],
+            json!({"plan": "pro", "total": 12.5}),
+            "{body}"
+        );
+    }
+    for row in w.rows_of("shop") {
+        let expect = if row.message_id.starts_with("free-") {
+            0
+        } else {
+            1
+        };
+        assert_eq!(row.attempts, expect, "{row:?}");
+    }
+    let m = w.metrics();
+    assert!(
+        m.contains(r#"callpost_relay_deliveries_total{outcome="filtered"} 4"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"callpost_relay_deliveries_total{outcome="delivered"} 6"#),
         "{m}"
     );
 }

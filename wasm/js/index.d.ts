@@ -76,16 +76,30 @@ export interface AttemptRecord {
 export type DeliveryOutcome =
   | { kind: 'delivered'; endpoint: number; attempt: number; at: number }
   | { kind: 'gave_up'; reason: 'window_exhausted' | 'all_endpoints_rejected'; attempts: number; last: Outcome | null }
-  | { kind: 'disabled' };
+  | { kind: 'disabled' }
+  | { kind: 'filtered'; rule: number };
 
 export interface DeliveryResult {
-  /** False only when the call's integrations turned Webhooks off. */
+  /** False only when nothing was sent: the call's integrations turned Webhooks off, or a filter dropped it. */
   delivered: boolean;
   /** The first endpoint that took the call. */
   endpoint: number | null;
   attempts: number;
   log: AttemptRecord[];
+  /** The index of the filter rule that dropped the call. */
+  filteredBy?: number;
 }
+
+/** A test on one field: `type`, `event`, `name`, `category`, the ids, or a dotted path under `properties`, `traits` or `context`. */
+export type FilterTest = { field: string } & (
+  | { equals: unknown } | { in: unknown[] } | { exists: boolean }
+  | { gt: number } | { gte: number } | { lt: number } | { lte: number }
+);
+export type FilterCondition = FilterTest | { and: FilterCondition[] } | { or: FilterCondition[] } | { not: FilterCondition };
+/** A destination filter rule (docs/filters.md). */
+export type FilterRule =
+  | { action: 'drop' | 'keep'; if: FilterCondition }
+  | { action: 'drop_fields'; fields: string[]; if?: FilterCondition };
 
 export type Endpoint = string | { url: string; headers?: Record<string, string> };
 export type Secret = string | Uint8Array;
@@ -281,6 +295,8 @@ export interface WebhooksOptions {
   signature?: 'segment' | 'standard' | 'both';
   /** `whsec_` secrets, each signing every request (two during a rotation); needed by `standard` and `both`. */
   signingSecrets?: string[];
+  /** Rules that drop calls, or fields of them, before delivery (docs/filters.md); checked here (`invalid_settings`). */
+  filters?: FilterRule[];
   /** @default DEFAULTS.webhookTimeoutMs */
   timeoutMs?: number;
   /** @default DEFAULTS.retryWindowMs */

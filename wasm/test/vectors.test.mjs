@@ -544,3 +544,28 @@ test('id vectors', async () => {
   await client.close();
   await analytics.closeAndFlush();
 });
+
+// testdata/filters.json: each case's filters keep its call with exactly the
+// expected body, or drop it by the expected rule, through a Delivery as
+// Webhooks.deliver runs one; refused rules throw invalid_settings.
+test('filter vectors', async () => {
+  const { cases, invalid } = vectors('filters.json');
+  assert.ok(cases.length >= 40);
+  for (const c of cases) {
+    const hooks = new callpost.Webhooks({ endpoints: ['https://hooks.example.com/in'], filters: c.filters });
+    const d = new callpost.Delivery(hooks, c.call, { nowMs: c.now });
+    const attempt = d.pollRequest(c.now);
+    if (c.expect.dropped_by !== undefined) {
+      assert.equal(attempt, undefined, c.name);
+      assert.deepEqual(d.pollOutcome(), { kind: 'filtered', rule: c.expect.dropped_by }, c.name);
+      const r = await hooks.deliver(c.call);
+      assert.deepEqual([r.delivered, r.filteredBy, r.attempts], [false, c.expect.dropped_by, 0], c.name);
+    } else {
+      assert.equal(attempt.request.body, c.expect.body, c.name);
+    }
+  }
+  for (const c of invalid) {
+    assert.throws(() => new callpost.Webhooks({ endpoints: ['https://hooks.example.com/in'], filters: c.filters }),
+      (e) => e.code === c.code && /filters/.test(e.message), c.name);
+  }
+});

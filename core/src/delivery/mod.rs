@@ -4,11 +4,13 @@
 
 use crate::call::{Call, CallError};
 use crate::code::Code;
+use crate::filter::Decision;
 use crate::json::JsonError;
 use crate::retry::{parse_retry_after, Backoff, Jitter, Outcome, Verdict};
 use crate::timestamp::Timestamp;
 use crate::webhooks::{write_body, HostHmac, Mode, Request, Webhooks};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 pub(crate) mod state;
@@ -128,6 +130,11 @@ pub enum DeliveryOutcome {
     },
     /// The call's `integrations` turn Webhooks off; nothing was sent.
     Disabled,
+    /// The destination's filters dropped the call; nothing was sent.
+    Filtered {
+        /// The index of the rule that dropped it.
+        rule: u32,
+    },
 }
 
 impl DeliveryOutcome {
@@ -265,8 +272,14 @@ impl Delivery {
         config: DeliveryConfig,
     ) -> Result<Self, CallError> {
         let enabled = settings.is_enabled_for(call);
+        let (call, filtered) = match settings.filter(call) {
+            Decision::Keep(kept) => (kept, None),
+            Decision::Drop { rule } => (Cow::Borrowed(call), Some(rule)),
+        };
         let mut body = Vec::with_capacity(call.capacity_hint());
-        write_body(call, now, &mut body)?;
+        if filtered.is_none() {
+            write_body(&call, now, &mut body)?;
+        }
         let body = String::from_utf8(body).map_err(|_| JsonError::InvalidUnicode)?;
         let n = settings.endpoints().len();
         let mut d = Self {
@@ -286,10 +299,13 @@ impl Delivery {
             config,
             rng: Jitter::new(config.jitter_seed),
         };
-        if enabled {
-            d.phase = Phase::Round(d.new_round(now));
-        } else {
+        if !enabled {
             d.finish(DeliveryOutcome::Disabled);
+        } else if let Some(rule) = filtered {
+            let rule = u32::try_from(rule).unwrap_or(u32::MAX);
+            d.finish(DeliveryOutcome::Filtered { rule });
+        } else {
+            d.phase = Phase::Round(d.new_round(now));
         }
         Ok(d)
     }

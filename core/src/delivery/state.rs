@@ -269,6 +269,9 @@ fn final_value(o: &DeliveryOutcome) -> Value {
             ("last", opt(last.as_ref().map(outcome_value))),
         ]),
         DeliveryOutcome::Disabled => object([("kind", "disabled".into())]),
+        DeliveryOutcome::Filtered { rule } => {
+            object([("kind", "filtered".into()), ("rule", int(u64::from(*rule)))])
+        }
     }
 }
 
@@ -295,6 +298,9 @@ fn final_of(v: &Value) -> Result<DeliveryOutcome, StateError> {
             last: f.opt("last").map(outcome_of).transpose()?,
         },
         "disabled" => DeliveryOutcome::Disabled,
+        "filtered" => DeliveryOutcome::Filtered {
+            rule: f.int("rule")?,
+        },
         _ => return Err(f.unknown("kind")),
     })
 }

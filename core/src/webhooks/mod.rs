@@ -20,6 +20,7 @@ pub use settings::{
 };
 
 use crate::call::Call;
+use crate::filter::{Decision, Filters};
 use crate::json::Value;
 use crate::misuse::ApiMisuse;
 use crate::routing::{is_enabled, WEBHOOKS};
@@ -47,6 +48,8 @@ struct Settings {
     /// The Standard Webhooks secrets, each signing every request (two
     /// during a rotation); empty with [`Signing::Segment`].
     signing_secrets: Vec<StandardSecret>,
+    /// Which calls are sent, and without which fields ([`crate::filter`]).
+    filters: Filters,
 }
 
 impl Webhooks {
@@ -81,6 +84,7 @@ impl Webhooks {
                 mode,
                 signing: Signing::Segment,
                 signing_secrets: Vec::new(),
+                filters: Filters::none(),
             }),
         })
     }
@@ -110,8 +114,38 @@ impl Webhooks {
                 mode: s.mode,
                 signing,
                 signing_secrets: secrets,
+                filters: s.filters.clone(),
             }),
         })
+    }
+
+    /// These settings with `filters` deciding which calls are delivered
+    /// and without which fields ([`crate::filter`]).
+    pub fn with_filters(self, filters: Filters) -> Self {
+        let s = &self.inner;
+        Self {
+            inner: Arc::new(Settings {
+                endpoints: s.endpoints.clone(),
+                secret: s.secret.clone(),
+                mode: s.mode,
+                signing: s.signing,
+                signing_secrets: s.signing_secrets.clone(),
+                filters,
+            }),
+        }
+    }
+
+    /// The destination filters.
+    pub fn filters(&self) -> &Filters {
+        &self.inner.filters
+    }
+
+    /// What the filters decide for `call`: drop it, or keep it (without the
+    /// fields they drop). [`Delivery`](crate::Delivery), and so every
+    /// host's `deliver` and the relay, applies it; [`Webhooks::request`]
+    /// builds the request of the call it is given.
+    pub fn filter<'a>(&self, call: &'a Call) -> Decision<'a> {
+        self.inner.filters.apply(call)
     }
 
     /// Which signatures requests carry.
@@ -161,7 +195,13 @@ impl Webhooks {
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(SettingsError::InvalidField("signingSecrets")),
         };
-        Self::with_mode(&endpoints, secret, mode)?.with_signing(signing, &signing_secrets)
+        let filters = match map.get("filters") {
+            None | Some(Value::Null) => Filters::none(),
+            Some(v) => Filters::from_value(v)?,
+        };
+        Ok(Self::with_mode(&endpoints, secret, mode)?
+            .with_signing(signing, &signing_secrets)?
+            .with_filters(filters))
     }
 
     /// The validated endpoints, in the order they were given.

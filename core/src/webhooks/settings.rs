@@ -174,6 +174,9 @@ pub enum SettingsError {
     /// A settings field has the wrong JSON type.
     #[error("settings field {0} has the wrong type")]
     InvalidField(&'static str),
+    /// The `filters` cannot be used; the message names the rule.
+    #[error(transparent)]
+    Filter(#[from] crate::filter::FilterError),
 }
 
 impl SettingsError {
@@ -190,6 +193,7 @@ impl SettingsError {
             Self::InvalidHeaderValue { .. } => Code::InvalidHeaderValue,
             Self::ReservedHeader { .. } => Code::ReservedHeader,
             Self::InvalidField(_) => Code::InvalidSettings,
+            Self::Filter(e) => e.code(),
         }
     }
 }

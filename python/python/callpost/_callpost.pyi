@@ -16,6 +16,7 @@ from ._types import (
     DeliveryOutcome,
     Endpoint,
     Headers,
+    JSONObject,
     JSONValue,
     Now,
     StandardVerified,
@@ -249,6 +250,7 @@ class Webhooks:
         mode: str | None = None,
         signature: str | None = None,
         signing_secrets: list[str] | None = None,
+        filters: Sequence[JSONObject] | None = None,
     ) -> Webhooks: ...
     def request(self, call: Call, endpoint: int = 0, now: Now = None) -> Request:
         """The signed request for ``call`` to endpoint ``endpoint``."""

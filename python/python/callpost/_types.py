@@ -141,7 +141,12 @@ class Disabled(TypedDict):
     kind: Literal["disabled"]
 
 
-DeliveryOutcome = Delivered | GaveUp | Disabled
+class Filtered(TypedDict):
+    kind: Literal["filtered"]
+    rule: int
+
+
+DeliveryOutcome = Delivered | GaveUp | Disabled | Filtered
 """How a delivery ended: ``Delivery.poll_outcome()``."""
 
 

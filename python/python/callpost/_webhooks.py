@@ -28,7 +28,7 @@ from ._transport import (
     run_async,
     run_sync,
 )
-from ._types import AttemptRecord, Call, DeliveryOutcome, Endpoint, Now
+from ._types import AttemptRecord, Call, DeliveryOutcome, Endpoint, JSONObject, Now
 
 __all__ = ["DeliveryResult", "Webhooks"]
 
@@ -38,14 +38,16 @@ _D = _callpost.DEFAULTS
 
 @dataclass(frozen=True)
 class DeliveryResult:
-    """How a delivery ended. ``delivered`` is False only when the call's
-    ``integrations`` turned Webhooks off (nothing was sent). ``endpoint``
-    is the first endpoint that took the call."""
+    """How a delivery ended. ``delivered`` is False only when nothing was
+    sent: the call's ``integrations`` turned Webhooks off, or the
+    destination's filters dropped it (``filtered_by`` is then the index of
+    the rule). ``endpoint`` is the first endpoint that took the call."""
 
     delivered: bool
     endpoint: int | None
     attempts: int
     log: list[AttemptRecord] = field(default_factory=list)
+    filtered_by: int | None = None
 
 
 def _result(d: _callpost.Delivery, outcome: DeliveryOutcome) -> DeliveryResult:
@@ -54,6 +56,8 @@ def _result(d: _callpost.Delivery, outcome: DeliveryOutcome) -> DeliveryResult:
         return DeliveryResult(True, outcome["endpoint"], outcome["attempt"], log)
     if outcome["kind"] == "disabled":
         return DeliveryResult(False, None, 0, log)
+    if outcome["kind"] == "filtered":
+        return DeliveryResult(False, None, 0, log, filtered_by=outcome["rule"])
     raise DeliveryError(outcome["reason"], d.error_message or outcome["reason"], outcome, log)
 
 
@@ -104,8 +108,10 @@ class Webhooks:
     until one takes the call). ``signature`` is ``"segment"`` (``X-Signature``
     under ``shared_secret``; the default), ``"standard"`` (the Standard
     Webhooks headers, one signature per ``whsec_`` secret in
-    ``signing_secrets``) or ``"both"``. Bad settings raise
-    :class:`SettingsError` here.
+    ``signing_secrets``) or ``"both"``. ``filters`` is a list of rules
+    (docs/filters.md) that drop calls or their fields before delivery; a
+    dropped call's ``deliver`` returns ``filtered_by`` and sends nothing.
+    Bad settings raise :class:`SettingsError` here.
     """
 
     def __init__(
@@ -116,6 +122,7 @@ class Webhooks:
         mode: str | None = None,
         signature: str | None = None,
         signing_secrets: Sequence[str] | None = None,
+        filters: Sequence[JSONObject] | None = None,
         timeout: float = _D["webhook_timeout_ms"] / 1000,
         retry_window: float = _D["retry_window_ms"] / 1000,
         backoff_base: float = _D["delivery_backoff_base_ms"] / 1000,
@@ -127,6 +134,7 @@ class Webhooks:
             mode=mode,
             signature=signature,
             signing_secrets=None if signing_secrets is None else list(signing_secrets),
+            filters=filters,
         )
         self._timeout_ms = int(timeout * 1000)
         self._retry_window_ms = int(retry_window * 1000)

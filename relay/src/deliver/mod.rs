@@ -915,11 +915,16 @@ fn ended(
 ) -> Finish {
     let relay = &shared.relay;
     match &outcome {
-        DeliveryOutcome::Delivered { .. } | DeliveryOutcome::Disabled => {
-            let kind = if matches!(outcome, DeliveryOutcome::Disabled) {
-                "disabled"
-            } else {
-                "delivered"
+        // A call the destination does not take (its integrations or its
+        // filters) is closed as a delivered one is, with no attempt, and
+        // counted apart: neither delivered nor dead.
+        DeliveryOutcome::Delivered { .. }
+        | DeliveryOutcome::Disabled
+        | DeliveryOutcome::Filtered { .. } => {
+            let kind = match outcome {
+                DeliveryOutcome::Disabled => "disabled",
+                DeliveryOutcome::Filtered { .. } => "filtered",
+                _ => "delivered",
             };
             relay.metrics.delivery(kind, 1);
             Finish::Delivered {

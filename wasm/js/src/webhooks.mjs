@@ -13,6 +13,7 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
     const log = d.log;
     if (outcome.kind === 'delivered') return { delivered: true, endpoint: outcome.endpoint, attempts: outcome.attempt, log };
     if (outcome.kind === 'disabled') return { delivered: false, endpoint: null, attempts: 0, log };
+    if (outcome.kind === 'filtered') return { delivered: false, endpoint: null, attempts: 0, log, filteredBy: outcome.rule };
     const err = error(outcome.reason, d.errorMessage ?? outcome.reason);
     err.outcome = outcome;
     err.log = log;
@@ -40,10 +41,10 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
   class Webhooks {
     #core;
     #timing;
-    constructor({ endpoints, sharedSecret, mode, signature, signingSecrets, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
+    constructor({ endpoints, sharedSecret, mode, signature, signingSecrets, filters, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
       const secret = sharedSecret == null ? null : textOf(sharedSecret, 'sharedSecret');
-      // signature and signingSecrets are checked by the core's settings.
-      this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode, signature, signingSecrets }));
+      // signature, signingSecrets and filters are checked by the core's settings.
+      this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode, signature, signingSecrets, filters }));
       // Large request bodies are signed by the platform (see sign() in
       // signing.mjs); the core decides which, and which header carries the
       // signature.
