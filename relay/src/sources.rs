@@ -501,6 +501,30 @@ mod tests {
         let e = put(&store, Some(&key), clash).await.unwrap_err();
         assert_eq!((e.status, e.code), (400, "invalid_settings"));
         assert_eq!(stored(&store, &key).await.unwrap(), vec![a, b]);
+        // Filters come in the JSON of a put and are checked by the core.
+        let filtered = doc(
+            r#"{"name":"f","write_keys":["kf"],"webhooks":{"urls":["https://f.example.com/in"],
+                "filters":[{"action":"drop","if":{"field":"type","equals":"page"}}]}}"#,
+        );
+        assert_eq!(
+            put(&store, Some(&key), filtered.clone())
+                .await
+                .unwrap()
+                .added,
+            ["f"]
+        );
+        assert!(stored(&store, &key).await.unwrap().contains(&filtered));
+        let bad = doc(
+            r#"{"name":"g","write_keys":["kg"],"webhooks":{"urls":["https://g.example.com/in"],
+                "filters":[{"action":"drop","if":{"field":"type","eq":"page"}}]}}"#,
+        );
+        let e = put(&store, Some(&key), bad).await.unwrap_err();
+        assert_eq!((e.status, e.code), (400, "invalid_settings"), "{e}");
+        assert!(e.message.contains("filters[0].if.eq: unknown test"), "{e}");
+        assert_eq!(
+            remove(&store, Some(&key), "f").await.unwrap().removed,
+            ["f"]
+        );
         // Removing what is not there is not_found.
         assert_eq!(
             remove(&store, Some(&key), "zz").await.unwrap_err().status,
