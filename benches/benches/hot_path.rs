@@ -163,6 +163,48 @@ fn signing_mode(c: &mut Criterion) {
     g.finish();
 }
 
+/// The cost of destination filters per call, beside none, on the same
+/// parsed call as a delivery starts it (filters, then the body): a test on
+/// `event` (no object parsed), a test on `properties.total` (the
+/// properties' text parsed), and a field dropped (parsed and written back).
+fn filters(c: &mut Criterion) {
+    use callpost_core::filter::Filters;
+    use callpost_core::{Delivery, DeliveryConfig};
+    let mut g = c.benchmark_group("filters");
+    let endpoints = [EndpointConfig::new("https://hooks.example.com/segment")];
+    let now = at(1_795_341_845_123);
+    let rules = [
+        ("none", "[]"),
+        (
+            "keep_on_event",
+            r#"[{"action":"keep","if":{"field":"event","in":["Order Completed","Checkout Step Viewed","Signed Up"]}}]"#,
+        ),
+        (
+            "keep_on_property",
+            r#"[{"action":"keep","if":{"not":{"field":"properties.total","lt":0}}}]"#,
+        ),
+        (
+            "drop_a_field",
+            r#"[{"action":"drop_fields","fields":["properties.coupon","traits.email"]}]"#,
+        ),
+    ];
+    for name in ["track_423", "order_completed", "identify_200_traits"] {
+        let call = Call::from_json_str(callpost_benches::fixture(name).compact).unwrap();
+        for (rule, json) in rules {
+            let filters = Filters::from_value(&Value::from_json_str(json).unwrap()).unwrap();
+            let hooks = Webhooks::new(&endpoints, Some(b"whsec-bench"))
+                .unwrap()
+                .with_filters(filters);
+            g.bench_with_input(BenchmarkId::new(rule, name), &call, |b, call| {
+                b.iter(|| {
+                    Delivery::new(&hooks, black_box(call), now, DeliveryConfig::new(1)).unwrap()
+                });
+            });
+        }
+    }
+    g.finish();
+}
+
 fn batcher(c: &mut Criterion) {
     let mut g = c.benchmark_group("batcher");
     let call = track();
@@ -226,6 +268,7 @@ criterion_group!(
     parse,
     webhook_request,
     signing_mode,
+    filters,
     batcher
 );
 criterion_main!(benches);

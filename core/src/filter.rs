@@ -39,10 +39,11 @@
 //! Settings are checked when given: an unknown key or operator, a test on
 //! a field that cannot be named, or more than the limits below is an
 //! `invalid_settings` error naming the rule and the place. Evaluation only
-//! reads the call; `properties`, `traits` and `context` still in their
-//! text form are parsed only when a rule names them, and written back only
-//! when a field is removed from them, so a kept call's body is the same
-//! bytes as without filters but for the dropped fields.
+//! reads the call. Where `properties`, `traits` and `context` are still
+//! text (a parsed call's), a test parses only the value it names and a
+//! dropped field is cut out of the text, so nothing else is parsed or
+//! written again and a kept call's body is the same bytes as without
+//! filters but for the dropped fields.
 
 use crate::call::{Call, Object};
 use crate::code::Code;
@@ -291,9 +292,11 @@ fn lookup<'a>(call: &'a Call, path: &Path) -> Option<Cow<'a, Value>> {
                 .into_iter()
                 .find(|(r, _)| r == root)
                 .and_then(|(_, o)| o)?;
-            match object.to_map() {
-                Cow::Borrowed(map) => walk(map, keys).map(Cow::Borrowed),
-                Cow::Owned(map) => walk(&map, keys).cloned().map(Cow::Owned),
+            match object {
+                Object::Map(map) => walk(map, keys).map(Cow::Borrowed),
+                // Text (a parsed call's objects): only the value named is
+                // parsed, not the whole object.
+                Object::Json(text) => text.get_path(keys).map(Cow::Owned),
             }
         }
     }
@@ -312,21 +315,29 @@ fn walk<'a>(map: &'a Map, keys: &[String]) -> Option<&'a Value> {
 }
 
 /// Removes the field at `path` (under an object root), copying the call
-/// and parsing that object only when the field is there.
+/// only when the field is there.
 fn remove(call: &mut Cow<'_, Call>, path: &Path) {
     let Path::In(root, keys) = path else {
         return;
     };
-    if lookup(call, path).is_none() {
-        return;
-    }
-    let slot = root.slot(call.to_mut());
-    let Some(object) = slot.take() else {
-        return;
+    let owned: Option<Object> = match Root::of(call)
+        .into_iter()
+        .find(|(r, _)| r == root)
+        .and_then(|(_, o)| o)
+    {
+        // Text stays text: the member is cut out and the rest keeps its
+        // bytes, with nothing parsed but the members on the way.
+        Some(Object::Json(text)) => text.without_path(keys).map(Object::Json),
+        Some(Object::Map(map)) if walk(map, keys).is_some() => {
+            let mut map = map.clone();
+            remove_in(&mut map, keys);
+            Some(Object::Map(map))
+        }
+        _ => None,
     };
-    let mut map = object.into_map();
-    remove_in(&mut map, keys);
-    *slot = Some(Object::Map(map));
+    if let Some(object) = owned {
+        *root.slot(call.to_mut()) = Some(object);
+    }
 }
 
 fn remove_in(map: &mut Map, keys: &[String]) {

@@ -52,6 +52,54 @@ fn hex_value(four: &[u8]) -> Option<u32> {
     Some(u32::from(a) << 12 | u32::from(b) << 8 | u32::from(c) << 4 | u32::from(d))
 }
 
+/// Where the member at `keys` (a path of object keys, outermost first)
+/// sits in the object `text`: the offsets of its key's opening quote, of
+/// its value, and just past its value. Only the members on the way are
+/// read; the others are skipped by their syntax. `None` when a key is
+/// missing, a step is not an object, or the text is not an object.
+pub(crate) fn member_span(text: &str, keys: &[String]) -> Option<(usize, usize, usize)> {
+    let mut p = Parser::new(text);
+    p.ws();
+    if !p.eat(b'{') {
+        return None;
+    }
+    let mut keys = keys;
+    loop {
+        let (first, rest) = keys.split_first()?;
+        p.ws();
+        if p.eat(b'}') {
+            return None;
+        }
+        loop {
+            p.ws();
+            let key_at = p.pos;
+            let key = p.string().ok()?;
+            p.ws();
+            if !p.eat(b':') {
+                return None;
+            }
+            p.ws();
+            let value_at = p.pos;
+            if key == first.as_str() {
+                if rest.is_empty() {
+                    p.skip_value().ok()?;
+                    return Some((key_at, value_at, p.pos));
+                }
+                if !p.eat(b'{') {
+                    return None;
+                }
+                keys = rest;
+                break;
+            }
+            p.skip_value().ok()?;
+            p.ws();
+            if !p.eat(b',') {
+                return None;
+            }
+        }
+    }
+}
+
 /// A cursor over JSON text.
 pub(crate) struct Parser<'a> {
     text: &'a str,

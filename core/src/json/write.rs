@@ -319,6 +319,35 @@ impl JsonObject {
         &self.0
     }
 
+    /// The value at `keys` (a path of object keys), parsed alone: the
+    /// members before it on the way are skipped, not built (a destination
+    /// filter reading one property of a 32 KB call).
+    pub fn get_path(&self, keys: &[String]) -> Option<Value> {
+        let text = std::str::from_utf8(&self.0).ok()?;
+        let (_, value_at, end) = super::member_span(text, keys)?;
+        Value::from_json_str(&text[value_at..end]).ok()
+    }
+
+    /// The object without the member at `keys`, cut out of the text: the
+    /// rest stays the same bytes. `None` when there is no such member.
+    pub fn without_path(&self, keys: &[String]) -> Option<Self> {
+        let text = std::str::from_utf8(&self.0).ok()?;
+        let (key_at, _, end) = super::member_span(text, keys)?;
+        let bytes = text.as_bytes();
+        // The text is compact (`JSON.stringify` form): a member follows a
+        // `{` or a `,`, and is followed by a `,` or a `}`. Its own comma
+        // goes with it.
+        let (cut_from, cut_to) = match (bytes.get(key_at.wrapping_sub(1)), bytes.get(end)) {
+            (Some(b','), _) => (key_at - 1, end),
+            (_, Some(b',')) => (key_at, end + 1),
+            _ => (key_at, end),
+        };
+        let mut out = Vec::with_capacity(bytes.len() - (cut_to - cut_from));
+        out.extend_from_slice(&bytes[..cut_from]);
+        out.extend_from_slice(&bytes[cut_to..]);
+        Some(Self(out))
+    }
+
     /// Parses the text back into a map (for reading fields; rare).
     pub fn to_map(&self) -> Map {
         match Value::from_json_slice(&self.0) {
@@ -356,6 +385,38 @@ pub fn array_index(key: &str) -> Option<u32> {
 mod tests {
     use super::*;
     use crate::json::{stringify, Value};
+
+    #[test]
+    fn a_member_is_read_and_cut_from_the_text_alone() {
+        let o =
+            JsonObject::from_canonical(r#"{"0":1,"a\"b":{"x":[1,{"y":2}],"y":"ünï"},"c":null}"#);
+        let path = |p: &[&str]| p.iter().map(|k| (*k).to_owned()).collect::<Vec<_>>();
+        assert_eq!(o.get_path(&path(&["a\"b", "y"])), Some(Value::from("ünï")));
+        assert_eq!(o.get_path(&path(&["c"])), Some(Value::Null));
+        assert_eq!(
+            o.get_path(&path(&["a\"b", "x", "y"])),
+            None,
+            "no path through arrays"
+        );
+        assert_eq!(o.get_path(&path(&["d"])), None);
+        let cut = |p: &[&str]| {
+            let out = o.without_path(&path(p)).unwrap();
+            String::from_utf8(out.as_bytes().to_vec()).unwrap()
+        };
+        assert_eq!(
+            cut(&["0"]),
+            r#"{"a\"b":{"x":[1,{"y":2}],"y":"ünï"},"c":null}"#
+        );
+        assert_eq!(cut(&["c"]), r#"{"0":1,"a\"b":{"x":[1,{"y":2}],"y":"ünï"}}"#);
+        assert_eq!(
+            cut(&["a\"b", "x"]),
+            r#"{"0":1,"a\"b":{"y":"ünï"},"c":null}"#
+        );
+        let one = JsonObject::from_canonical(r#"{"only":{"k":true}}"#);
+        let gone = one.without_path(&path(&["only", "k"])).unwrap();
+        assert_eq!(gone.as_bytes(), br#"{"only":{}}"#);
+        assert!(o.without_path(&path(&["nothing"])).is_none());
+    }
 
     fn s(v: &Value) -> String {
         stringify(v).unwrap()
