@@ -2,7 +2,7 @@
 // oracle: JavaScript's own JSON.stringify, Date and node:crypto. The inputs
 // live here; the Rust, Python and JS suites only read the generated files.
 // Run: node testdata/generate.mjs
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 
@@ -485,6 +485,16 @@ receive.push(
   { name: 'both_standard_signed', standard_secrets: [NEW_SECRET], body: whOrder, headers: [...whSegment, ...heads('m-1', WH_TS, whGood)], expect: ok(whOrder, 'webhook-signature', 'body', 'm-1') },
   { name: 'both_x_signature_alone', standard_secrets: [NEW_SECRET], body: whOrder, headers: whSegment, expect: ok(whOrder, 'X-Signature', 'body') },
 );
+// A callpost batch (core webhooks/batch.rs): the spec's bodies carry no
+// messageId, so a call's id is the request's id and its index.
+const cpBatch = `[${whOrder},${noId},${JSON.stringify({ type: 'track', event: 'E', messageId: 'own-id' })}]`;
+receive.push(
+  { name: 'callpost_batch_ids', body: cpBatch, headers: [['X-Signature', hmac(rsecret, cpBatch)], ['Idempotency-Key', 'batch_0f1e']],
+    expect: { ...ok(cpBatch, 'X-Signature', 'body'), message_ids: ['batch_0f1e.0', 'batch_0f1e.1', 'own-id'] } },
+  { name: 'callpost_batch_standard_ids', standard_secrets: [NEW_SECRET], secrets: [], body: cpBatch,
+    headers: heads('batch_0f1e', WH_TS, v1(NEW_SECRET, 'batch_0f1e', WH_TS, cpBatch)),
+    expect: { ...ok(cpBatch, 'webhook-signature', 'body'), message_ids: ['batch_0f1e.0', 'batch_0f1e.1', 'own-id'] } },
+);
 const receiveCases = receive.map((c) => ({
   secrets: [rsecret], standard_secrets: [], now_ms: WH_TS * 1000, options: { allow_first_event_signature: false }, ...c,
 }));
@@ -595,3 +605,57 @@ const invalidFilters = [
 ];
 write('filters.json', { cases: filterCases, invalid: invalidFilters.map((c) => ({ ...c, code: 'invalid_settings' })) });
 console.log(`wrote ${filterCases.length} filter decisions, ${invalidFilters.length} refused filters`);
+
+// Batched webhooks (core webhooks/batch.rs): calls packed in order into
+// JSON arrays of their bodies, at most maxCalls calls and maxBytes bytes a
+// batch (a call larger than maxBytes alone goes alone), after the filters
+// and the call's integrations; a batch's id is `batch_` and the first 16
+// bytes of the SHA-256 of its calls' messageIds, one per line, in hex.
+const batchId = (ids) => 'batch_' + createHash('sha256').update(ids.join('\n'), 'utf8').digest('hex').slice(0, 32);
+function packCalls(calls, batch, filters) {
+  const maxCalls = batch.maxCalls ?? 1000;
+  const maxBytes = batch.maxBytes ?? 500000;
+  const batches = [];
+  const skipped = [];
+  let open = null;
+  const close = () => {
+    if (open) batches.push({ id: batchId(open.ids), body: `[${open.bodies.join(',')}]`, members: open.members });
+    open = null;
+  };
+  calls.forEach((call, i) => {
+    if (call.integrations && call.integrations.Webhooks === false) { skipped.push([i, 'disabled']); return; }
+    const decided = applyFilters(filters ?? [], call);
+    if (decided.dropped_by !== undefined) { skipped.push([i, 'filtered', decided.dropped_by]); return; }
+    const b = decided.body;
+    const size = open ? Buffer.byteLength(`[${open.bodies.join(',')}`) + 2 + Buffer.byteLength(b) : 0;
+    if (!open || open.members.length >= maxCalls || size > maxBytes) {
+      close();
+      open = { ids: [], bodies: [], members: [] };
+    }
+    open.ids.push(call.messageId ?? '');
+    open.bodies.push(b);
+    open.members.push(i);
+  });
+  close();
+  return { batches, skipped };
+}
+const bigOrder = (n) => ({
+  type: 'track', userId: 'u42', event: 'Order Completed', messageId: `big-${n}`, timestamp: '2026-11-22T10:00:00.000Z',
+  properties: { order_id: `o-${n}`, total: 999.5, products: Array.from({ length: 200 }, (_, k) => ({ product_id: `p-${k}`, sku: `SKU-${k}`, name: `Produit n°${k} ☕`, price: 12.5 + k, quantity: 1 + (k % 3), category: 'Cuisine' })) },
+});
+const mixed = [
+  fOrder, fPage, fIdentify, fScreen,
+  { type: 'track', userId: 'u43', event: 'Signed Up', messageId: 'm-6', timestamp: '2026-11-22T10:00:01.000Z', integrations: { Webhooks: false } },
+  { type: 'group', userId: 'u42', groupId: 'g-1', messageId: 'm-7', timestamp: '2026-11-22T10:00:02.000Z', traits: { name: 'Équipe' } },
+  { type: 'alias', userId: 'u42', previousId: 'a-7', messageId: 'm-8', timestamp: '2026-11-22T10:00:03.000Z' },
+];
+const batchCases = [
+  { name: 'defaults_all_in_one', batch: {}, calls: mixed },
+  { name: 'two_a_batch', batch: { maxCalls: 2 }, calls: mixed },
+  { name: 'filters_first', batch: { maxCalls: 3 }, filters: filterRules.no_pages.concat(filterRules.strip_pii), calls: mixed },
+  { name: 'split_by_bytes', batch: { maxBytes: 64000 }, calls: [bigOrder(1), fSmall, bigOrder(2), bigOrder(3)] },
+  { name: 'one_call', batch: { maxCalls: 1 }, calls: [fOrder] },
+].map((c) => ({ ...c, calls: c.calls.map((x) => JSON.stringify(x)), now: NOW, expect: packCalls(c.calls, c.batch, c.filters) }));
+if (Buffer.byteLength(JSON.parse(batchCases[3].calls[0]).properties.products.map((p) => JSON.stringify(p)).join(',')) < 21000) throw new Error('bigOrder too small to split by bytes');
+write('webhook_batches.json', batchCases);
+console.log(`wrote ${batchCases.length} webhook batch cases`);

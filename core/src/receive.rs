@@ -162,15 +162,25 @@ impl Received {
     }
 
     /// Each call's id for duplicate detection, in [`Received::calls`]
-    /// order: its `messageId` (Segment's bodies carry it), or for a single
-    /// call without one the `Idempotency-Key` header (callpost's sender),
-    /// or `None`: such calls cannot be recognised as duplicates.
-    pub fn message_ids(&self) -> Vec<Option<&str>> {
+    /// order: its `messageId` (Segment's bodies carry it); else for a
+    /// single call the request's id (`Idempotency-Key` or `webhook-id`:
+    /// callpost's sender), and for the call at `index` of a batch
+    /// `<request id>.<index>` (a callpost batch's id names its members in
+    /// order, [`crate::webhooks::Batch`]); else `None`: such calls cannot be
+    /// recognised as duplicates.
+    pub fn message_ids(&self) -> Vec<Option<String>> {
+        let key = self.idempotency_key.as_deref().filter(|k| !k.is_empty());
         if !self.is_batch() {
-            let key = self.idempotency_key.as_deref().filter(|k| !k.is_empty());
-            return vec![message_id(&self.value).or(key)];
+            return vec![message_id(&self.value).or(key).map(str::to_owned)];
         }
-        self.calls().iter().map(message_id).collect()
+        self.calls()
+            .iter()
+            .enumerate()
+            .map(|(i, call)| match message_id(call) {
+                Some(id) => Some(id.to_owned()),
+                None => key.map(|k| format!("{k}.{i}")),
+            })
+            .collect()
     }
 }
 
@@ -368,13 +378,13 @@ mod tests {
         assert_eq!(r.header, SIGNATURE_HEADER);
         assert_eq!(r.coverage, Coverage::Body);
         assert!(!r.is_batch());
-        assert_eq!(r.message_ids(), vec![Some("m1")]);
+        assert_eq!(r.message_ids(), vec![Some("m1".to_owned())]);
         // callpost's own bodies carry the id in Idempotency-Key.
         let body = br#"{"version":1,"type":"track","event":"A"}"#;
         let s = sig(body);
         let h = [("X-Signature", s.as_str()), ("idempotency-key", "m2")];
         let r = receive(body, h, &secret(), Default::default()).unwrap();
-        assert_eq!(r.message_ids(), vec![Some("m2")]);
+        assert_eq!(r.message_ids(), vec![Some("m2".to_owned())]);
     }
 
     #[test]
@@ -426,7 +436,8 @@ mod tests {
         let r = receive(body, h, &secret(), Default::default()).unwrap();
         assert_eq!(r.header, SEGMENT_SIGNATURE_HEADER);
         assert!(r.is_batch());
-        assert_eq!(r.message_ids(), vec![Some("a"), Some("b"), None]);
+        let ids = r.message_ids();
+        assert_eq!(ids, vec![Some("a".into()), Some("b".into()), None]);
         // A tampered batch under X-Segment-Signature never falls back.
         let tampered = br#"[{"messageId":"a"},{"messageId":"b"},{"type":"x"}]"#;
         let e = receive(tampered, h, &secret(), Default::default()).unwrap_err();

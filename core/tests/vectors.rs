@@ -872,3 +872,88 @@ fn filter_vectors() {
         assert_eq!(e.code(), s(case, "code"), "{name}: {e}");
     }
 }
+
+/// `testdata/webhook_batches.json`: calls packed into batches (members,
+/// ids and bodies) and skipped as the generator's JavaScript packs them,
+/// and a batch's delivery sends its body under its id.
+#[test]
+fn webhook_batch_vectors() {
+    use callpost_core::webhooks::Skip;
+    use callpost_core::{Delivery, DeliveryConfig};
+    let all = load(include_str!("../../testdata/webhook_batches.json"));
+    let Value::Array(cases) = &all else {
+        panic!("webhook_batches.json is not an array")
+    };
+    for case in cases {
+        let name = s(case, "name");
+        let mut m = Map::new();
+        m.insert(
+            "endpoints".into(),
+            Value::Array(vec!["https://hooks.example.com/in".into()]),
+        );
+        m.insert("sharedSecret".into(), "s3cret".into());
+        m.insert("batch".into(), get(case, "batch").clone());
+        if let v @ Value::Array(_) = get(case, "filters") {
+            m.insert("filters".into(), v.clone());
+        }
+        let hooks =
+            Webhooks::from_value(&Value::Object(m)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let calls: Vec<Call> = arr(case, "calls")
+            .iter()
+            .map(|c| Call::from_json_str(c.as_str().unwrap()).unwrap())
+            .collect();
+        let now = at(num(case, "now") as i64);
+        let packed = hooks.pack(&calls, now).unwrap();
+        let expect = get(case, "expect");
+        let batches = arr(expect, "batches");
+        assert_eq!(packed.batches.len(), batches.len(), "{name}");
+        for (got, want) in packed.batches.iter().zip(batches) {
+            assert_eq!(got.id, s(want, "id"), "{name}");
+            assert_eq!(
+                std::str::from_utf8(&got.body).unwrap(),
+                s(want, "body"),
+                "{name}"
+            );
+            let members: Vec<usize> = arr(want, "members")
+                .iter()
+                .map(|m| num_of(m) as usize)
+                .collect();
+            assert_eq!(got.members, members, "{name}");
+            let mut d = Delivery::for_batch(&hooks, got, now, DeliveryConfig::new(0)).unwrap();
+            let r = d.poll_request(now).unwrap().request;
+            assert_eq!(r.body, got.body, "{name}: the batch's body is sent");
+            let key = r
+                .headers
+                .iter()
+                .find(|(n, _)| n.as_ref() == "Idempotency-Key");
+            assert_eq!(
+                key.map(|(_, v)| v.as_ref()),
+                Some(got.id.as_str()),
+                "{name}"
+            );
+        }
+        let skipped: Vec<Value> = packed
+            .skipped
+            .iter()
+            .map(|(i, why)| {
+                let mut v = vec![Value::from(*i as f64)];
+                match why {
+                    Skip::Disabled => v.push("disabled".into()),
+                    Skip::Filtered { rule } => {
+                        v.push("filtered".into());
+                        v.push(Value::from(f64::from(*rule)));
+                    }
+                }
+                Value::Array(v)
+            })
+            .collect();
+        assert_eq!(skipped.as_slice(), arr(expect, "skipped"), "{name}");
+    }
+}
+
+fn num_of(v: &Value) -> f64 {
+    match v {
+        Value::Number(n) => *n,
+        _ => panic!("not a number: {v:?}"),
+    }
+}

@@ -281,13 +281,46 @@ impl Delivery {
             write_body(&call, now, &mut body)?;
         }
         let body = String::from_utf8(body).map_err(|_| JsonError::InvalidUnicode)?;
-        let n = settings.endpoints().len();
-        let mut d = Self {
+        let mut d = Self::unstarted(settings, call.message_id.clone(), body, config);
+        if !enabled {
+            d.finish(DeliveryOutcome::Disabled);
+        } else if let Some(rule) = filtered {
+            let rule = u32::try_from(rule).unwrap_or(u32::MAX);
+            d.finish(DeliveryOutcome::Filtered { rule });
+        } else {
+            d.phase = Phase::Round(d.new_round(now));
+        }
+        Ok(d)
+    }
+
+    /// Starts delivering `batch` (from [`Webhooks::pack`]) with
+    /// `settings`, first round due at `now`: one POST of the batch's body,
+    /// under its id, decided by one answer.
+    pub fn for_batch(
+        settings: &Webhooks,
+        batch: &crate::webhooks::Batch,
+        now: Timestamp,
+        config: DeliveryConfig,
+    ) -> Result<Self, CallError> {
+        let body = String::from_utf8(batch.body.clone()).map_err(|_| JsonError::InvalidUnicode)?;
+        let mut d = Self::unstarted(settings, Some(batch.id.clone()), body, config);
+        d.phase = Phase::Round(d.new_round(now));
+        Ok(d)
+    }
+
+    /// A delivery of `body` with no round yet.
+    fn unstarted(
+        settings: &Webhooks,
+        message_id: Option<String>,
+        body: String,
+        config: DeliveryConfig,
+    ) -> Self {
+        Self {
             settings: settings.clone(),
             mode: settings.mode(),
-            message_id: call.message_id.clone(),
+            message_id,
             body,
-            rejected: vec![false; n],
+            rejected: vec![false; settings.endpoints().len()],
             round: 0,
             round_retry_after: None,
             phase: Phase::Done,
@@ -298,16 +331,7 @@ impl Delivery {
             outcome_taken: false,
             config,
             rng: Jitter::new(config.jitter_seed),
-        };
-        if !enabled {
-            d.finish(DeliveryOutcome::Disabled);
-        } else if let Some(rule) = filtered {
-            let rule = u32::try_from(rule).unwrap_or(u32::MAX);
-            d.finish(DeliveryOutcome::Filtered { rule });
-        } else {
-            d.phase = Phase::Round(d.new_round(now));
         }
-        Ok(d)
     }
 
     /// The settings the delivery sends with.

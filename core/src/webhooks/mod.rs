@@ -3,12 +3,17 @@
 //! (`request`) and delete notifications (`delete`).
 
 mod address;
+mod batch;
 mod body;
 mod delete;
 mod request;
 mod settings;
 
 pub use address::is_public_address;
+pub use batch::{
+    Batch, Batching, Packed, Skip, DEFAULT_BATCH_CALLS, MAX_BATCH_BYTES, MAX_BATCH_CALLS,
+    MIN_BATCH_BYTES,
+};
 pub use body::write_body;
 pub use delete::{delete_notifications, DeleteSource};
 pub use request::{
@@ -50,6 +55,8 @@ struct Settings {
     signing_secrets: Vec<StandardSecret>,
     /// Which calls are sent, and without which fields ([`crate::filter`]).
     filters: Filters,
+    /// Several calls per POST when set ([`batch`]).
+    batching: Option<Batching>,
 }
 
 impl Webhooks {
@@ -85,6 +92,7 @@ impl Webhooks {
                 signing: Signing::Segment,
                 signing_secrets: Vec::new(),
                 filters: Filters::none(),
+                batching: None,
             }),
         })
     }
@@ -115,6 +123,7 @@ impl Webhooks {
                 signing,
                 signing_secrets: secrets,
                 filters: s.filters.clone(),
+                batching: s.batching,
             }),
         })
     }
@@ -131,8 +140,31 @@ impl Webhooks {
                 signing: s.signing,
                 signing_secrets: s.signing_secrets.clone(),
                 filters,
+                batching: s.batching,
             }),
         }
+    }
+
+    /// These settings sending several calls per POST (`Some`), or one
+    /// (`None`, the spec's and the default).
+    pub fn with_batching(self, batching: Option<Batching>) -> Self {
+        let s = &self.inner;
+        Self {
+            inner: Arc::new(Settings {
+                endpoints: s.endpoints.clone(),
+                secret: s.secret.clone(),
+                mode: s.mode,
+                signing: s.signing,
+                signing_secrets: s.signing_secrets.clone(),
+                filters: s.filters.clone(),
+                batching,
+            }),
+        }
+    }
+
+    /// How calls are batched, when they are.
+    pub fn batching(&self) -> Option<Batching> {
+        self.inner.batching
     }
 
     /// The destination filters.
@@ -199,9 +231,32 @@ impl Webhooks {
             None | Some(Value::Null) => Filters::none(),
             Some(v) => Filters::from_value(v)?,
         };
+        let batching = match map.get("batch") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(b)) => {
+                let count = |key: &str, field: &'static str| match b.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::Number(n)) if n.fract() == 0.0 && *n >= 0.0 => {
+                        Ok(Some(*n as usize))
+                    }
+                    Some(_) => Err(SettingsError::InvalidField(field)),
+                };
+                if b.keys()
+                    .any(|k| !matches!(k.as_str(), "maxCalls" | "maxBytes"))
+                {
+                    return Err(SettingsError::InvalidField("batch"));
+                }
+                Some(Batching::new(
+                    count("maxCalls", "batch.maxCalls")?,
+                    count("maxBytes", "batch.maxBytes")?,
+                )?)
+            }
+            Some(_) => return Err(SettingsError::InvalidField("batch")),
+        };
         Ok(Self::with_mode(&endpoints, secret, mode)?
             .with_signing(signing, &signing_secrets)?
-            .with_filters(filters))
+            .with_filters(filters)
+            .with_batching(batching))
     }
 
     /// The validated endpoints, in the order they were given.
