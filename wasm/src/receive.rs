@@ -27,11 +27,7 @@ pub fn receive(
     allow_first_event_signature: bool,
 ) -> Result<Array, JsValue> {
     let body = bytes_of(body, "body")?;
-    let names: Vec<&str> = names.split('\n').collect();
-    let values: Vec<&str> = values.split('\n').collect();
-    if names.len() != values.len() {
-        return Err(misuse("header names and values differ in number"));
-    }
+    let headers = header_lines(names, values)?;
     let options = core::ReceiveOptions {
         allow_first_event_signature,
         tolerance_ms: tolerance(tolerance_ms)?,
@@ -46,14 +42,8 @@ pub fn receive(
         segment: &segment,
         standard: &standard,
     };
-    let received = core::receive_any(
-        &body,
-        names.into_iter().zip(values),
-        keys,
-        at(now_ms)?,
-        options,
-    )
-    .map_err(|e| error_value(e.code(), &e.to_string()))?;
+    let received = core::receive_any(&body, headers, keys, at(now_ms)?, options)
+        .map_err(|e| error_value(e.code(), &e.to_string()))?;
     let ids: Array = received
         .message_ids()
         .into_iter()
@@ -64,6 +54,20 @@ pub fn receive(
         &received.coverage.as_str().into(),
         &ids,
     ))
+}
+
+/// A request's headers from the JS layer's two lists, one entry per line
+/// (neither a name nor a value can hold a newline).
+pub(crate) fn header_lines<'a>(
+    names: &'a str,
+    values: &'a str,
+) -> Result<Vec<(&'a str, &'a str)>, JsValue> {
+    let names: Vec<&str> = names.split('\n').collect();
+    let values: Vec<&str> = values.split('\n').collect();
+    if names.len() != values.len() {
+        return Err(misuse("header names and values differ in number"));
+    }
+    Ok(names.into_iter().zip(values).collect())
 }
 
 /// The HTTP status a receiver answers a refused webhook with, by code.

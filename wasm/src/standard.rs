@@ -3,6 +3,7 @@
 //! and shapes the headers.
 
 use crate::error::{error_value, misuse};
+use crate::receive::header_lines;
 use crate::signature::bytes_of;
 use callpost_core as core;
 use core::standard::{StandardError, StandardSecret};
@@ -77,14 +78,9 @@ pub fn verify_standard(
     tolerance_ms: f64,
 ) -> Result<Array, JsValue> {
     let body = bytes_of(body, "body")?;
-    let names: Vec<&str> = names.split('\n').collect();
-    let values: Vec<&str> = values.split('\n').collect();
-    if names.len() != values.len() {
-        return Err(misuse("header names and values differ in number"));
-    }
     let verified = core::standard::verify(
         &body,
-        names.into_iter().zip(values),
+        header_lines(names, values)?,
         &standard_secrets_of(secrets)?,
         at(now_ms)?,
         tolerance(tolerance_ms)?,

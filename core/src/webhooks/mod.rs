@@ -44,7 +44,7 @@ pub struct Webhooks {
     inner: Arc<Settings>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Settings {
     endpoints: Vec<Endpoint>,
     secret: Option<Secret>,
@@ -114,51 +114,31 @@ impl Webhooks {
         if signing.standard() == secrets.is_empty() {
             return Err(SettingsError::InvalidField("signingSecrets"));
         }
-        let s = &self.inner;
-        Ok(Self {
-            inner: Arc::new(Settings {
-                endpoints: s.endpoints.clone(),
-                secret: s.secret.clone(),
-                mode: s.mode,
-                signing,
-                signing_secrets: secrets,
-                filters: s.filters.clone(),
-                batching: s.batching,
-            }),
-        })
+        Ok(self.changed(|s| {
+            s.signing = signing;
+            s.signing_secrets = secrets;
+        }))
     }
 
     /// These settings with `filters` deciding which calls are delivered
     /// and without which fields ([`crate::filter`]).
     pub fn with_filters(self, filters: Filters) -> Self {
-        let s = &self.inner;
-        Self {
-            inner: Arc::new(Settings {
-                endpoints: s.endpoints.clone(),
-                secret: s.secret.clone(),
-                mode: s.mode,
-                signing: s.signing,
-                signing_secrets: s.signing_secrets.clone(),
-                filters,
-                batching: s.batching,
-            }),
-        }
+        self.changed(|s| s.filters = filters)
     }
 
     /// These settings sending several calls per POST (`Some`), or one
     /// (`None`, the spec's and the default).
     pub fn with_batching(self, batching: Option<Batching>) -> Self {
-        let s = &self.inner;
+        self.changed(|s| s.batching = batching)
+    }
+
+    /// A copy of the settings with `change` made; the others that share
+    /// these keep them as they are.
+    fn changed(self, change: impl FnOnce(&mut Settings)) -> Self {
+        let mut inner = Arc::unwrap_or_clone(self.inner);
+        change(&mut inner);
         Self {
-            inner: Arc::new(Settings {
-                endpoints: s.endpoints.clone(),
-                secret: s.secret.clone(),
-                mode: s.mode,
-                signing: s.signing,
-                signing_secrets: s.signing_secrets.clone(),
-                filters: s.filters.clone(),
-                batching,
-            }),
+            inner: Arc::new(inner),
         }
     }
 
