@@ -3,7 +3,7 @@
 use crate::call::to_call;
 use crate::error::err;
 use crate::timestamp::{millis, now_of};
-use crate::webhooks::{Request, Webhooks};
+use crate::webhooks::{Batch, Request, Webhooks};
 use callpost_core as core;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -31,6 +31,34 @@ pub(crate) fn os_seed() -> PyResult<u64> {
     let mut b = [0u8; 8];
     getrandom::fill(&mut b).map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
     Ok(u64::from_le_bytes(b))
+}
+
+/// The core's delivery settings from the Python keywords; the jitter is
+/// seeded from OS randomness unless `seed` is given.
+fn config_of(
+    timeout_ms: Option<u64>,
+    retry_window_ms: Option<u64>,
+    backoff_base_ms: Option<u64>,
+    backoff_cap_ms: Option<u64>,
+    seed: Option<u64>,
+) -> PyResult<core::DeliveryConfig> {
+    let mut config = core::DeliveryConfig::new(match seed {
+        Some(s) => s,
+        None => os_seed()?,
+    });
+    if let Some(v) = timeout_ms {
+        config.timeout_ms = v;
+    }
+    if let Some(v) = retry_window_ms {
+        config.retry_window_ms = v;
+    }
+    if let Some(v) = backoff_base_ms {
+        config.backoff.base_ms = v;
+    }
+    if let Some(v) = backoff_cap_ms {
+        config.backoff.cap_ms = v;
+    }
+    Ok(config)
 }
 
 /// One request to send for a `Delivery`.
@@ -68,23 +96,42 @@ impl Delivery {
         backoff_cap_ms: Option<u64>,
         seed: Option<u64>,
     ) -> PyResult<Self> {
-        let mut config = core::DeliveryConfig::new(match seed {
-            Some(s) => s,
-            None => os_seed()?,
-        });
-        if let Some(v) = timeout_ms {
-            config.timeout_ms = v;
-        }
-        if let Some(v) = retry_window_ms {
-            config.retry_window_ms = v;
-        }
-        if let Some(v) = backoff_base_ms {
-            config.backoff.base_ms = v;
-        }
-        if let Some(v) = backoff_cap_ms {
-            config.backoff.cap_ms = v;
-        }
+        let config = config_of(
+            timeout_ms,
+            retry_window_ms,
+            backoff_base_ms,
+            backoff_cap_ms,
+            seed,
+        )?;
         let inner = core::Delivery::new(&webhooks.inner, &to_call(call)?, now_of(now)?, config)
+            .map_err(err)?;
+        Ok(Self { inner })
+    }
+
+    /// The delivery of `batch` (from `Webhooks.pack`): one POST of its
+    /// body under its id, decided by one answer.
+    #[staticmethod]
+    #[pyo3(signature = (webhooks, batch, now=None, *, timeout_ms=None, retry_window_ms=None,
+                        backoff_base_ms=None, backoff_cap_ms=None, seed=None))]
+    #[allow(clippy::too_many_arguments)] // the Python signature
+    fn for_batch(
+        webhooks: &Webhooks,
+        batch: &Batch,
+        now: Option<&Bound<'_, PyAny>>,
+        timeout_ms: Option<u64>,
+        retry_window_ms: Option<u64>,
+        backoff_base_ms: Option<u64>,
+        backoff_cap_ms: Option<u64>,
+        seed: Option<u64>,
+    ) -> PyResult<Self> {
+        let config = config_of(
+            timeout_ms,
+            retry_window_ms,
+            backoff_base_ms,
+            backoff_cap_ms,
+            seed,
+        )?;
+        let inner = core::Delivery::for_batch(&webhooks.inner, &batch.inner, now_of(now)?, config)
             .map_err(err)?;
         Ok(Self { inner })
     }

@@ -51,6 +51,7 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(timestamp::parse_timestamp, m)?)?;
     m.add_class::<webhooks::Request>()?;
     m.add_class::<webhooks::Webhooks>()?;
+    m.add_class::<webhooks::Batch>()?;
     m.add_class::<delivery::Attempt>()?;
     m.add_class::<delivery::Delivery>()?;
     m.add_class::<batcher::BatchRequest>()?;

@@ -1,6 +1,7 @@
 //! The Webhooks destination's settings and signed requests.
 
 use crate::call::to_call;
+use crate::delivery::from_core_json;
 use crate::error::{err, misuse};
 use crate::json::to_value;
 use crate::signature::bytes_of;
@@ -75,8 +76,9 @@ impl Webhooks {
     #[new]
     #[pyo3(signature = (
         endpoints, shared_secret=None, *, mode=None, signature=None, signing_secrets=None,
-        filters=None,
+        filters=None, batch_max_calls=None, batch_max_bytes=None, batch=false,
     ))]
+    #[allow(clippy::too_many_arguments)] // the Python signature
     fn new(
         endpoints: &Bound<'_, PyAny>,
         shared_secret: Option<&Bound<'_, PyAny>>,
@@ -84,6 +86,9 @@ impl Webhooks {
         signature: Option<&str>,
         signing_secrets: Option<Vec<String>>,
         filters: Option<&Bound<'_, PyAny>>,
+        batch_max_calls: Option<usize>,
+        batch_max_bytes: Option<usize>,
+        batch: bool,
     ) -> PyResult<Self> {
         let secret = shared_secret
             .map(|s| bytes_of(s, "shared_secret"))
@@ -114,7 +119,52 @@ impl Webhooks {
                 inner.with_filters(rules)
             }
         };
-        Ok(Self { inner })
+        let batching = (batch || batch_max_calls.is_some() || batch_max_bytes.is_some())
+            .then(|| core::webhooks::Batching::new(batch_max_calls, batch_max_bytes))
+            .transpose()
+            .map_err(err)?;
+        Ok(Self {
+            inner: inner.with_batching(batching),
+        })
+    }
+
+    /// Groups `calls` into batches (the destination's batching, or the
+    /// default limits): the batches, and the calls that go in none as
+    /// `(index, outcome)`.
+    #[pyo3(signature = (calls, now=None))]
+    fn pack<'py>(
+        &self,
+        py: Python<'py>,
+        calls: &Bound<'py, PyAny>,
+        now: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<(Vec<Batch>, Skipped<'py>)> {
+        let calls = calls
+            .try_iter()?
+            .map(|c| to_call(&c?))
+            .collect::<PyResult<Vec<_>>>()?;
+        let packed = self.inner.pack(&calls, now_of(now)?).map_err(err)?;
+        let skipped = packed
+            .skipped
+            .into_iter()
+            .map(|(i, why)| {
+                let outcome = match why {
+                    core::webhooks::Skip::Disabled => core::DeliveryOutcome::Disabled,
+                    core::webhooks::Skip::Filtered { rule } => {
+                        core::DeliveryOutcome::Filtered { rule }
+                    }
+                };
+                Ok((
+                    i,
+                    from_core_json(py, &outcome.to_json(core::KeyCase::Snake))?,
+                ))
+            })
+            .collect::<PyResult<_>>()?;
+        let batches = packed
+            .batches
+            .into_iter()
+            .map(|inner| Batch { inner })
+            .collect();
+        Ok((batches, skipped))
     }
 
     /// The signed request delivering `call` to endpoint `endpoint`.
@@ -171,6 +221,47 @@ impl Webhooks {
             self.urls(),
             self.inner.is_signed(),
             self.mode()
+        )
+    }
+}
+
+/// The calls `Webhooks.pack` put in no batch: `(index, outcome)`.
+type Skipped<'py> = Vec<(usize, Bound<'py, PyAny>)>;
+
+/// Several calls in one POST, from `Webhooks.pack`: deliver it with
+/// `Delivery.for_batch`.
+#[pyclass(frozen, module = "callpost._callpost")]
+pub struct Batch {
+    pub inner: core::webhooks::Batch,
+}
+
+#[pymethods]
+impl Batch {
+    /// The batch's id (`Idempotency-Key`, `webhook-id`).
+    #[getter]
+    fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The JSON array of the calls' bodies.
+    #[getter]
+    fn body<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.body)
+    }
+
+    /// The indexes of the calls it carries, into the list packed.
+    #[getter]
+    fn members(&self) -> Vec<usize> {
+        self.inner.members.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        // Not the body: it is customer data.
+        format!(
+            "Batch(id={:?}, members={}, bytes={})",
+            self.inner.id,
+            self.inner.members.len(),
+            self.inner.body.len()
         )
     }
 }

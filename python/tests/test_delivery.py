@@ -268,3 +268,51 @@ def test_delivery_state_survives_a_restart() -> None:
     other = callpost.Webhooks(["https://a.example/"], "k")
     with pytest.raises(callpost.StateError):
         callpost.Delivery.from_json(saved, other.settings)
+
+
+def test_deliver_batch_sends_calls_several_to_a_post_and_receivers_take_the_list(serve: Serve) -> None:
+    """Batched webhooks: the calls go as JSON arrays of their bodies, at
+    most batch_max_calls a POST, each batch signed as one body and retried
+    whole; a filtered call goes in none; a callpost Receiver takes each
+    batch's calls with ids from the batch's id, and a retried batch is
+    seen as the duplicate it is."""
+    srv = serve(lambda n, h, b: (503, {}, b"busy") if n == 1 else (200, {}, b"ok"))
+    hooks = callpost.Webhooks(
+        [srv.url + "/hook"],
+        "s3cret",
+        batch_max_calls=2,
+        filters=[{"action": "drop", "if": {"field": "type", "equals": "page"}}],
+        **FAST,
+    )
+    calls: list[dict[str, Any]] = [
+        {"type": "track", "userId": "u1", "event": "Order Completed", "messageId": f"m-{i}", "properties": {"n": i}}
+        for i in range(5)
+    ]
+    calls.insert(2, {"type": "page", "userId": "u1", "name": "Home", "messageId": "m-page"})
+    results = hooks.deliver_batch(calls)
+    assert [r.delivered for r in results] == [True, True, False, True, True, True]
+    assert results[2].filtered_by == 0
+    # Three batches of 2, 2 and 1 calls; the second answered 503 once and
+    # was sent again whole.
+    assert [r.attempts for r in results] == [1, 1, 0, 2, 2, 1]
+    reqs = srv.received.requests
+    assert len(reqs) == 4 and reqs[1][2] == reqs[2][2]
+    receiver = callpost.Receiver("s3cret")
+    seen: list[str | None] = []
+    for i, (_, headers, body) in enumerate(reqs):
+        assert headers["x-signature"] == callpost.sign("s3cret", body)
+        hook = receiver.receive(body, headers)
+        assert hook.batch
+        if i == 2:
+            assert hook.only_duplicates, "the retried batch is the one seen before"
+            continue
+        assert all(c["type"] == "track" for c in hook.calls)
+        seen += hook.ids
+    key = reqs[0][1]["idempotency-key"]
+    assert key.startswith("batch_") and seen[:2] == [f"{key}.0", f"{key}.1"]
+    assert len(set(seen)) == 5
+    # The same calls make the same batches, so a sender's retry keeps its ids.
+    again, _ = hooks.settings.pack(calls)
+    assert again[0].id == key and [b.members for b in again] == [[0, 1], [3, 4], [5]]
+    with pytest.raises(callpost.SettingsError):
+        callpost.Webhooks([srv.url], batch_max_calls=4001)

@@ -5,7 +5,7 @@ I/O (Celery, RQ, a database outbox).
 Parameters that default to ``None`` take the core's default, listed in
 ``DEFAULTS`` (durations in milliseconds)."""
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import final
 
 from ._types import (
@@ -37,6 +37,7 @@ __all__ = [
     "USER_AGENT",
     "Attempt",
     "AudienceSync",
+    "Batch",
     "BatchRequest",
     "Batcher",
     "Delivery",
@@ -251,7 +252,13 @@ class Webhooks:
         signature: str | None = None,
         signing_secrets: list[str] | None = None,
         filters: Sequence[JSONObject] | None = None,
+        batch_max_calls: int | None = None,
+        batch_max_bytes: int | None = None,
+        batch: bool = False,
     ) -> Webhooks: ...
+    def pack(self, calls: Iterable[Call], now: Now = None) -> tuple[list[Batch], list[tuple[int, DeliveryOutcome]]]:
+        """Groups ``calls`` into batches (the destination's batching, or the
+        default limits), and the calls in none with their outcome."""
     def request(self, call: Call, endpoint: int = 0, now: Now = None) -> Request:
         """The signed request for ``call`` to endpoint ``endpoint``."""
     def is_enabled_for(self, call: Call) -> bool:
@@ -266,6 +273,20 @@ class Webhooks:
     @property
     def signature(self) -> str:
         """``"segment"``, ``"standard"`` or ``"both"``."""
+
+@final
+class Batch:
+    """Several calls in one POST, from ``Webhooks.pack``."""
+
+    @property
+    def id(self) -> str:
+        """``Idempotency-Key`` and ``webhook-id``: the same for the same calls."""
+    @property
+    def body(self) -> bytes:
+        """The JSON array of the calls' bodies."""
+    @property
+    def members(self) -> list[int]:
+        """The indexes of its calls in the list packed."""
 
 @final
 class Attempt:
@@ -301,6 +322,20 @@ class Delivery:
         backoff_cap_ms: int | None = None,
         seed: int | None = None,
     ) -> Delivery: ...
+    @staticmethod
+    def for_batch(
+        webhooks: Webhooks,
+        batch: Batch,
+        now: Now = None,
+        *,
+        timeout_ms: int | None = None,
+        retry_window_ms: int | None = None,
+        backoff_base_ms: int | None = None,
+        backoff_cap_ms: int | None = None,
+        seed: int | None = None,
+    ) -> Delivery:
+        """The delivery of ``batch``: one POST of its body under its id,
+        decided by one answer."""
     def poll_request(self, now_ms: int) -> Attempt | None:
         """A request to send now, or None; call until None."""
     def handle_response(
