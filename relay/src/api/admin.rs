@@ -20,16 +20,19 @@
 //!   [`DEFAULT_LIMIT`].
 //! * A replay names what it replays (`messageIds`, a non-empty list;
 //!   `source`; `since`; `until`) or says `"all": true`.
+//! * `GET /admin/openapi.json`: the OpenAPI 3.1 description of these
+//!   routes (`relay/openapi.json`, which a test holds to [`ROUTES`]).
 
 use super::{
-    body_failed, body_timeout, closing, error, header, json_value, read_body, with, Answer, Api,
-    BodyError, Throttle,
+    body_failed, body_timeout, closing, error, header, json, json_value, read_body, with, Answer,
+    Api, BodyError, Throttle,
 };
 use crate::config::SourceDoc;
 use crate::config::MAX_ADMIN_BODY_BYTES;
 use crate::ops::{self, OpError};
 use crate::sources;
 use crate::store::ReplayFilter;
+use bytes::Bytes;
 use callpost_core::Timestamp;
 use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, WWW_AUTHENTICATE};
 use http::{HeaderMap, Method, Request};
@@ -77,34 +80,64 @@ pub(crate) enum Route {
     GetSource,
     PutSource,
     DeleteSource,
+    OpenApi,
     #[cfg(feature = "test-clock")]
     TestClock,
 }
 
+/// Every admin route as (method, path, route), the one list both
+/// [`Route::of`] and the test that holds `relay/openapi.json` to it read,
+/// so a route cannot be served and left out of the description (or the
+/// other way round). `{name}` stands for the source's name: the rest of
+/// the path, checked by [`source_name`] so that a bad name is a 400 that
+/// says why rather than a bare 404.
+pub(crate) const ROUTES: &[(&str, &str, Route)] = &[
+    ("GET", "/admin/status", Route::Status),
+    ("GET", "/admin/dead-letters", Route::DeadLetters),
+    ("GET", "/admin/rejected", Route::Rejected),
+    ("POST", "/admin/delete", Route::Delete),
+    ("POST", "/admin/audiences", Route::Audiences),
+    ("POST", "/admin/replay", Route::Replay),
+    ("POST", "/admin/reload", Route::Reload),
+    ("GET", "/admin/sources", Route::Sources),
+    ("GET", "/admin/sources/{name}", Route::GetSource),
+    ("PUT", "/admin/sources/{name}", Route::PutSource),
+    ("DELETE", "/admin/sources/{name}", Route::DeleteSource),
+    ("POST", "/admin/endpoints/enable", Route::EnableEndpoint),
+    ("GET", "/admin/openapi.json", Route::OpenApi),
+    // Test builds only, and left out of the description: no operator
+    // ever has it.
+    #[cfg(feature = "test-clock")]
+    ("POST", "/admin/test/clock", Route::TestClock),
+];
+
+/// The OpenAPI 3.1 description of the admin API, served as it is.
+pub(crate) const OPENAPI: &str = include_str!("../../openapi.json");
+
 impl Route {
     pub(crate) fn of(method: &Method, path: &str) -> Option<Self> {
-        Some(match (method, path) {
-            (&Method::GET, "/admin/status") => Self::Status,
-            (&Method::GET, "/admin/dead-letters") => Self::DeadLetters,
-            (&Method::GET, "/admin/rejected") => Self::Rejected,
-            (&Method::POST, "/admin/delete") => Self::Delete,
-            (&Method::POST, "/admin/audiences") => Self::Audiences,
-            (&Method::POST, "/admin/replay") => Self::Replay,
-            (&Method::POST, "/admin/reload") => Self::Reload,
-            (&Method::GET, "/admin/sources") => Self::Sources,
-            (&Method::POST, "/admin/endpoints/enable") => Self::EnableEndpoint,
-            (m, p) if p.starts_with(SOURCE_PATH) => match *m {
-                Method::GET => Self::GetSource,
-                Method::PUT => Self::PutSource,
-                Method::DELETE => Self::DeleteSource,
-                _ => return None,
-            },
-            #[cfg(feature = "test-clock")]
-            (&Method::POST, "/admin/test/clock") => Self::TestClock,
-            _ => return None,
-        })
+        ROUTES
+            .iter()
+            .find(|(m, template, _)| *m == method.as_str() && matches_template(template, path))
+            .map(|(_, _, route)| *route)
     }
 }
+
+/// Whether `path` is `template`, whose `{name}` (if any) stands for
+/// whatever lies between the text around it.
+fn matches_template(template: &str, path: &str) -> bool {
+    match template.split_once(NAME) {
+        None => template == path,
+        Some((before, after)) => {
+            path.len() >= before.len() + after.len()
+                && path.starts_with(before)
+                && path.ends_with(after)
+        }
+    }
+}
+
+/// The source-name placeholder in [`ROUTES`].
+const NAME: &str = "{name}";
 
 /// Checks the admin token; on failure, the answer to give (after the
 /// delay, for a wrong or missing token).
@@ -323,6 +356,11 @@ async fn run(
             );
             relay.wake.notify_one();
             Ok(json_value(200, &json!({ "enabled": true })))
+        }
+        Route::OpenApi => {
+            no_query(query)?;
+            f.done()?;
+            Ok(json(200, Bytes::from_static(OPENAPI.as_bytes())))
         }
         Route::Reload => {
             no_query(query)?;
@@ -574,5 +612,141 @@ impl Fields {
             None => Ok(()),
             Some(k) => bad(format!("unknown field {k:?}")),
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// Routes of test builds only, which no operator has.
+    const UNDESCRIBED: &[&str] = &["/admin/test/clock"];
+
+    const METHODS: &[&str] = &[
+        "get", "put", "post", "delete", "options", "head", "patch", "trace",
+    ];
+
+    fn description() -> Value {
+        serde_json::from_str(OPENAPI).expect("relay/openapi.json is JSON")
+    }
+
+    /// (METHOD, path, operation) for each operation the description has.
+    fn operations(doc: &Value) -> Vec<(String, String, &Map<String, Value>)> {
+        let paths = doc["paths"].as_object().expect("paths is an object");
+        let mut out = Vec::new();
+        for (path, item) in paths {
+            let item = item.as_object().expect("a path item is an object");
+            for (key, op) in item {
+                if METHODS.contains(&key.as_str()) {
+                    let op = op.as_object().expect("an operation is an object");
+                    out.push((key.to_uppercase(), path.clone(), op));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_description_has_exactly_the_routes_served() {
+        let doc = description();
+        let described: BTreeSet<(String, String)> = operations(&doc)
+            .into_iter()
+            .map(|(m, p, _)| (m, p))
+            .collect();
+        let served: BTreeSet<(String, String)> = ROUTES
+            .iter()
+            .filter(|(_, p, _)| !UNDESCRIBED.contains(p))
+            .map(|(m, p, _)| ((*m).to_owned(), (*p).to_owned()))
+            .collect();
+        assert_eq!(
+            served.len(),
+            ROUTES.len() - usize::from(cfg!(feature = "test-clock")),
+            "a (method, path) twice in ROUTES"
+        );
+        let missing: Vec<_> = served.difference(&described).collect();
+        let extra: Vec<_> = described.difference(&served).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "relay/openapi.json differs from ROUTES: served but not described {missing:?}, \
+             described but not served {extra:?}"
+        );
+        assert_eq!(doc["openapi"], "3.1.0");
+        assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
+    }
+
+    #[test]
+    fn every_operation_needs_the_token_and_says_what_it_answers_without_it() {
+        let doc = description();
+        let scheme = &doc["components"]["securitySchemes"]["adminToken"];
+        assert_eq!(
+            (&scheme["type"], &scheme["scheme"]),
+            (&json!("http"), &json!("bearer"))
+        );
+        let ops = operations(&doc);
+        assert!(!ops.is_empty());
+        for (method, path, op) in ops {
+            let at = format!("{method} {path}");
+            let security = op
+                .get("security")
+                .and_then(Value::as_array)
+                .unwrap_or_else(|| panic!("{at}: no security"));
+            assert!(
+                security.iter().any(|s| s.get("adminToken").is_some()),
+                "{at}: the admin token is not its security scheme"
+            );
+            let responses = op
+                .get("responses")
+                .and_then(Value::as_object)
+                .unwrap_or_else(|| panic!("{at}: no responses"));
+            for status in ["200", "400", "401", "403"] {
+                assert!(responses.contains_key(status), "{at}: no {status} answer");
+            }
+            let in_path: Vec<&str> = [
+                &doc["paths"][&path]["parameters"],
+                op.get("parameters").unwrap_or(&Value::Null),
+            ]
+            .into_iter()
+            .filter_map(Value::as_array)
+            .flatten()
+            .map(|p| resolve(&doc, p))
+            .filter(|p| p["in"] == "path")
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+            let expected: &[&str] = if path.contains(NAME) { &["name"] } else { &[] };
+            assert_eq!(in_path, expected, "{at}: path parameters");
+        }
+    }
+
+    /// A `$ref` within the description, followed.
+    fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
+        match v["$ref"].as_str() {
+            Some(r) => doc
+                .pointer(r.strip_prefix('#').expect("a local $ref"))
+                .unwrap_or_else(|| panic!("{r} is not in the description")),
+            None => v,
+        }
+    }
+
+    #[test]
+    fn each_route_is_found_by_its_method_and_path() {
+        for (method, template, route) in ROUTES {
+            let method = Method::from_bytes(method.as_bytes()).unwrap();
+            let path = template.replace(NAME, "web%20shop");
+            assert_eq!(Route::of(&method, &path), Some(*route), "{method} {path}");
+            assert_eq!(Route::of(&Method::PATCH, &path), None);
+        }
+        // A bad source name is the route's own 400, not a 404.
+        assert_eq!(
+            Route::of(&Method::GET, "/admin/sources/a/b"),
+            Some(Route::GetSource)
+        );
+        assert_eq!(Route::of(&Method::GET, "/admin/status/"), None);
+        assert_eq!(Route::of(&Method::GET, "/admin/statu"), None);
+        assert_eq!(
+            source_name("/admin/sources/web%20shop").ok().as_deref(),
+            Some("web shop")
+        );
     }
 }
