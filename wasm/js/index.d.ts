@@ -295,8 +295,13 @@ export interface WebhooksOptions {
   signature?: 'segment' | 'standard' | 'both';
   /** `whsec_` secrets, each signing every request (two during a rotation); needed by `standard` and `both`. */
   signingSecrets?: string[];
-  /** Rules that drop calls, or fields of them, before delivery (docs/filters.md); checked here (`invalid_settings`). */
+  /** Rules that drop calls, or fields of them, before delivery (docs/operators.md, destination filters); checked here (`invalid_settings`). */
   filters?: FilterRule[];
+  /**
+   * How `deliverBatch` packs calls: `true` for the defaults (1,000 calls, 500,000 bytes a POST), or the limits
+   * (at most 4,000 calls; 64,000 to 500,000 bytes). `deliver` always sends one call.
+   */
+  batch?: boolean | { maxCalls?: number; maxBytes?: number };
   /** @default DEFAULTS.webhookTimeoutMs */
   timeoutMs?: number;
   /** @default DEFAULTS.retryWindowMs */
@@ -317,6 +322,23 @@ export class Webhooks {
   delivery(call: Call, options?: { nowMs?: number; seed?: number }): Delivery;
   /** fetch with a timeout, retries and rounds; rejects with a DeliveryError when it gives up. */
   deliver(call: Call, options?: { fetch?: typeof fetch }): Promise<DeliveryResult>;
+  /** The calls grouped into batches (JSON arrays of their bodies) and the calls in none, with why. */
+  pack(calls: Call[], nowMs?: number): { batches: WebhookBatch[]; skipped: [number, DeliveryOutcome][] };
+  /**
+   * Delivers calls several to a POST, each batch signed as one body and retried whole: one result per call, in
+   * order. Rejects with a DeliveryError at the first batch that gives up (the batches before it were delivered).
+   */
+  deliverBatch(calls: Call[], options?: { fetch?: typeof fetch }): Promise<DeliveryResult[]>;
+}
+
+/** Several calls in one POST (`Webhooks.pack`). */
+export interface WebhookBatch {
+  /** `Idempotency-Key` and `webhook-id`: the same for the same calls. */
+  id: string;
+  /** The JSON array of the calls' bodies. */
+  body: string;
+  /** The indexes of its calls in the list packed. */
+  members: number[];
 }
 
 /** What a host's HTTP client saw: a status (with the raw Retry-After), or an error kind. */

@@ -15,6 +15,21 @@ fn from_core_json(text: &str) -> Result<JsValue, JsValue> {
     js_sys::JSON::parse(text)
 }
 
+/// The core's delivery settings from `options`: `seed` (required: the JS
+/// layer draws it from `crypto.getRandomValues`), and `timeoutMs`,
+/// `retryWindowMs`, `backoffBaseMs`, `backoffCapMs` in place of the core's
+/// defaults.
+fn config_of(options: &JsValue) -> Result<core::DeliveryConfig, JsValue> {
+    let o = Options::of(options)?;
+    let seed = o.uint("seed")?.ok_or_else(|| misuse("seed is required"))?;
+    let mut config = core::DeliveryConfig::new(seed);
+    o.set_uint("timeoutMs", &mut config.timeout_ms)?;
+    o.set_uint("retryWindowMs", &mut config.retry_window_ms)?;
+    o.set_uint("backoffBaseMs", &mut config.backoff.base_ms)?;
+    o.set_uint("backoffCapMs", &mut config.backoff.cap_ms)?;
+    Ok(config)
+}
+
 /// One call's delivery.
 #[wasm_bindgen(js_name = DeliveryCore)]
 pub struct Delivery {
@@ -25,9 +40,7 @@ pub struct Delivery {
 #[wasm_bindgen(js_class = DeliveryCore)]
 impl Delivery {
     /// Starts a delivery of a call (JSON text), first round due at
-    /// `now_ms`. `options`: `seed` (required: the JS layer draws it from
-    /// `crypto.getRandomValues`), and `timeoutMs`, `retryWindowMs`,
-    /// `backoffBaseMs`, `backoffCapMs` in place of the core's defaults.
+    /// `now_ms`, with the settings [`config_of`] reads from `options`.
     #[wasm_bindgen(constructor)]
     pub fn new(
         webhooks: &Webhooks,
@@ -35,15 +48,38 @@ impl Delivery {
         now_ms: f64,
         options: &JsValue,
     ) -> Result<Self, JsValue> {
-        let o = Options::of(options)?;
-        let seed = o.uint("seed")?.ok_or_else(|| misuse("seed is required"))?;
-        let mut config = core::DeliveryConfig::new(seed);
-        o.set_uint("timeoutMs", &mut config.timeout_ms)?;
-        o.set_uint("retryWindowMs", &mut config.retry_window_ms)?;
-        o.set_uint("backoffBaseMs", &mut config.backoff.base_ms)?;
-        o.set_uint("backoffCapMs", &mut config.backoff.cap_ms)?;
+        let config = config_of(options)?;
         let inner = core::Delivery::new(&webhooks.inner, &call_of(call)?, millis(now_ms)?, config)
             .map_err(js_err)?;
+        Ok(Self {
+            inner,
+            native_hmac: webhooks.native_hmac.clone(),
+        })
+    }
+
+    /// The delivery of a batch from `WebhooksCore.pack` (its `id` and
+    /// `body`): one POST under its id, decided by one answer. `options` as
+    /// the constructor's.
+    #[wasm_bindgen(js_name = forBatch)]
+    pub fn for_batch(
+        webhooks: &Webhooks,
+        id: String,
+        body: String,
+        now_ms: f64,
+        options: &JsValue,
+    ) -> Result<Self, JsValue> {
+        let batch = core::webhooks::Batch {
+            id,
+            body: body.into_bytes(),
+            members: Vec::new(),
+        };
+        let inner = core::Delivery::for_batch(
+            &webhooks.inner,
+            &batch,
+            millis(now_ms)?,
+            config_of(options)?,
+        )
+        .map_err(js_err)?;
         Ok(Self {
             inner,
             native_hmac: webhooks.native_hmac.clone(),

@@ -2,9 +2,10 @@
 //! feature; see the crate doc).
 
 use crate::call::call_of;
-use crate::error::js_err;
+use crate::error::{js_err, misuse};
 use crate::signature::secrets_of;
 use crate::timestamp::millis;
+use crate::util::set;
 use callpost_core as core;
 use wasm_bindgen::prelude::*;
 
@@ -123,6 +124,51 @@ impl Webhooks {
     }
 
     /// Whether the call's integrations let it reach Webhooks.
+    /// Groups `calls` (an array of JSON texts or UTF-8 bytes) into batches
+    /// at `now_ms`: `[batches, skipped]`, each batch `{id, body,
+    /// members}`, each skipped call `[index, outcome]`.
+    pub fn pack(&self, calls: &js_sys::Array, now_ms: f64) -> Result<js_sys::Array, JsValue> {
+        let calls = calls
+            .iter()
+            .map(|c| call_of(&c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let packed = self.inner.pack(&calls, millis(now_ms)?).map_err(js_err)?;
+        let batches: js_sys::Array = packed
+            .batches
+            .into_iter()
+            .map(|b| {
+                let o = js_sys::Object::new();
+                let members: js_sys::Array =
+                    b.members.iter().map(|&i| JsValue::from(i as f64)).collect();
+                // Bodies are written from `&str`s and ASCII, so UTF-8.
+                let body =
+                    String::from_utf8(b.body).map_err(|_| misuse("a batch body is not UTF-8"))?;
+                set(&o, "id", b.id);
+                set(&o, "body", body);
+                set(&o, "members", members);
+                Ok(JsValue::from(o))
+            })
+            .collect::<Result<_, JsValue>>()?;
+        let skipped: js_sys::Array = packed
+            .skipped
+            .into_iter()
+            .map(|(i, why)| {
+                let outcome = match why {
+                    core::webhooks::Skip::Disabled => core::DeliveryOutcome::Disabled,
+                    core::webhooks::Skip::Filtered { rule } => {
+                        core::DeliveryOutcome::Filtered { rule }
+                    }
+                };
+                let outcome = js_sys::JSON::parse(&outcome.to_json(core::KeyCase::Camel))?;
+                Ok(JsValue::from(js_sys::Array::of2(
+                    &(i as f64).into(),
+                    &outcome,
+                )))
+            })
+            .collect::<Result<_, JsValue>>()?;
+        Ok(js_sys::Array::of2(&batches, &skipped))
+    }
+
     #[wasm_bindgen(js_name = isEnabledFor)]
     pub fn is_enabled_for(&self, call: &JsValue) -> Result<bool, JsValue> {
         Ok(self.inner.is_enabled_for(&call_of(call)?))

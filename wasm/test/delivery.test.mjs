@@ -169,3 +169,35 @@ test('signature "standard" and "both" add the Standard Webhooks headers, checked
   // Standard signing needs its secrets.
   assert.throws(() => new Webhooks({ endpoints: ['https://example.com/in'], signature: 'standard' }), (e) => e.code === 'invalid_settings');
 });
+
+test('deliverBatch sends calls several to a POST; a receiver takes each batch as its list', async () => {
+  const srv = await serve((n) => (n === 1 ? [503] : [200]));
+  try {
+    const hooks = new Webhooks({
+      endpoints: [srv.url + '/hook'], sharedSecret: 's3cret', batch: { maxCalls: 2 },
+      filters: [{ action: 'drop', if: { field: 'type', equals: 'page' } }], ...FAST,
+    });
+    const calls = [0, 1, 2, 3, 4].map((i) => ({ type: 'track', userId: 'u1', event: 'Order Completed', messageId: `m-${i}`, properties: { n: i } }));
+    calls.splice(2, 0, { type: 'page', userId: 'u1', name: 'Home', messageId: 'm-page' });
+    const results = await hooks.deliverBatch(calls);
+    assert.deepEqual(results.map((r) => r.delivered), [true, true, false, true, true, true]);
+    assert.equal(results[2].filteredBy, 0);
+    assert.deepEqual(results.map((r) => r.attempts), [1, 1, 0, 2, 2, 1]);
+    assert.equal(srv.received.length, 4);
+    assert.equal(srv.received[1].body, srv.received[2].body, 'a batch is retried whole');
+    const { Receiver } = await import('callpost');
+    const receiver = new Receiver('s3cret', { seen: false });
+    const ids = [];
+    for (const q of [srv.received[0], srv.received[2], srv.received[3]]) {
+      assert.ok(verifyRequest(q.body, q.headers, 's3cret'));
+      const hook = await receiver.receive(q.body, q.headers);
+      assert.ok(hook.batch);
+      ids.push(...hook.ids);
+    }
+    const key = srv.received[0].headers['idempotency-key'];
+    assert.deepEqual(ids.slice(0, 2), [`${key}.0`, `${key}.1`]);
+    assert.equal(new Set(ids).size, 5);
+    assert.deepEqual(hooks.pack(calls).batches.map((b) => b.members), [[0, 1], [3, 4], [5]]);
+  } finally { srv.close(); }
+  assert.throws(() => new Webhooks({ endpoints: ['https://example.com/'], batch: { maxCalls: 4001 } }), (e) => e.code === 'invalid_settings');
+});

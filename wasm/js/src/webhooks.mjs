@@ -41,10 +41,12 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
   class Webhooks {
     #core;
     #timing;
-    constructor({ endpoints, sharedSecret, mode, signature, signingSecrets, filters, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
+    constructor({ endpoints, sharedSecret, mode, signature, signingSecrets, filters, batch, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
       const secret = sharedSecret == null ? null : textOf(sharedSecret, 'sharedSecret');
-      // signature, signingSecrets and filters are checked by the core's settings.
-      this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode, signature, signingSecrets, filters }));
+      // signature, signingSecrets, filters and batch are checked by the
+      // core's settings; `batch: true` is its defaults.
+      const batching = batch === true ? {} : batch === false ? undefined : batch;
+      this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode, signature, signingSecrets, filters, batch: batching }));
       // Large request bodies are signed by the platform (see sign() in
       // signing.mjs); the core decides which, and which header carries the
       // signature.
@@ -102,6 +104,36 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
         d.free();
       }
     }
+
+    // The calls grouped as the destination's `batch` setting says (the
+    // core's defaults without one): {batches: [{id, body, members}],
+    // skipped: [[index, outcome]]}.
+    pack(calls, nowMs = Date.now()) {
+      if (!Array.isArray(calls)) throw error('invalid_argument', 'calls must be an array');
+      const [batches, skipped] = this.#core.pack(calls.map(callBytes), nowMs);
+      return { batches, skipped };
+    }
+
+    // Delivers calls several to a POST, each batch retried whole: one result
+    // per call, in order. Rejects at the first batch that gives up; the
+    // batches before it were delivered, the ones after it are not sent.
+    async deliverBatch(calls, { fetch: fetchFn = globalThis.fetch } = {}) {
+      const { batches, skipped } = this.pack(calls);
+      const results = new Array(calls.length);
+      for (const [i, outcome] of skipped) {
+        results[i] = { delivered: false, endpoint: null, attempts: 0, log: [], ...(outcome.kind === 'filtered' ? { filteredBy: outcome.rule } : {}) };
+      }
+      for (const b of batches) {
+        const d = new Delivery(FOR_BATCH, wasm.DeliveryCore.forBatch(this.#core, b.id, b.body, Date.now(), { ...this.#timing, seed: seed() }));
+        try {
+          const result = await run(deliverySteps(d), fetchFn, sleep);
+          for (const i of b.members) results[i] = result;
+        } finally {
+          d.free();
+        }
+      }
+      return results;
+    }
   }
 
   // The sans-IO delivery, for hosts that drive and persist it themselves.
@@ -109,7 +141,7 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
   class Delivery {
     #core;
     constructor(webhooks, call, { nowMs = Date.now(), seed: s = seed(), timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
-      if (webhooks === FROM_JSON) {
+      if (webhooks === FROM_JSON || webhooks === FOR_BATCH) {
         this.#core = call;
         return;
       }
@@ -138,6 +170,7 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
     free() { this.#core.free(); }
   }
   const FROM_JSON = Symbol('fromJSON');
+  const FOR_BATCH = Symbol('forBatch');
 
   return { Webhooks, Delivery };
 }

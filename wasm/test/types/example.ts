@@ -27,3 +27,21 @@ async function main(): Promise<void> {
   console.log(ok, text, id, t, sentAt, flushAt, hooks.mode);
 }
 void main();
+
+// Filters and batches, typed.
+const shaped = new Webhooks({
+  endpoints: ['https://a.example/'],
+  filters: [
+    { action: 'drop', if: { field: 'type', in: ['page', 'screen'] } },
+    { action: 'drop_fields', fields: ['traits.email'], if: { not: { field: 'properties.total', gte: 100 } } },
+  ],
+  batch: { maxCalls: 500 },
+});
+const packed = shaped.pack([{ type: 'track', userId: 'u', event: 'e' }]);
+const firstId: string | undefined = packed.batches[0]?.id;
+async function batches(): Promise<number | undefined> {
+  const results: DeliveryResult[] = await shaped.deliverBatch([{ type: 'track', userId: 'u', event: 'e' }]);
+  console.log(firstId);
+  return results[0]?.filteredBy;
+}
+void batches;
