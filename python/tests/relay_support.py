@@ -46,7 +46,8 @@ class Delivery:
     def __init__(self, key: str, body: bytes, headers: dict[str, str], verified: bool, started: float) -> None:
         self.key = key
         self.body = body
-        self.json: dict[str, Any] = json.loads(body)
+        # One call (an object), or a batch of them (an array).
+        self.json: Any = json.loads(body)
         self.headers = headers
         self.verified = verified
         self.started = started
@@ -494,9 +495,16 @@ class Tally:
         assert settled is None or settled.kills == len(windows)
         self.got: dict[str, list[Delivery]] = {}
         for d in hook.deliveries:
+            assert d.verified
+            if isinstance(d.json, list):
+                # A batch: each of its calls delivered with it, under the
+                # batch's id, the same each time the batch is sent.
+                assert d.key.startswith("batch_"), d.key
+                for call in d.json:
+                    self.got.setdefault(call["properties"]["seq"], []).append(d)
+                continue
             seq = d.json["properties"]["seq"]
             assert d.key == seq, "every delivery of a call carries its messageId as Idempotency-Key"
-            assert d.verified
             self.got.setdefault(seq, []).append(d)
         self.delivered = {m for m, ds in self.got.items() if any(200 <= d.status < 300 for d in ds)}
         self.lost = acked - self.delivered

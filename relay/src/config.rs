@@ -16,7 +16,10 @@ use callpost_core::filter::Filters;
 use callpost_core::notify::DEAD_LETTER_WINDOW_RANGE_MS;
 use callpost_core::protection::ProtectionConfig;
 use callpost_core::sources::{check_source, SourceError, SourceSet};
-use callpost_core::webhooks::{EndpointConfig, Mode, Signing, Webhooks};
+use callpost_core::webhooks::{
+    Batching, EndpointConfig, Mode, Signing, Webhooks, MAX_BATCH_BYTES, MAX_BATCH_CALLS,
+    MIN_BATCH_BYTES,
+};
 use callpost_core::NotifierConfig;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -359,6 +362,20 @@ struct FileWebhooks {
     /// `[[sources.webhooks.filters]]` tables in the file.
     #[serde(skip_serializing_if = "Option::is_none")]
     filters: Option<Vec<serde_json::Value>>,
+    /// Several calls per POST (`[sources.webhooks.batch]`; an empty table
+    /// takes the core's limits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch: Option<FileBatch>,
+}
+
+/// `[sources.webhooks.batch]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct FileBatch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_calls: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_bytes: Option<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -500,6 +517,7 @@ pub fn load(
                 signature: None,
                 signing_secrets: None,
                 filters: None,
+                batch: None,
             }),
         }));
     } else if !urls.is_empty() {
@@ -813,13 +831,26 @@ fn signing_of(
     })
 }
 
-/// The destination with `webhooks.filters` (the core reads and checks
-/// them; the file's tables are the core's JSON form).
+/// The destination with `webhooks.batch` and `webhooks.filters` (the core
+/// reads and checks them; the file's filter tables are the core's JSON
+/// form).
 fn filters_of(
     name: &str,
     webhooks: Webhooks,
     hooks: &FileWebhooks,
 ) -> Result<Webhooks, ConfigError> {
+    let webhooks = match hooks.batch {
+        None => webhooks,
+        Some(b) => {
+            let batching = Batching::new(b.max_calls, b.max_bytes).map_err(|e| {
+                bad(format!(
+                    "source {name:?}: webhooks.batch: max_calls is 1 to {MAX_BATCH_CALLS} and                      max_bytes {MIN_BATCH_BYTES} to {MAX_BATCH_BYTES} ({e}; {})",
+                    e.code().as_str()
+                ))
+            })?;
+            webhooks.with_batching(Some(batching))
+        }
+    };
     let Some(rules) = &hooks.filters else {
         return Ok(webhooks);
     };
@@ -1070,6 +1101,22 @@ shared_secret = "s3cret"
             e.0.contains("webhooks.filters[1]: unknown action") && e.0.contains("invalid_settings"),
             "{e}"
         );
+        // Batching: an empty table takes the core's limits; bad ones name
+        // the setting.
+        let batched = load_text(&format!("{ONE}[sources.webhooks.batch]\n"), &[]).unwrap();
+        let hooks = batched.sources[0].webhooks.as_ref().unwrap();
+        assert_eq!(hooks.batching(), Some(Default::default()));
+        let e = load_text(
+            &format!("{ONE}[sources.webhooks.batch]\nmax_calls = 5000\n"),
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            e.0.contains("webhooks.batch") && e.0.contains("4000"),
+            "{e}"
+        );
+        let e = load_text(&format!("{ONE}[sources.webhooks.batch]\nsize = 5\n"), &[]).unwrap_err();
+        assert!(e.0.contains("size"), "{e}");
         let e = load_text("admin_token = \"short\"", &[]).unwrap_err();
         assert!(e.0.contains("admin_token"), "{e}");
         assert!(

@@ -355,6 +355,70 @@ async fn a_sources_filters_drop_calls_and_fields_before_sending() {
     );
 }
 
+/// A source that batches sends its calls several to a POST, as JSON
+/// arrays of their bodies signed as one body; a batch answered 503 waits
+/// with its state on every one of its rows and is sent again whole, the
+/// same bytes under the same id, and every call is delivered once its
+/// batch is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batching_source_sends_calls_several_to_a_post_and_retries_a_batch_whole() {
+    let r = Receiver::start("127.0.0.1:0").await.unwrap();
+    r.answer(Answer::Status(503, vec![]));
+    let mut text = toml(&head(true, 64, 8, ""), &[src("b", &[&r.url()])]);
+    text += "[sources.webhooks.batch]\nmax_calls = 4\n";
+    let w = World::new(&text);
+    w.add("b", &ids("c", 10)).await;
+    let d = w.start();
+    eventually("every batch tried once", Duration::from_secs(20), || {
+        r.received().len() >= 3
+    })
+    .await;
+    eventually("the batches wait", Duration::from_secs(10), || {
+        w.rows_of("b").iter().all(|row| row.attempts == 1)
+    })
+    .await;
+    // The rows of one batch share its due time and state.
+    let waiting = w.rows_of("b");
+    let dues: std::collections::BTreeSet<i64> = waiting.iter().map(|row| row.due_at).collect();
+    assert!(dues.len() <= 3, "one due time per batch: {dues:?}");
+    r.answer(Answer::Status(200, vec![]));
+    eventually("every call delivered", Duration::from_secs(60), || {
+        w.all("b", Status::Delivered)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+
+    let got = r.received();
+    assert!(got.iter().all(verified), "each batch is signed as one body");
+    let mut by_key: HashMap<String, Vec<&receiver::Received>> = HashMap::new();
+    for q in &got {
+        by_key.entry(q.key.clone().unwrap()).or_default().push(q);
+    }
+    assert_eq!(by_key.len(), 3, "10 calls, at most 4 a batch");
+    let mut calls = 0;
+    for (key, sent) in &by_key {
+        assert!(key.starts_with("batch_"), "{key}");
+        // Once answered 503 and once sent again, whole: rows restored one
+        // by one would each have sent it again.
+        assert_eq!(sent.len(), 2, "{key}");
+        assert!(
+            sent.iter().all(|q| q.body == sent[0].body),
+            "the same bytes each time"
+        );
+        let body: serde_json::Value = serde_json::from_slice(&sent[0].body).unwrap();
+        let items = body.as_array().unwrap();
+        assert!(items.len() <= 4 && items.iter().all(|c| c["event"] == "Signed Up"));
+        calls += items.len();
+    }
+    assert_eq!(calls, 10);
+    assert!(w.rows_of("b").iter().all(|row| row.attempts == 2));
+    let m = w.metrics();
+    assert!(
+        m.contains(r#"callpost_relay_deliveries_total{outcome="delivered"} 10"#),
+        "{m}"
+    );
+}
+
 /// A request that waited for its endpoint's cap is logged as sent when it
 /// went out: with one request in flight per URL and a receiver that takes
 /// 300 ms, the second call's attempt goes out only after the first's

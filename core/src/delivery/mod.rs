@@ -334,6 +334,20 @@ impl Delivery {
         }
     }
 
+    /// How many calls a batch's delivery carries (the elements of its
+    /// body); `None` for one call's. A host that keeps a batch's state with
+    /// each of its calls checks it has all of them before it sends.
+    pub fn batch_size(&self) -> Option<usize> {
+        let id = self.message_id.as_deref()?;
+        if !crate::webhooks::is_batch_id(id) {
+            return None;
+        }
+        match crate::json::Value::from_json_str(&self.body) {
+            Ok(crate::json::Value::Array(items)) => Some(items.len()),
+            _ => None,
+        }
+    }
+
     /// The settings the delivery sends with.
     pub fn settings(&self) -> &Webhooks {
         &self.settings

@@ -484,6 +484,18 @@ impl Delivery {
         )))
     }
 
+    /// The message id a state saved with [`Delivery::to_json`] delivers
+    /// (a call's `messageId`, or a batch's id), read without restoring it:
+    /// a host finds the calls that share a batch's state by it. `None` for
+    /// text that is not such a state or has none.
+    pub fn saved_message_id(text: &str) -> Option<String> {
+        let root = Value::from_json_str(text).ok()?;
+        root.as_object()?
+            .get("message_id")?
+            .as_str()
+            .map(str::to_owned)
+    }
+
     /// Restores a state saved with [`Delivery::to_json`] (this format or
     /// format 1), checking that it is complete, self-consistent, and saved
     /// for as many endpoints as `settings` has. Requests that were in

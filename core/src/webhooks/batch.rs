@@ -33,6 +33,15 @@ pub const MAX_BATCH_BYTES: usize = 500_000;
 /// `MAX_MESSAGE_BYTES`).
 pub const MIN_BATCH_BYTES: usize = 2 * 32_000;
 
+/// What a batch's id starts with.
+pub const BATCH_ID_PREFIX: &str = "batch_";
+
+/// Whether `id` (a delivery's message id) names a batch: a host that
+/// keeps a batch's state with each of its calls finds them by it.
+pub fn is_batch_id(id: &str) -> bool {
+    id.starts_with(BATCH_ID_PREFIX)
+}
+
 /// How a destination groups calls into one POST.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Batching {
@@ -181,7 +190,7 @@ impl Open {
         self.body.push(b']');
         let digest = sha2::Sha256::digest(&self.ids);
         Batch {
-            id: format!("batch_{}", hex::encode(&digest[..16])),
+            id: format!("{BATCH_ID_PREFIX}{}", hex::encode(&digest[..16])),
             body: self.body,
             members: self.members,
         }

@@ -11,8 +11,8 @@ mod settings;
 
 pub use address::is_public_address;
 pub use batch::{
-    Batch, Batching, Packed, Skip, DEFAULT_BATCH_CALLS, MAX_BATCH_BYTES, MAX_BATCH_CALLS,
-    MIN_BATCH_BYTES,
+    is_batch_id, Batch, Batching, Packed, Skip, BATCH_ID_PREFIX, DEFAULT_BATCH_CALLS,
+    MAX_BATCH_BYTES, MAX_BATCH_CALLS, MIN_BATCH_BYTES,
 };
 pub use body::write_body;
 pub use delete::{delete_notifications, DeleteSource};

@@ -44,6 +44,7 @@
 //! every relay every [`HOLD_SYNC_MS`], and read before the first claim (so
 //! it outlives a restart).
 
+mod batch;
 mod connect;
 mod guards;
 mod http;
@@ -305,7 +306,7 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
         }
     }
     let mut tasks: JoinSet<()> = JoinSet::new();
-    let mut rows: HashMap<tokio::task::Id, (i64, Arc<str>)> = HashMap::new();
+    let mut rows: HashMap<tokio::task::Id, (Vec<i64>, Arc<str>)> = HashMap::new();
     let mut routed: Vec<Arc<str>> = Vec::new();
     let mut generation = None;
     let mut next_park = Instant::now();
@@ -369,11 +370,14 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
             {
                 Ok(claimed) => {
                     more |= claimed.len() == want;
-                    for c in claimed {
-                        shared.hold(&c, source);
-                        let id = c.id;
-                        let task = tasks.spawn(deliver(Arc::clone(&shared), c, finish_tx.clone()));
-                        rows.insert(task.id(), (id, Arc::clone(source)));
+                    for c in &claimed {
+                        shared.hold(c, source);
+                    }
+                    for work in batch::plan(&shared, source, claimed) {
+                        let ids = work.ids();
+                        let task =
+                            tasks.spawn(deliver(Arc::clone(&shared), work, finish_tx.clone()));
+                        rows.insert(task.id(), (ids, Arc::clone(source)));
                     }
                 }
                 Err(e) => {
@@ -478,7 +482,7 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
 /// result, so its lease runs out and it is claimed again.
 fn reap(
     shared: &Shared,
-    rows: &mut HashMap<tokio::task::Id, (i64, Arc<str>)>,
+    rows: &mut HashMap<tokio::task::Id, (Vec<i64>, Arc<str>)>,
     done: Result<(tokio::task::Id, ()), JoinError>,
 ) {
     let id = match &done {
@@ -494,7 +498,7 @@ fn reap(
                 source = %source,
                 "a delivery failed in the relay; it is sent again when its lease ends"
             );
-            shared.let_go([row]);
+            shared.let_go(row);
         }
     }
 }
@@ -709,11 +713,14 @@ async fn renew_leases(shared: Arc<Shared>) {
     }
 }
 
-/// One claimed delivery's turn, its result queued for the writer.
-async fn deliver(shared: Arc<Shared>, row: Claimed, results: mpsc::UnboundedSender<Finish>) {
-    let finish = turn(&shared, row).await;
-    // Closed only once the workers are stopping and this task is aborted.
-    let _ = results.send(finish);
+/// One task's claimed rows delivered (one call, or a batch), their
+/// results queued for the writer.
+async fn deliver(shared: Arc<Shared>, work: batch::Work, results: mpsc::UnboundedSender<Finish>) {
+    for finish in batch::run(&shared, work).await {
+        // Closed only once the workers are stopping and this task is
+        // aborted.
+        let _ = results.send(finish);
+    }
 }
 
 /// A seed for the core's retry jitter: deliveries that share one retry at
@@ -764,22 +771,30 @@ fn delivery(shared: &Shared, row: &Claimed) -> Result<Delivery, NotNow> {
         .map_err(|e| NotNow::Broken(e.code(), e.to_string()))
 }
 
-/// Drives a delivery: sends what is due (a whole round at once in parallel
-/// mode), reports each answer, and ends when the core has an outcome or
-/// wants to wait.
+/// One row's turn: its delivery restored or started, driven, and stored
+/// where it was left.
 async fn turn(shared: &Arc<Shared>, row: Claimed) -> Finish {
-    let relay = &shared.relay;
     let mut d = match delivery(shared, &row) {
         Ok(d) => d,
-        Err(NotNow::NoDestination) => {
+        Err(why) => return not_now(shared, &row, why),
+    };
+    let (driven, made) = drive(shared, &mut d, &row.source, &row.message_id).await;
+    finish_row(shared, &row, &d, driven, row.attempts + made)
+}
+
+/// How `row` is stored when it cannot be delivered now.
+fn not_now(shared: &Shared, row: &Claimed, why: NotNow) -> Finish {
+    let relay = &shared.relay;
+    match why {
+        NotNow::NoDestination => {
             relay.metrics.delivery("undeliverable", 1);
-            return Finish::Undeliverable {
+            Finish::Undeliverable {
                 id: row.id,
                 claim: row.claim,
                 outcome: r#"{"kind":"undeliverable","reason":"no_destination"}"#.into(),
-            };
+            }
         }
-        Err(NotNow::Broken(code, message)) => {
+        NotNow::Broken(code, message) => {
             relay.metrics.delivery("dead", 1);
             if let Some(op) = &relay.operator {
                 op.dead_letters(relay.clock.now(), &row.source, 1);
@@ -795,16 +810,39 @@ async fn turn(shared: &Arc<Shared>, row: Claimed) -> Finish {
                 "reason": code.as_str(),
                 "message": message,
             });
-            return Finish::Dead {
+            Finish::Dead {
                 id: row.id,
                 claim: row.claim,
                 attempts: row.attempts,
                 state: None,
                 outcome: outcome.to_string(),
-            };
+            }
         }
-    };
-    let mut attempts = row.attempts;
+    }
+}
+
+/// Where [`drive`] left a delivery.
+#[derive(Clone)]
+enum Driven {
+    /// It has an outcome.
+    Ended(DeliveryOutcome),
+    /// Its endpoint was disabled (the guard's decision).
+    EndpointDisabled,
+    /// It waits until the core's next time.
+    Wait(Timestamp),
+}
+
+/// Drives a delivery: sends what is due (a whole round at once in parallel
+/// mode), reports each answer, and returns when the core has an outcome or
+/// wants to wait, with the requests made.
+async fn drive(
+    shared: &Arc<Shared>,
+    d: &mut Delivery,
+    source: &str,
+    message_id: &str,
+) -> (Driven, i64) {
+    let relay = &shared.relay;
+    let mut made = 0i64;
     let mut disabled = false;
     loop {
         let now = relay.clock.now();
@@ -813,7 +851,7 @@ async fn turn(shared: &Arc<Shared>, row: Claimed) -> Finish {
             sends.push(a);
         }
         if !sends.is_empty() {
-            attempts += sends.len() as i64;
+            made += sends.len() as i64;
             let logged = d.log().len();
             for (attempt, sent, ended, outcome) in send_all(shared, sends, now).await {
                 relay.metrics.attempt(&result_class(&outcome));
@@ -827,8 +865,8 @@ async fn turn(shared: &Arc<Shared>, row: Claimed) -> Finish {
             if tracing::enabled!(tracing::Level::DEBUG) {
                 for r in d.log().iter().skip(logged) {
                     tracing::debug!(
-                        source = %row.source,
-                        message_id = %row.message_id,
+                        source = %source,
+                        message_id = %message_id,
                         "webhook attempt {} (round {}) to endpoint {}: {}",
                         r.attempt,
                         r.round,
@@ -840,26 +878,42 @@ async fn turn(shared: &Arc<Shared>, row: Claimed) -> Finish {
             continue;
         }
         if let Some(outcome) = d.poll_outcome() {
-            return ended(shared, &row, &d, outcome, attempts);
+            return (Driven::Ended(outcome), made);
         }
         if disabled {
-            // Its endpoint was disabled (the guard's decision): kept, to be
-            // replayed once an operator enables the endpoint again.
-            relay.metrics.delivery("undeliverable", 1);
-            return Finish::Undeliverable {
+            return (Driven::EndpointDisabled, made);
+        }
+        return (Driven::Wait(d.poll_timeout().unwrap_or(now)), made);
+    }
+}
+
+/// How `row` is stored where its delivery `d` was left: `attempts` in all.
+fn finish_row(
+    shared: &Shared,
+    row: &Claimed,
+    d: &Delivery,
+    driven: Driven,
+    attempts: i64,
+) -> Finish {
+    match driven {
+        Driven::Ended(outcome) => ended(shared, row, d, outcome, attempts),
+        Driven::EndpointDisabled => {
+            // Kept, to be replayed once an operator enables the endpoint
+            // again.
+            shared.relay.metrics.delivery("undeliverable", 1);
+            Finish::Undeliverable {
                 id: row.id,
                 claim: row.claim,
                 outcome: r#"{"kind":"undeliverable","reason":"endpoint_disabled"}"#.into(),
-            };
+            }
         }
-        let due = d.poll_timeout().unwrap_or(now);
-        return Finish::Retry {
+        Driven::Wait(due) => Finish::Retry {
             id: row.id,
             claim: row.claim,
             attempts,
             state: d.to_json(),
             due_at: due.as_millis(),
-        };
+        },
     }
 }
 
