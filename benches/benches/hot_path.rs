@@ -205,6 +205,54 @@ fn filters(c: &mut Criterion) {
     g.finish();
 }
 
+/// Batched webhooks beside one call per POST: the deliveries a host starts
+/// for 20 calls (bodies and signatures of the first requests), as 20
+/// deliveries or as one batch the core packs.
+fn batching(c: &mut Criterion) {
+    use callpost_core::webhooks::Batching;
+    use callpost_core::{Delivery, DeliveryConfig};
+    let mut g = c.benchmark_group("batching");
+    let endpoints = [EndpointConfig::new("https://hooks.example.com/segment")];
+    let now = at(1_795_341_845_123);
+    let single = Webhooks::new(&endpoints, Some(b"whsec-bench")).unwrap();
+    let batched = single.clone().with_batching(Some(Batching::default()));
+    for name in ["track_423", "identify_200_traits"] {
+        let call = Call::from_json_str(callpost_benches::fixture(name).compact).unwrap();
+        let calls: Vec<Call> = (0..20)
+            .map(|i| {
+                let mut c = call.clone();
+                c.message_id = Some(format!("m-{i}"));
+                c
+            })
+            .collect();
+        g.throughput(Throughput::Elements(calls.len() as u64));
+        g.bench_with_input(
+            BenchmarkId::new("one_per_post", name),
+            &calls,
+            |b, calls| {
+                b.iter(|| {
+                    for call in calls {
+                        let mut d =
+                            Delivery::new(&single, black_box(call), now, DeliveryConfig::new(1))
+                                .unwrap();
+                        black_box(d.poll_request(now));
+                    }
+                });
+            },
+        );
+        g.bench_with_input(BenchmarkId::new("one_batch", name), &calls, |b, calls| {
+            b.iter(|| {
+                for batch in batched.pack(black_box(calls), now).unwrap().batches {
+                    let mut d =
+                        Delivery::for_batch(&batched, &batch, now, DeliveryConfig::new(1)).unwrap();
+                    black_box(d.poll_request(now));
+                }
+            });
+        });
+    }
+    g.finish();
+}
+
 fn batcher(c: &mut Criterion) {
     let mut g = c.benchmark_group("batcher");
     let call = track();
@@ -269,6 +317,7 @@ criterion_group!(
     webhook_request,
     signing_mode,
     filters,
+    batching,
     batcher
 );
 criterion_main!(benches);
