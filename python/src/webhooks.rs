@@ -147,12 +147,7 @@ impl Webhooks {
             .skipped
             .into_iter()
             .map(|(i, why)| {
-                let outcome = match why {
-                    core::webhooks::Skip::Disabled => core::DeliveryOutcome::Disabled,
-                    core::webhooks::Skip::Filtered { rule } => {
-                        core::DeliveryOutcome::Filtered { rule }
-                    }
-                };
+                let outcome = core::DeliveryOutcome::from(why);
                 Ok((
                     i,
                     from_core_json(py, &outcome.to_json(core::KeyCase::Snake))?,

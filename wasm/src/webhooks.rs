@@ -153,12 +153,7 @@ impl Webhooks {
             .skipped
             .into_iter()
             .map(|(i, why)| {
-                let outcome = match why {
-                    core::webhooks::Skip::Disabled => core::DeliveryOutcome::Disabled,
-                    core::webhooks::Skip::Filtered { rule } => {
-                        core::DeliveryOutcome::Filtered { rule }
-                    }
-                };
+                let outcome = core::DeliveryOutcome::from(why);
                 let outcome = js_sys::JSON::parse(&outcome.to_json(core::KeyCase::Camel))?;
                 Ok(JsValue::from(js_sys::Array::of2(
                     &(i as f64).into(),

@@ -137,6 +137,16 @@ pub enum DeliveryOutcome {
     },
 }
 
+/// A call [`Webhooks::pack`] put in no batch ends as it would alone.
+impl From<crate::webhooks::Skip> for DeliveryOutcome {
+    fn from(why: crate::webhooks::Skip) -> Self {
+        match why {
+            crate::webhooks::Skip::Disabled => Self::Disabled,
+            crate::webhooks::Skip::Filtered { rule } => Self::Filtered { rule },
+        }
+    }
+}
+
 impl DeliveryOutcome {
     /// The message a host raises when the delivery gave up, or `None`
     /// when it did not.
