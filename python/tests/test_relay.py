@@ -351,6 +351,17 @@ def test_a_destination_signing_both_ways_is_verified_by_the_reference_standard_w
         other = "whsec_" + base64.b64encode(b"a key nobody signed with").decode()
         with pytest.raises(WebhookVerificationError):
             Webhook(other).verify(d.body, d.headers)
+        # callpost's own receivers: held to the Standard headers when they
+        # hold a whsec_ secret (either one), to X-Signature when they do not.
+        for receiver, header in [
+            (callpost.Receiver(standard_secrets=old), "webhook-signature"),
+            (callpost.Receiver(SECRET, standard_secrets=new), "webhook-signature"),
+            (callpost.Receiver(SECRET), "X-Signature"),
+        ]:
+            got = receiver.receive(d.body, d.headers)
+            assert (got.header, got.ids, got.call) == (header, [d.key], d.json)
+        with pytest.raises(callpost.SignatureError):
+            callpost.Receiver(standard_secrets=other).receive(d.body, d.headers)
     assert not any(new[6:] in line or old[6:] in line for line in r.log)
 
 

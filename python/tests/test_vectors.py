@@ -496,3 +496,28 @@ def test_refused_filters(case: dict[str, Any]) -> None:
         callpost.Webhooks(["https://hooks.example.com/in"], filters=case["filters"])
     assert_code(e.value, case["code"])
     assert "filters" in str(e.value)
+
+
+@pytest.mark.parametrize("case", vectors("webhook_batches.json"), ids=lambda c: c["name"])
+def test_webhook_batches(case: dict[str, Any]) -> None:
+    """The calls packed into batches (ids, bodies, members) and the calls in
+    none, as the generator's JavaScript packs them; a batch's delivery
+    sends its body under its id."""
+    hooks = callpost.Webhooks(
+        ["https://hooks.example.com/in"],
+        "s3cret",
+        filters=case.get("filters"),
+        batch=True,
+        batch_max_calls=case["batch"].get("maxCalls"),
+        batch_max_bytes=case["batch"].get("maxBytes"),
+    )
+    batches, skipped = hooks.settings.pack([c.encode() for c in case["calls"]], case["now"])
+    expect = case["expect"]
+    got = [{"id": b.id, "body": b.body.decode(), "members": b.members} for b in batches]
+    assert got == expect["batches"]
+    want_skipped = [[i, kind, *rest] for i, kind, *rest in expect["skipped"]]
+    assert [[i, o["kind"], *([o["rule"]] if o["kind"] == "filtered" else [])] for i, o in skipped] == want_skipped
+    for b in batches:
+        attempt = hooks.batch_delivery(b, case["now"], seed=0).poll_request(case["now"])
+        assert attempt is not None and attempt.request.body == b.body
+        assert dict(attempt.request.headers)["Idempotency-Key"] == b.id

@@ -569,3 +569,14 @@ test('filter vectors', async () => {
       (e) => e.code === c.code && /filters/.test(e.message), c.name);
   }
 });
+
+// testdata/webhook_batches.json: calls packed into batches (ids, bodies,
+// members) and the calls in none, as the generator's JavaScript packs them.
+test('webhook batch vectors', () => {
+  for (const c of vectors('webhook_batches.json')) {
+    const hooks = new callpost.Webhooks({ endpoints: ['https://hooks.example.com/in'], sharedSecret: 's3cret', batch: c.batch, filters: c.filters });
+    const { batches, skipped } = hooks.pack(c.calls, c.now);
+    assert.deepEqual(batches, c.expect.batches, c.name);
+    assert.deepEqual(skipped.map(([i, o]) => [i, o.kind, ...(o.kind === 'filtered' ? [o.rule] : [])]), c.expect.skipped, c.name);
+  }
+});

@@ -224,11 +224,14 @@ class Webhooks:
             if client is None:
                 http.close()
 
-    def batch_delivery(self, batch: _callpost.Batch, *, seed: int | None = None) -> _callpost.Delivery:
+    def batch_delivery(
+        self, batch: _callpost.Batch, now: int | None = None, *, seed: int | None = None
+    ) -> _callpost.Delivery:
         """:meth:`delivery` for a batch from ``settings.pack(calls)``."""
         return _callpost.Delivery.for_batch(
             self._native,
             batch,
+            now,
             seed=seed,
             timeout_ms=self._timeout_ms,
             retry_window_ms=self._retry_window_ms,
