@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import httpx
 
@@ -50,15 +51,27 @@ class DeliveryResult:
     filtered_by: int | None = None
 
 
-def _result(d: _callpost.Delivery, outcome: DeliveryOutcome) -> DeliveryResult:
-    log = d.log
+class _Timing(TypedDict):
+    """A destination's delivery timing, as ``Delivery`` takes it."""
+
+    timeout_ms: int
+    retry_window_ms: int
+    backoff_base_ms: int
+    backoff_cap_ms: int
+
+
+def _result(d: _callpost.Delivery | None, outcome: DeliveryOutcome) -> DeliveryResult:
+    """How a delivery ended, as ``deliver`` returns it (``d`` None: a call
+    ``pack`` put in no batch, which ends before any attempt)."""
+    log = d.log if d is not None else []
     if outcome["kind"] == "delivered":
         return DeliveryResult(True, outcome["endpoint"], outcome["attempt"], log)
     if outcome["kind"] == "disabled":
         return DeliveryResult(False, None, 0, log)
     if outcome["kind"] == "filtered":
         return DeliveryResult(False, None, 0, log, filtered_by=outcome["rule"])
-    raise DeliveryError(outcome["reason"], d.error_message or outcome["reason"], outcome, log)
+    message = d.error_message if d is not None else None
+    raise DeliveryError(outcome["reason"], message or outcome["reason"], outcome, log)
 
 
 def _delivery_steps(d: _callpost.Delivery) -> Steps[DeliveryResult]:
@@ -101,8 +114,7 @@ def _batch_steps(
     each of its calls; the calls in no batch get theirs from the core."""
     results: list[DeliveryResult | None] = [None] * count
     for index, outcome in skipped:
-        rule = outcome["rule"] if outcome["kind"] == "filtered" else None
-        results[index] = DeliveryResult(False, None, 0, [], filtered_by=rule)
+        results[index] = _result(None, outcome)
     for batch in batches:
         result = yield from _delivery_steps(delivery(batch))
         for index in batch.members:
@@ -164,10 +176,12 @@ class Webhooks:
             batch_max_calls=batch_max_calls,
             batch_max_bytes=batch_max_bytes,
         )
-        self._timeout_ms = int(timeout * 1000)
-        self._retry_window_ms = int(retry_window * 1000)
-        self._backoff_base_ms = int(backoff_base * 1000)
-        self._backoff_cap_ms = int(backoff_cap * 1000)
+        self._timing = _Timing(
+            timeout_ms=int(timeout * 1000),
+            retry_window_ms=int(retry_window * 1000),
+            backoff_base_ms=int(backoff_base * 1000),
+            backoff_cap_ms=int(backoff_cap * 1000),
+        )
 
     def __repr__(self) -> str:
         return repr(self._native)
@@ -199,16 +213,7 @@ class Webhooks:
         """A sans-IO delivery to drive yourself (for queues and outboxes):
         ``d.poll_request(now_ms)`` until None, send, ``d.handle_response``.
         Its jitter is seeded from OS randomness unless ``seed`` is given."""
-        return _callpost.Delivery(
-            self._native,
-            call,
-            now,
-            seed=seed,
-            timeout_ms=self._timeout_ms,
-            retry_window_ms=self._retry_window_ms,
-            backoff_base_ms=self._backoff_base_ms,
-            backoff_cap_ms=self._backoff_cap_ms,
-        )
+        return _callpost.Delivery(self._native, call, now, seed=seed, **self._timing)
 
     def deliver(self, call: Call, *, client: httpx.Client | None = None) -> DeliveryResult:
         """Delivers ``call`` over HTTP, blocking through retries (up to 4 hours).
@@ -228,16 +233,7 @@ class Webhooks:
         self, batch: _callpost.Batch, now: int | None = None, *, seed: int | None = None
     ) -> _callpost.Delivery:
         """:meth:`delivery` for a batch from ``settings.pack(calls)``."""
-        return _callpost.Delivery.for_batch(
-            self._native,
-            batch,
-            now,
-            seed=seed,
-            timeout_ms=self._timeout_ms,
-            retry_window_ms=self._retry_window_ms,
-            backoff_base_ms=self._backoff_base_ms,
-            backoff_cap_ms=self._backoff_cap_ms,
-        )
+        return _callpost.Delivery.for_batch(self._native, batch, now, seed=seed, **self._timing)
 
     def deliver_batch(self, calls: Sequence[Call], *, client: httpx.Client | None = None) -> list[DeliveryResult]:
         """Delivers ``calls`` several to a POST: a JSON array of their

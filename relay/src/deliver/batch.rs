@@ -71,10 +71,21 @@ pub(super) fn plan(shared: &Shared, source: &str, claimed: Vec<Claimed>) -> Vec<
 
 /// Delivers `work`: the result of each of its rows.
 pub(super) async fn run(shared: &Arc<Shared>, work: Work) -> Vec<Finish> {
-    match work {
-        Work::One(row) => vec![turn(shared, row).await],
-        Work::Fresh(rows) => fresh(shared, rows).await,
-        Work::Saved(rows) => saved(shared, rows).await,
+    let (rows, under_way) = match work {
+        Work::One(row) => return vec![turn(shared, row).await],
+        Work::Fresh(rows) => (rows, false),
+        Work::Saved(rows) => (rows, true),
+    };
+    let Some(webhooks) = rows.first().and_then(|r| destination(shared, &r.source)) else {
+        return rows
+            .iter()
+            .map(|r| not_now(shared, r, NotNow::NoDestination))
+            .collect();
+    };
+    if under_way {
+        saved(shared, &webhooks, rows).await
+    } else {
+        fresh(shared, &webhooks, rows).await
     }
 }
 
@@ -87,13 +98,7 @@ fn destination(shared: &Shared, source: &str) -> Option<Webhooks> {
         .cloned()
 }
 
-async fn fresh(shared: &Arc<Shared>, rows: Vec<Claimed>) -> Vec<Finish> {
-    let Some(webhooks) = rows.first().and_then(|r| destination(shared, &r.source)) else {
-        return rows
-            .iter()
-            .map(|r| not_now(shared, r, NotNow::NoDestination))
-            .collect();
-    };
+async fn fresh(shared: &Arc<Shared>, webhooks: &Webhooks, rows: Vec<Claimed>) -> Vec<Finish> {
     let mut out = Vec::with_capacity(rows.len());
     let mut calls = Vec::with_capacity(rows.len());
     let mut kept = Vec::with_capacity(rows.len());
@@ -128,7 +133,7 @@ async fn fresh(shared: &Arc<Shared>, rows: Vec<Claimed>) -> Vec<Finish> {
             continue;
         };
         let config = DeliveryConfig::new(jitter_seed(first));
-        match Delivery::for_batch(&webhooks, batch, now, config) {
+        match Delivery::for_batch(webhooks, batch, now, config) {
             Ok(d) => out.extend(deliver(shared, d, &members).await),
             Err(e) => out.extend(
                 members
@@ -140,15 +145,9 @@ async fn fresh(shared: &Arc<Shared>, rows: Vec<Claimed>) -> Vec<Finish> {
     out
 }
 
-async fn saved(shared: &Arc<Shared>, rows: Vec<Claimed>) -> Vec<Finish> {
-    let Some(webhooks) = rows.first().and_then(|r| destination(shared, &r.source)) else {
-        return rows
-            .iter()
-            .map(|r| not_now(shared, r, NotNow::NoDestination))
-            .collect();
-    };
+async fn saved(shared: &Arc<Shared>, webhooks: &Webhooks, rows: Vec<Claimed>) -> Vec<Finish> {
     let state = rows.first().and_then(|r| r.state.as_deref()).unwrap_or("");
-    let restored = Delivery::from_json(state, &webhooks).map_err(|e| e.to_string());
+    let restored = Delivery::from_json(state, webhooks).map_err(|e| e.to_string());
     match restored {
         Ok(d) if d.batch_size() == Some(rows.len()) => {
             let members: Vec<&Claimed> = rows.iter().collect();
@@ -174,7 +173,7 @@ async fn saved(shared: &Arc<Shared>, rows: Vec<Claimed>) -> Vec<Finish> {
                     r
                 })
                 .collect();
-            fresh(shared, rows).await
+            fresh(shared, webhooks, rows).await
         }
     }
 }

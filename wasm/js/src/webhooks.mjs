@@ -120,9 +120,8 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
     async deliverBatch(calls, { fetch: fetchFn = globalThis.fetch } = {}) {
       const { batches, skipped } = this.pack(calls);
       const results = new Array(calls.length);
-      for (const [i, outcome] of skipped) {
-        results[i] = { delivered: false, endpoint: null, attempts: 0, log: [], ...(outcome.kind === 'filtered' ? { filteredBy: outcome.rule } : {}) };
-      }
+      // A call in no batch ended before any attempt, as it would alone.
+      for (const [i, outcome] of skipped) results[i] = finish({ log: [] }, outcome);
       for (const b of batches) {
         const d = new Delivery(FOR_BATCH, wasm.DeliveryCore.forBatch(this.#core, b.id, b.body, Date.now(), { ...this.#timing, seed: seed() }));
         try {
