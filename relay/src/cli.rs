@@ -31,7 +31,7 @@ use crate::config::{self, Config, LogFormat, Overrides};
 use crate::deliver::Deliverer;
 use crate::ops;
 use crate::sources;
-use crate::store::{self, ReplayFilter, StoreOptions};
+use crate::store::{self, Cursor, LogFilter, ReplayFilter, Status, StoreOptions};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -127,18 +127,12 @@ enum Command {
     /// Dead letters (and, when asked, delivered or undeliverable calls)
     /// sent again, with the same messageId, by id, source or time.
     Replay {
-        /// Only this messageId (repeat for more).
-        #[arg(long = "message-id")]
-        message_ids: Vec<String>,
-        /// Only this source.
+        /// Which calls.
+        #[command(flatten)]
+        calls: CallArgs,
+        /// Count what would be replayed, and change nothing.
         #[arg(long)]
-        source: Option<String>,
-        /// Received at or after (ISO 8601).
-        #[arg(long)]
-        since: Option<String>,
-        /// Received before (ISO 8601).
-        #[arg(long)]
-        until: Option<String>,
+        dry_run: bool,
         /// Also calls already delivered and still kept.
         #[arg(long)]
         include_delivered: bool,
@@ -168,6 +162,28 @@ enum Command {
         members: String,
     },
     /// List deliveries that gave up.
+    /// Search the delivery log, newest first (one JSON object a line; the
+    /// next page's cursor goes to stderr).
+    Log {
+        /// Which calls.
+        #[command(flatten)]
+        calls: CallArgs,
+        /// At most this many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Where the page starts: the cursor an earlier page printed.
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// One stored call with its message and each attempt, as JSON.
+    Call {
+        /// The source's name.
+        #[arg(long)]
+        source: String,
+        /// The call's messageId.
+        #[arg(long)]
+        message_id: String,
+    },
     DeadLetters {
         /// At most this many.
         #[arg(long, default_value_t = 100)]
@@ -529,6 +545,69 @@ fn members_of(path: &str) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// The calls a search or a replay names (every one given must match).
+#[derive(Debug, clap::Args)]
+struct CallArgs {
+    /// Only this messageId (repeat for more).
+    #[arg(long = "message-id")]
+    message_ids: Vec<String>,
+    /// Only this userId.
+    #[arg(long)]
+    user_id: Option<String>,
+    /// Only this anonymousId.
+    #[arg(long)]
+    anonymous_id: Option<String>,
+    /// Only track calls of this event.
+    #[arg(long)]
+    event: Option<String>,
+    /// Only calls of this type (track, identify, ...).
+    #[arg(long = "type")]
+    kind: Option<String>,
+    /// Only this source.
+    #[arg(long)]
+    source: Option<String>,
+    /// Only calls in this state: pending, delivered, dead or undeliverable
+    /// (and, for `log`, rejected: refused calls, by source and time).
+    #[arg(long)]
+    status: Option<String>,
+    /// Received at or after (ISO 8601).
+    #[arg(long)]
+    since: Option<String>,
+    /// Received before (ISO 8601).
+    #[arg(long)]
+    until: Option<String>,
+}
+
+impl CallArgs {
+    /// The filter, and whether it asks for refused calls.
+    fn filter(self) -> Result<(LogFilter, bool), String> {
+        let rejected = self.status.as_deref() == Some("rejected");
+        let status = match self.status.as_deref() {
+            None | Some("rejected") => None,
+            Some(name) => Some(Status::named(name).ok_or_else(|| {
+                format!(
+                    "--status must be one of pending, delivered, dead, undeliverable, rejected, \
+                     not {name:?}"
+                )
+            })?),
+        };
+        Ok((
+            LogFilter {
+                message_ids: (!self.message_ids.is_empty()).then_some(self.message_ids),
+                user_id: self.user_id,
+                anonymous_id: self.anonymous_id,
+                event: self.event,
+                kind: self.kind,
+                source: self.source,
+                status,
+                since: time_arg(self.since, "since")?,
+                until: time_arg(self.until, "until")?,
+            },
+            rejected,
+        ))
+    }
+}
+
 fn time_arg(value: Option<String>, what: &str) -> Result<Option<i64>, String> {
     value
         .map(|v| {
@@ -543,6 +622,8 @@ async fn run_command(cfg: Config, command: Command) -> ExitCode {
     let name = match &command {
         Command::Status { .. } => "status",
         Command::Replay { .. } => "replay",
+        Command::Log { .. } => "log",
+        Command::Call { .. } => "call",
         Command::Delete { .. } => "delete",
         Command::Audience { .. } => "audience",
         Command::DeadLetters { .. } => "dead-letters",
@@ -624,26 +705,81 @@ async fn command_on(
             }
         }
         Command::Replay {
-            message_ids,
-            source,
-            since,
-            until,
+            calls,
+            dry_run,
             include_delivered,
             include_undeliverable,
             all,
         } => {
+            let (calls, rejected) = calls.filter()?;
+            if rejected {
+                return Err("a refused call cannot be replayed".into());
+            }
             let filter = ReplayFilter {
-                message_ids: (!message_ids.is_empty()).then_some(message_ids),
-                source,
-                since: time_arg(since, "since")?,
-                until: time_arg(until, "until")?,
+                calls,
                 include_delivered,
                 include_undeliverable,
             };
-            let n = ops::replay(store, clock, filter, all)
+            let n = ops::replay(store, clock, filter, all, dry_run)
                 .await
                 .map_err(|e| e.to_string())?;
-            out(&format!("replaying {n} deliveries"));
+            out(&if dry_run {
+                format!("would replay {n} deliveries")
+            } else {
+                format!("replaying {n} deliveries")
+            });
+        }
+        Command::Log {
+            calls,
+            limit,
+            cursor,
+        } => {
+            if !(1..=store::log::MAX_PAGE).contains(&limit) {
+                return Err(format!(
+                    "--limit must be from 1 to {}",
+                    store::log::MAX_PAGE
+                ));
+            }
+            let after = cursor
+                .map(|c| Cursor::parse(&c).ok_or("--cursor must be one an earlier page printed"))
+                .transpose()?;
+            let (calls, rejected) = calls.filter()?;
+            let next = if rejected {
+                let page = store
+                    .search_rejected(calls, after, limit)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                for row in &page.rows {
+                    out(&serde_json::to_string(row).map_err(|e| e.to_string())?);
+                }
+                page.next
+            } else {
+                let page = store
+                    .search(calls, after, limit)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                for row in &page.rows {
+                    out(&serde_json::to_string(row).map_err(|e| e.to_string())?);
+                }
+                page.next
+            };
+            if let Some(next) = next {
+                eprintln!("next page: --cursor {next}");
+            }
+        }
+        Command::Call { source, message_id } => {
+            let list = sources::in_force(store, cfg)
+                .await
+                .map_err(|e| e.to_string())?;
+            match ops::logged_call(store, &list, &source, &message_id)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                Some(report) => {
+                    out(&serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+                }
+                None => return Err(format!("no stored call {message_id:?} of {source:?}")),
+            }
         }
         Command::Apply { .. } => {
             if cfg.source_docs.is_empty() {

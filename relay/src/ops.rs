@@ -13,6 +13,7 @@ use crate::store::{ReplayFilter, Row, Stats, Status, Store, StoreError};
 use callpost_core::ingest::{self, Accepted};
 use callpost_core::webhooks::{delete_notifications, DeleteSource};
 use callpost_core::{AudienceSync, Call, Code, Map, Value};
+use serde_json::Value as Json;
 use std::fmt;
 use std::sync::Arc;
 
@@ -80,14 +81,7 @@ fn with_ids<T>(f: impl FnOnce(&mut dyn FnMut() -> [u8; 16]) -> T) -> Result<T, O
 }
 
 fn row(source: &str, a: Accepted, now: i64, status: Status) -> Row {
-    Row {
-        source: source.to_owned(),
-        message_id: a.message_id,
-        kind: a.call.kind.as_str(),
-        message: a.message,
-        received_at: now,
-        status,
-    }
+    Row::accepted(source.to_owned(), a, now, status)
 }
 
 /// Stores one delete notification per source whose Webhooks destination
@@ -193,22 +187,116 @@ pub async fn replay(
     clock: &Clock,
     filter: ReplayFilter,
     all: bool,
+    dry_run: bool,
 ) -> Result<u64, OpError> {
-    if filter.message_ids.as_ref().is_some_and(Vec::is_empty) {
+    if filter.calls.message_ids.as_ref().is_some_and(Vec::is_empty) {
         return Err(core_error(
             Code::InvalidArgument,
             "the list of messageIds is empty: list the calls to replay, or leave it out".into(),
         ));
     }
-    if !filter.names_calls() && !all {
+    if filter.calls.status == Some(Status::Pending) {
         return Err(core_error(
             Code::InvalidArgument,
-            "name what to replay (messageIds, a source, since or until), or ask for all of them \
-             (\"all\": true, --all) to replay every dead letter"
+            "pending calls are waiting for their delivery already: replay dead, delivered or \
+             undeliverable ones"
                 .into(),
         ));
     }
+    if !filter.names_calls() && !all {
+        return Err(core_error(
+            Code::InvalidArgument,
+            "name what to replay (messageIds, userId, anonymousId, event, type, a source, since \
+             or until), or ask for all of them (\"all\": true, --all) to replay every dead letter"
+                .into(),
+        ));
+    }
+    if dry_run {
+        return Ok(store.replayable(filter).await?);
+    }
     Ok(store.replay(clock.now_ms(), filter).await?)
+}
+
+/// One call of the delivery log as the admin API and the CLI show it: what
+/// a search lists, the message, each attempt (with its endpoint's URL as
+/// the source names it now, credentials and query left out, and its
+/// latency) and how it ended.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CallReport {
+    /// What a search lists.
+    #[serde(flatten)]
+    pub entry: crate::store::LogEntry,
+    /// The stored message.
+    pub message: Json,
+    /// Each attempt, oldest first.
+    pub attempts: Vec<Json>,
+    /// The outcome record without its log (`None` while pending).
+    pub outcome: Option<Json>,
+}
+
+/// The delivery log's view of one stored call; `None` if there is none.
+pub async fn logged_call(
+    store: &dyn Store,
+    sources: &[Arc<Source>],
+    source: &str,
+    message_id: &str,
+) -> Result<Option<CallReport>, OpError> {
+    let Some(call) = store
+        .logged_call(source.to_owned(), message_id.to_owned())
+        .await?
+    else {
+        return Ok(None);
+    };
+    let parse = |text: &Option<String>| -> Option<Json> {
+        text.as_deref()
+            .and_then(|t| serde_json::from_str::<Json>(t).ok())
+    };
+    let mut outcome = parse(&call.outcome);
+    // A finished call's log is in its outcome record; a pending one's in
+    // the core's saved state.
+    let log = match outcome.as_mut().and_then(Json::as_object_mut) {
+        Some(o) => o.remove("log"),
+        None => parse(&call.state).and_then(|mut s| s.get_mut("log").map(Json::take)),
+    };
+    let urls: Vec<String> = sources
+        .iter()
+        .find(|s| s.name == source)
+        .and_then(|s| s.webhooks.as_ref())
+        .map(|w| {
+            w.endpoints()
+                .iter()
+                .map(|e| callpost_core::ops::shown_url(e.url()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let attempts = match log {
+        Some(Json::Array(items)) => items
+            .into_iter()
+            .map(|mut a| {
+                if let Some(o) = a.as_object_mut() {
+                    let at = |k: &str| o.get(k).and_then(Json::as_i64);
+                    if let (Some(sent), Some(ended)) = (at("sent_at"), at("ended_at")) {
+                        o.insert("latency_ms".into(), (ended - sent).into());
+                    }
+                    let url = o
+                        .get("endpoint")
+                        .and_then(Json::as_u64)
+                        .and_then(|i| urls.get(usize::try_from(i).ok()?));
+                    if let Some(url) = url {
+                        o.insert("url".into(), url.clone().into());
+                    }
+                }
+                a
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    Ok(Some(CallReport {
+        message: serde_json::from_str(&call.message).unwrap_or(Json::Null),
+        entry: call.entry,
+        attempts,
+        outcome,
+    }))
 }
 
 /// Queue depth, deliveries by state, the oldest pending delivery.

@@ -13,8 +13,9 @@ use callpost_relay::clock::Clock;
 use callpost_relay::config::{self, Overrides};
 use callpost_relay::store::memory::MemoryStore;
 use callpost_relay::store::{
-    Claimed, CommitObserver, DeadLetter, Finish, Hold, Purged, RejectedRecord, RejectedRow,
-    ReplayFilter, Retention, Row, Stats, Status, Store, StoreError,
+    Claimed, CommitObserver, Cursor, DeadLetter, Finish, Hold, LogEntry, LogFilter, LoggedCall,
+    Page, Purged, RejectedEntry, RejectedRecord, RejectedRow, ReplayFilter, Retention, Row, Stats,
+    Status, Store, StoreError,
 };
 use callpost_relay::Relay;
 use serde_json::{json, Value};
@@ -812,6 +813,32 @@ impl Store for Observed {
     }
     async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError> {
         self.inner.replay(now, filter).await
+    }
+    async fn replayable(&self, filter: ReplayFilter) -> Result<u64, StoreError> {
+        self.inner.replayable(filter).await
+    }
+    async fn search(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<LogEntry>, StoreError> {
+        self.inner.search(filter, after, limit).await
+    }
+    async fn search_rejected(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<RejectedEntry>, StoreError> {
+        self.inner.search_rejected(filter, after, limit).await
+    }
+    async fn logged_call(
+        &self,
+        source: String,
+        message_id: String,
+    ) -> Result<Option<LoggedCall>, StoreError> {
+        self.inner.logged_call(source, message_id).await
     }
     async fn stats(&self, now: i64) -> Result<Stats, StoreError> {
         self.inner.stats(now).await

@@ -151,6 +151,9 @@ impl World {
                 message: call.clone(),
                 received_at: now,
                 status: Status::Pending,
+                user_id: None,
+                anonymous_id: None,
+                event: None,
             })
             .collect();
         assert_eq!(self.store.insert(rows, vec![]).await.unwrap(), calls.len());

@@ -26,8 +26,8 @@ mod contract;
 
 use callpost_relay::store::postgres::PostgresStore;
 use callpost_relay::store::{
-    Finish, Purged, RejectedRow, ReplayFilter, Retention, Row, Status, Store, StoreError,
-    StoreOptions, Synchronous,
+    Finish, LogFilter, Purged, RejectedRow, ReplayFilter, Retention, Row, Status, Store,
+    StoreError, StoreOptions, Synchronous,
 };
 use contract::{refused, row, T0};
 use std::sync::{Arc, Mutex};
@@ -228,13 +228,13 @@ async fn migrates_a_python_relay_database() {
     let store = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap();
-    assert_eq!(store.migrated(), (1, 6));
+    assert_eq!(store.migrated(), (1, 7));
     let version: String = client
         .query_one("SELECT value FROM meta WHERE key = 'schema_version'", &[])
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, "6");
+    assert_eq!(version, "7");
     let indexes = count(
         &client,
         "SELECT count(*) FROM pg_indexes WHERE indexname = 'deliveries_source_due' \
@@ -273,7 +273,7 @@ async fn migrates_a_python_relay_database() {
     let again = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap();
-    assert_eq!(again.migrated(), (6, 6));
+    assert_eq!(again.migrated(), (7, 7));
     again.close().await;
 }
 
@@ -286,7 +286,7 @@ async fn refuses_a_newer_schema() {
     store.close().await;
     db.client()
         .await
-        .batch_execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+        .batch_execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
         .await
         .unwrap();
     let err = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
@@ -321,7 +321,7 @@ async fn concurrent_opens_migrate_once() {
     migrated.sort_unstable();
     assert_eq!(
         migrated,
-        vec![(0, 6), (6, 6), (6, 6), (6, 6), (6, 6), (6, 6)]
+        vec![(0, 7), (7, 7), (7, 7), (7, 7), (7, 7), (7, 7)]
     );
 }
 
@@ -484,6 +484,7 @@ async fn statements_commits_and_backlog() {
             id: c.id,
             claim: c.claim,
             attempts: 1,
+            outcome: None,
         })
         .collect();
     assert_eq!(store.finish(finishes, T0).await.unwrap(), 0);
@@ -500,6 +501,7 @@ async fn statements_commits_and_backlog() {
             id: claimed[0].id,
             claim: claimed[0].claim,
             attempts: 1,
+            outcome: None,
         },
         Finish::Release {
             id: claimed[1].id,
@@ -673,7 +675,10 @@ async fn each_insert_in_a_group_counts_its_own_new_calls() {
         if k == 2 {
             let store = store.clone();
             let filter = ReplayFilter {
-                message_ids: Some(vec!["none".into()]),
+                calls: LogFilter {
+                    message_ids: Some(vec!["none".into()]),
+                    ..LogFilter::default()
+                },
                 ..ReplayFilter::default()
             };
             tasks.push(

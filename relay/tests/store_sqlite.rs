@@ -52,7 +52,7 @@ async fn a_sqlite_relay_delivers_alone() {
 
 // -- SQLite only -------------------------------------------------------------
 
-use callpost_relay::store::{Finish, ReplayFilter, Retention, Row, StoreError};
+use callpost_relay::store::{Finish, LogFilter, ReplayFilter, Retention, Row, StoreError};
 use contract::{refused, row, T0};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -177,6 +177,7 @@ async fn an_exclusive_open_takes_back_leases() {
         id: held[0].id,
         claim: held[0].claim,
         attempts: 1,
+        outcome: None,
     };
     assert_eq!(store.finish(vec![stale], T0).await.unwrap(), 1);
     store.close().await;
@@ -188,10 +189,10 @@ async fn a_new_file_is_migrated_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (0, 5));
+    assert_eq!(store.migrated(), (0, 6));
     store.close().await;
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (5, 5));
+    assert_eq!(store.migrated(), (6, 6));
     store.close().await;
     let version: String = side_connection(&path)
         .query_row(
@@ -200,7 +201,7 @@ async fn a_new_file_is_migrated_once() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(version, "5");
+    assert_eq!(version, "6");
 }
 
 /// A database made by the Python relay (schema version 1) opens, keeps
@@ -224,7 +225,8 @@ async fn a_version_1_database_migrates() {
         .unwrap();
         conn.execute(
             "INSERT INTO deliveries (source, message_id, kind, message, received_at, status, due_at) \
-             VALUES ('a', 'p1', 'track', '{}', ?1, 0, ?1), ('a', 'd1', 'track', '{}', ?1, 2, ?1), \
+             VALUES ('a', 'p1', 'track', '{\"userId\":\"u9\",\"event\":\"E\"}', ?1, 0, ?1), \
+             ('a', 'd1', 'track', '{}', ?1, 2, ?1), \
              ('gone', 'u1', 'track', '{}', ?1, 3, ?1)",
             [T0],
         )
@@ -236,7 +238,22 @@ async fn a_version_1_database_migrates() {
         .unwrap();
     }
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (1, 5));
+    assert_eq!(store.migrated(), (1, 6));
+    // The delivery log's columns are filled from the stored messages.
+    let found = store
+        .search(
+            LogFilter {
+                user_id: Some("u9".into()),
+                event: Some("E".into()),
+                ..LogFilter::default()
+            },
+            None,
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.rows.len(), 1);
+    assert_eq!(found.rows[0].message_id, "p1");
     let stats = store.stats(T0).await.unwrap();
     assert_eq!((stats.pending, stats.dead, stats.rejected), (1, 1, 1));
     assert_eq!(stats.undeliverable, 1);
@@ -305,7 +322,7 @@ async fn a_newer_schema_is_refused() {
     // The lock went with the failed open.
     side_connection(&path)
         .execute(
-            "UPDATE meta SET value = '5' WHERE key = 'schema_version'",
+            "UPDATE meta SET value = '6' WHERE key = 'schema_version'",
             [],
         )
         .unwrap();
@@ -438,6 +455,7 @@ async fn statements_are_counted() {
             id: c.id,
             claim: c.claim,
             attempts: 1,
+            outcome: None,
         })
         .collect();
     store.finish(finishes, T0).await.unwrap();
@@ -648,7 +666,10 @@ async fn each_insert_in_a_group_counts_its_own_new_calls() {
         if k == 2 {
             let store = store.clone();
             let filter = ReplayFilter {
-                message_ids: Some(vec!["none".into()]),
+                calls: LogFilter {
+                    message_ids: Some(vec!["none".into()]),
+                    ..LogFilter::default()
+                },
                 ..ReplayFilter::default()
             };
             tasks.push(

@@ -20,6 +20,13 @@ pub use state::{StateError, STATE_VERSION};
 /// The receiver must answer within 5 seconds (spec, Limits).
 pub const WEBHOOK_TIMEOUT_MS: u64 = 5_000;
 
+/// The most bytes of a receiver's answer an attempt's log keeps
+/// ([`Delivery::handle_answer`]): room for an error message or an id.
+/// Svix and Convoy keep whole answers; a relay that keeps the log of every
+/// call it stores keeps their start, so a chatty receiver cannot grow the
+/// database by more than this per attempt.
+pub const ANSWER_LOG_BYTES: usize = 256;
+
 /// 5xx responses are retried "for a maximum of 4 hours" (spec, Errors).
 pub const RETRY_WINDOW_MS: u64 = 4 * 60 * 60 * 1000;
 
@@ -82,6 +89,10 @@ pub struct AttemptRecord {
     pub outcome: Outcome,
     /// What that meant.
     pub verdict: Verdict,
+    /// The first bytes of the answer's body, when the host reported them
+    /// ([`Delivery::handle_answer`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
 }
 
 /// Why a delivery gave up.
@@ -459,6 +470,22 @@ impl Delivery {
         }
     }
 
+    /// Keeps the start of attempt `attempt`'s answer body in its log
+    /// record, after [`Delivery::handle_response`] reported the attempt: at
+    /// most [`ANSWER_LOG_BYTES`], cut at a character boundary, invalid
+    /// UTF-8 replaced. An attempt not in the log is ignored.
+    pub fn handle_answer(&mut self, attempt: u32, body: &[u8]) {
+        let Some(record) = self.log.iter_mut().rev().find(|r| r.attempt == attempt) else {
+            return;
+        };
+        let text = String::from_utf8_lossy(&body[..body.len().min(ANSWER_LOG_BYTES)]);
+        let mut end = text.len().min(ANSWER_LOG_BYTES);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        record.answer = Some(text[..end].to_owned());
+    }
+
     /// Reports the outcome of attempt `attempt`. Answers to attempts not
     /// in flight (from an earlier round, or already timed out) are ignored.
     pub fn handle_response(&mut self, now: Timestamp, attempt: u32, outcome: Outcome) {
@@ -478,6 +505,7 @@ impl Delivery {
             ended_at: now,
             outcome: outcome.clone(),
             verdict,
+            answer: None,
         });
         match verdict {
             Verdict::Success => {

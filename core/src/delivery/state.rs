@@ -211,14 +211,20 @@ fn outcome_of(v: &Value) -> Result<Outcome, StateError> {
 }
 
 fn record_value(r: &AttemptRecord) -> Value {
-    object([
+    let mut v = object([
         ("attempt", int(r.attempt)),
         ("round", int(r.round)),
         ("endpoint", int(r.endpoint as u64)),
         ("sent_at", time(r.sent_at)),
         ("ended_at", time(r.ended_at)),
         ("outcome", outcome_value(&r.outcome)),
-    ])
+    ]);
+    // Only when the host reported it, so a log without answers keeps the
+    // form it has always had.
+    if let (Some(answer), Value::Object(m)) = (&r.answer, &mut v) {
+        m.insert("answer".into(), answer.as_str().into());
+    }
+    v
 }
 
 fn record_of(v: &Value) -> Result<AttemptRecord, StateError> {
@@ -234,6 +240,7 @@ fn record_of(v: &Value) -> Result<AttemptRecord, StateError> {
         // Not saved: the verdict is always what the outcome means.
         verdict: outcome.verdict(),
         outcome,
+        answer: f.opt_str("answer")?.map(str::to_owned),
     })
 }
 
@@ -579,6 +586,7 @@ impl Delivery {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::delivery::ANSWER_LOG_BYTES;
     use crate::{Call, EndpointConfig, Outcome, Webhooks};
 
     fn hooks(mode: Mode) -> Webhooks {
@@ -621,6 +629,23 @@ mod tests {
         );
         let _ = d.poll_request(at(1_200)).unwrap();
         d
+    }
+
+    #[test]
+    fn an_answer_is_kept_cut_at_its_limit_and_saved() {
+        let mut d = delivery(1);
+        // A 3-byte character across the limit is left out whole.
+        let mut body = "a".repeat(ANSWER_LOG_BYTES - 1).into_bytes();
+        body.extend_from_slice("€ and more".as_bytes());
+        d.handle_answer(1, &body);
+        d.handle_answer(9, b"not an attempt in the log");
+        let kept = d.log()[0].answer.clone().unwrap();
+        assert_eq!(kept, "a".repeat(ANSWER_LOG_BYTES - 1));
+        let back = Delivery::from_json(&d.to_json(), &hooks(Mode::Failover)).unwrap();
+        assert_eq!(back.log()[0].answer.as_deref(), Some(kept.as_str()));
+        assert!(d.log_json(KeyCase::Snake).contains(r#""answer":"aaa"#));
+        d.handle_answer(1, b"\xff{\"id\":1}");
+        assert_eq!(d.log()[0].answer.as_deref(), Some("\u{fffd}{\"id\":1}"));
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::config::SourceDoc;
 use crate::config::MAX_ADMIN_BODY_BYTES;
 use crate::ops::{self, OpError};
 use crate::sources;
-use crate::store::ReplayFilter;
+use crate::store::{Cursor, LogFilter, ReplayFilter, Status};
 use bytes::Bytes;
 use callpost_core::Timestamp;
 use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, WWW_AUTHENTICATE};
@@ -81,6 +81,8 @@ pub(crate) enum Route {
     PutSource,
     DeleteSource,
     OpenApi,
+    Log,
+    LogCall,
     #[cfg(feature = "test-clock")]
     TestClock,
 }
@@ -105,6 +107,8 @@ pub(crate) const ROUTES: &[(&str, &str, Route)] = &[
     ("DELETE", "/admin/sources/{name}", Route::DeleteSource),
     ("POST", "/admin/endpoints/enable", Route::EnableEndpoint),
     ("GET", "/admin/openapi.json", Route::OpenApi),
+    ("GET", "/admin/log", Route::Log),
+    ("GET", "/admin/log/call", Route::LogCall),
     // Test builds only, and left out of the description: no operator
     // ever has it.
     #[cfg(feature = "test-clock")]
@@ -433,10 +437,71 @@ async fn run(
         }
         Route::Replay => {
             no_query(query)?;
-            let (filter, all) = replay_filter(&mut f)?;
-            let n = ops::replay(store, &relay.clock, filter, all).await?;
+            let (filter, all, dry_run) = replay_filter(&mut f)?;
+            let n = ops::replay(store, &relay.clock, filter, all, dry_run).await?;
+            if dry_run {
+                return Ok(json_value(200, &json!({ "would_replay": n })));
+            }
             relay.wake.notify_one();
             Ok(json_value(200, &json!({ "replayed": n })))
+        }
+        Route::Log => {
+            f.done()?;
+            let mut q = Query::parse(query)?;
+            let calls = LogFilter {
+                message_ids: q.take("messageId").map(|id| vec![id]),
+                ..log_filter(&mut q)?
+            };
+            let rejected = q.take("status").is_some_and(|s| s == "rejected");
+            let after = match q.take("cursor") {
+                None => None,
+                Some(c) => Some(Cursor::parse(&c).ok_or_else(|| {
+                    Refused::Bad("cursor must be the `next` of an earlier page".into())
+                })?),
+            };
+            let limit = q.limit()?;
+            q.done()?;
+            if rejected {
+                let only = LogFilter {
+                    source: calls.source.clone(),
+                    since: calls.since,
+                    until: calls.until,
+                    ..LogFilter::default()
+                };
+                if only != calls {
+                    return bad(
+                        "a refused call is searched by source, since and until only: its other \
+                         fields were never accepted",
+                    );
+                }
+                let page = store
+                    .search_rejected(only, after, limit)
+                    .await
+                    .map_err(OpError::from)?;
+                return Ok(json_value(200, &page_json(&page.rows, page.next)));
+            }
+            let page = store
+                .search(calls, after, limit)
+                .await
+                .map_err(OpError::from)?;
+            Ok(json_value(200, &page_json(&page.rows, page.next)))
+        }
+        Route::LogCall => {
+            f.done()?;
+            let mut q = Query::parse(query)?;
+            let (Some(source), Some(message_id)) = (q.take("source"), q.take("messageId")) else {
+                return bad("give the call's source and messageId");
+            };
+            q.done()?;
+            let sources = relay.sources();
+            match ops::logged_call(store, &sources.list, &source, &message_id).await? {
+                Some(report) => Ok(json_value(200, &report)),
+                None => Ok(error(
+                    404,
+                    "not_found",
+                    "no stored call has that source and messageId (it may have been purged)",
+                )),
+            }
         }
         #[cfg(feature = "test-clock")]
         Route::TestClock => {
@@ -463,28 +528,151 @@ async fn run(
     }
 }
 
-/// The replay's filter, and whether it asks for every dead letter (the
-/// rules on what a replay must name are `ops::replay`'s).
-fn replay_filter(f: &mut Fields) -> Result<(ReplayFilter, bool)> {
+/// The replay's filter, whether it asks for every dead letter and whether
+/// it is a dry run (the rules on what a replay must name are
+/// `ops::replay`'s).
+fn replay_filter(f: &mut Fields) -> Result<(ReplayFilter, bool, bool)> {
     let message_ids = f.strings("messageIds")?;
+    let user_id = f.string("userId")?;
+    let anonymous_id = f.string("anonymousId")?;
+    let event = f.string("event")?;
+    let kind = f.string("type")?;
     let source = f.string("source")?;
+    let status = match f.string("status")? {
+        None => None,
+        Some(name) => Some(Status::named(&name).ok_or_else(|| {
+            Refused::Bad(
+                "status must be one of dead, delivered, undeliverable (a refused call cannot \
+                 be replayed)"
+                    .into(),
+            )
+        })?),
+    };
     let since = f.time("since")?;
     let until = f.time("until")?;
     let include_delivered = f.bool("includeDelivered")?;
     let include_undeliverable = f.bool("includeUndeliverable")?;
     let all = f.bool("all")?;
+    let dry_run = f.bool("dryRun")?;
     f.done()?;
     Ok((
         ReplayFilter {
-            message_ids,
-            source,
-            since,
-            until,
+            calls: LogFilter {
+                message_ids,
+                user_id,
+                anonymous_id,
+                event,
+                kind,
+                source,
+                status,
+                since,
+                until,
+            },
             include_delivered,
             include_undeliverable,
         },
         all,
+        dry_run,
     ))
+}
+
+/// A search's filters but `messageId` and `status = rejected`.
+fn log_filter(q: &mut Query) -> Result<LogFilter> {
+    let status = match q.peek("status") {
+        None | Some("rejected") => None,
+        Some(name) => Some(Status::named(name).ok_or_else(|| {
+            Refused::Bad(
+                "status must be one of pending, delivered, dead, undeliverable, rejected".into(),
+            )
+        })?),
+    };
+    Ok(LogFilter {
+        message_ids: None,
+        user_id: q.take("userId"),
+        anonymous_id: q.take("anonymousId"),
+        event: q.take("event"),
+        kind: q.take("type"),
+        source: q.take("source"),
+        status,
+        since: q.time("since")?,
+        until: q.time("until")?,
+    })
+}
+
+/// A search's answer: its rows and the cursor of the next page.
+fn page_json<T: serde::Serialize>(rows: &[T], next: Option<Cursor>) -> Value {
+    json!({ "calls": rows, "next": next.map(|c| c.to_string()) })
+}
+
+/// A query string's parameters, percent-decoded (`+` is a space, as forms
+/// write it), taken one by one; what is left at the end is unknown. A
+/// parameter given twice is refused rather than one of them read.
+struct Query(HashMap<String, String>);
+
+impl Query {
+    fn parse(query: Option<&str>) -> Result<Self> {
+        let decode = |s: &str| {
+            let s = s.replace('+', " ");
+            percent_encoding::percent_decode_str(&s)
+                .decode_utf8()
+                .map(std::borrow::Cow::into_owned)
+                .map_err(|_| Refused::Bad("the query must be percent-encoded UTF-8".into()))
+        };
+        let mut map = HashMap::new();
+        for pair in query
+            .into_iter()
+            .flat_map(|q| q.split('&'))
+            .filter(|p| !p.is_empty())
+        {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let k = decode(k)?;
+            if map.insert(k.clone(), decode(v)?).is_some() {
+                return bad(format!("query parameter {k:?} is given twice"));
+            }
+        }
+        Ok(Self(map))
+    }
+
+    fn peek(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+
+    /// A parameter; empty is the same as leaving it out.
+    fn take(&mut self, name: &str) -> Option<String> {
+        self.0.remove(name).filter(|v| !v.is_empty())
+    }
+
+    /// An ISO 8601 time, or milliseconds since the epoch.
+    fn time(&mut self, name: &str) -> Result<Option<i64>> {
+        let Some(v) = self.take(name) else {
+            return Ok(None);
+        };
+        match v.parse::<i64>() {
+            Ok(ms) => Ok(Some(ms)),
+            Err(_) => match Timestamp::parse(&v) {
+                Ok(t) => Ok(Some(t.as_millis())),
+                Err(_) => bad(format!("{name} must be an ISO 8601 time or milliseconds")),
+            },
+        }
+    }
+
+    /// `limit`: 1 to [`MAX_LIMIT`], default [`DEFAULT_LIMIT`].
+    fn limit(&mut self) -> Result<usize> {
+        match self.take("limit") {
+            None => Ok(DEFAULT_LIMIT),
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+                _ => bad(format!("limit must be an integer from 1 to {MAX_LIMIT}")),
+            },
+        }
+    }
+
+    fn done(&self) -> Result<()> {
+        match self.0.keys().min() {
+            None => Ok(()),
+            Some(k) => bad(format!("unknown query parameter {k:?}")),
+        }
+    }
 }
 
 /// Where `/admin/sources/{name}` starts.

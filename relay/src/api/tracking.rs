@@ -158,18 +158,14 @@ async fn ingest(relay: &Relay, req: Request<Incoming>, headers_in: Instant) -> R
     let mut rejected = Vec::new();
     for call in parsed.calls {
         match call {
-            Ok(a) => rows.push(Row {
-                source: source.name.clone(),
-                kind: a.call.kind.as_str(),
-                status: if routed && a.webhooks_enabled() {
+            Ok(a) => {
+                let status = if routed && a.webhooks_enabled() {
                     Status::Pending
                 } else {
                     Status::Undeliverable
-                },
-                message_id: a.message_id,
-                message: a.message,
-                received_at,
-            }),
+                };
+                rows.push(Row::accepted(source.name.clone(), a, received_at, status));
+            }
             Err(r) => rejected.push(RejectedRow {
                 source: source.name.clone(),
                 received_at,

@@ -38,6 +38,13 @@ pub const ANSWER_BYTES: usize = 64 * 1024;
 /// answer.
 pub const ANSWER_BODY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long an attempt waits for the start of its answer's body, for the
+/// delivery log ([`callpost_core::delivery::ANSWER_LOG_BYTES`] of it): the
+/// body nearly always comes with the status line, and a receiver slow to
+/// send it holds the attempt's result back at most this long (its start
+/// is then not logged).
+pub(crate) const ANSWER_START_WAIT: Duration = Duration::from_millis(250);
+
 /// An idle pooled connection is closed after this: aiohttp's
 /// `keepalive_timeout`, which the Python relay used, and well under the
 /// 60-75 s most servers keep an idle connection.
@@ -171,7 +178,7 @@ impl Http {
         attempt: Attempt,
         polled_at: Timestamp,
         clock: &Clock,
-    ) -> (Option<Timestamp>, Outcome) {
+    ) -> (Option<Timestamp>, Outcome, Vec<u8>) {
         let budget_ms = attempt
             .deadline
             .as_millis()
@@ -182,19 +189,23 @@ impl Http {
         let guard = self.guards.get(&attempt.request.url, clock.now());
         let request = match build(attempt.request) {
             Ok(r) => r,
-            Err(message) => return (None, Outcome::connection(message)),
+            Err(message) => return (None, Outcome::connection(message), Vec::new()),
         };
         let Ok(permit) = endpoint.acquire_owned().await else {
-            return (None, Outcome::connection("the relay is stopping"));
+            return (
+                None,
+                Outcome::connection("the relay is stopping"),
+                Vec::new(),
+            );
         };
         // The guard is asked once a slot is free, right before the send:
         // answers that came in while this request waited for the slot
         // (a run of failures, a Retry-After) already count.
         if let Err(held) = self.permit(&guard, clock).await {
-            return (None, held);
+            return (None, held, Vec::new());
         }
         let sent = clock.now();
-        let outcome = self.exchange(request, budget).await;
+        let (outcome, answer) = self.exchange(request, budget).await;
         // The guard hears the answer before the slot is free, so the next
         // request to this URL is judged with it.
         let now = clock.now();
@@ -202,15 +213,20 @@ impl Http {
             .with(&guard, now, |g| g.handle_outcome(now, &outcome));
         drop(permit);
         guard.answered.notify_waiters();
-        (Some(sent), outcome)
+        (Some(sent), outcome, answer)
     }
 
-    /// Sends `request` and waits `budget` for its status line; the body is
+    /// Sends `request` and waits `budget` for its status line, then
+    /// [`ANSWER_START_WAIT`] at most for the start of the body; the rest is
     /// read afterwards, to the limits ([`drain`]).
-    async fn exchange(&self, request: Request<Full<Bytes>>, budget: Duration) -> Outcome {
+    async fn exchange(
+        &self,
+        request: Request<Full<Bytes>>,
+        budget: Duration,
+    ) -> (Outcome, Vec<u8>) {
         match tokio::time::timeout(budget, self.client.request(request)).await {
-            Err(_) => Outcome::Timeout,
-            Ok(Err(e)) => outcome_of_error(&e),
+            Err(_) => (Outcome::Timeout, Vec::new()),
+            Ok(Err(e)) => (outcome_of_error(&e), Vec::new()),
             Ok(Ok(response)) => {
                 let status = response.status().as_u16();
                 let retry_after = response
@@ -218,11 +234,19 @@ impl Http {
                     .get(http::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                tokio::spawn(drain(response.into_body()));
-                Outcome::Response {
-                    status,
-                    retry_after,
-                }
+                let mut body = response.into_body();
+                let mut start = Vec::new();
+                let _ =
+                    tokio::time::timeout(ANSWER_START_WAIT, answer_start(&mut body, &mut start))
+                        .await;
+                tokio::spawn(drain(body));
+                (
+                    Outcome::Response {
+                        status,
+                        retry_after,
+                    },
+                    start,
+                )
             }
         }
     }
@@ -231,7 +255,7 @@ impl Http {
     /// guard: the operator's events (a handful, one at a time).
     pub(super) async fn post(&self, request: callpost_core::Request, budget: Duration) -> Outcome {
         match build(request) {
-            Ok(r) => self.exchange(r, budget).await,
+            Ok(r) => self.exchange(r, budget).await.0,
             Err(message) => Outcome::connection(message),
         }
     }
@@ -239,6 +263,19 @@ impl Http {
 
 /// Reads an answer body to its end (the connection then goes back to the
 /// pool), or drops it once it is longer or slower than the limits.
+/// Reads `body` into `start` until it holds the log's share of the answer
+/// or the body ends.
+async fn answer_start(body: &mut Incoming, start: &mut Vec<u8>) {
+    while start.len() < callpost_core::delivery::ANSWER_LOG_BYTES {
+        let Some(Ok(frame)) = body.frame().await else {
+            return;
+        };
+        if let Some(data) = frame.data_ref() {
+            start.extend_from_slice(data);
+        }
+    }
+}
+
 async fn drain(mut body: Incoming) {
     let read = async {
         let mut seen = 0usize;

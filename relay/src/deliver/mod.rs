@@ -853,7 +853,7 @@ async fn drive(
         if !sends.is_empty() {
             made += sends.len() as i64;
             let logged = d.log().len();
-            for (attempt, sent, ended, outcome) in send_all(shared, sends, now).await {
+            for (attempt, sent, ended, outcome, answer) in send_all(shared, sends, now).await {
                 relay.metrics.attempt(&result_class(&outcome));
                 disabled |= matches!(&outcome, Outcome::Held { reason, .. }
                     if reason == EndpointState::Disabled.as_str());
@@ -861,6 +861,9 @@ async fn drive(
                     d.handle_sent(sent, attempt);
                 }
                 d.handle_response(ended, attempt, outcome);
+                if !answer.is_empty() {
+                    d.handle_answer(attempt, &answer);
+                }
             }
             if tracing::enabled!(tracing::Level::DEBUG) {
                 for r in d.log().iter().skip(logged) {
@@ -918,8 +921,8 @@ fn finish_row(
 }
 
 /// One answered request of a step: its attempt, when it went out (if it
-/// did), when it ended, and how.
-type Sent = (u32, Option<Timestamp>, Timestamp, Outcome);
+/// did), when it ended, how, and the start of the answer's body.
+type Sent = (u32, Option<Timestamp>, Timestamp, Outcome, Vec<u8>);
 
 /// The requests of one step, sent at once.
 async fn send_all(
@@ -932,8 +935,8 @@ async fn send_all(
         let mut out = Vec::with_capacity(1);
         for a in sends {
             let attempt = a.attempt;
-            let (sent, outcome) = shared.http.send(a, polled_at, clock).await;
-            out.push((attempt, sent, clock.now(), outcome));
+            let (sent, outcome, answer) = shared.http.send(a, polled_at, clock).await;
+            out.push((attempt, sent, clock.now(), outcome, answer));
         }
         return out;
     }
@@ -943,8 +946,8 @@ async fn send_all(
         set.spawn(async move {
             let attempt = a.attempt;
             let clock = &shared.relay.clock;
-            let (sent, outcome) = shared.http.send(a, polled_at, clock).await;
-            (attempt, sent, clock.now(), outcome)
+            let (sent, outcome, answer) = shared.http.send(a, polled_at, clock).await;
+            (attempt, sent, clock.now(), outcome, answer)
         });
     }
     let mut out = Vec::new();
@@ -985,6 +988,7 @@ fn ended(
                 id: row.id,
                 claim: row.claim,
                 attempts,
+                outcome: Some(outcome_record(d, &outcome)),
             }
         }
         DeliveryOutcome::GaveUp { reason, .. } => {
@@ -1003,16 +1007,17 @@ fn ended(
                 claim: row.claim,
                 attempts,
                 state: Some(d.to_json()),
-                outcome: dead_letter_record(d, &outcome),
+                outcome: outcome_record(d, &outcome),
             }
         }
     }
 }
 
-/// A dead letter's record: the core's outcome, with the message a host
-/// raises for it and the attempt log, keys in that order (as the Python
-/// relay wrote `{**outcome, "message": ..., "log": ...}`).
-fn dead_letter_record(d: &Delivery, outcome: &DeliveryOutcome) -> String {
+/// A finished call's record, for dead letters and the delivery log: the
+/// core's outcome, with the message a host raises for it (null for a
+/// success) and the attempt log, keys in that order (as the Python relay
+/// wrote `{**outcome, "message": ..., "log": ...}`).
+fn outcome_record(d: &Delivery, outcome: &DeliveryOutcome) -> String {
     let fields = outcome.to_json(KeyCase::Snake);
     let message = serde_json::to_string(&outcome.error_message()).unwrap_or_else(|_| "null".into());
     let log = d.log_json(KeyCase::Snake);

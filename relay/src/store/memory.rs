@@ -48,6 +48,12 @@ pub struct StoredRow {
     pub outcome: Option<String>,
     /// When it finished, ms.
     pub finished_at: Option<i64>,
+    /// `userId`.
+    pub user_id: Option<String>,
+    /// `anonymousId`.
+    pub anonymous_id: Option<String>,
+    /// A track call's `event`.
+    pub event: Option<String>,
 }
 
 /// Customer data: the id only.
@@ -74,6 +80,52 @@ impl StoredRow {
         self.lease_until = None;
         self.claim = None;
     }
+
+    fn entry(&self) -> LogEntry {
+        LogEntry {
+            source: self.source.clone(),
+            message_id: self.message_id.clone(),
+            kind: self.kind.to_owned(),
+            event: self.event.clone(),
+            user_id: self.user_id.clone(),
+            anonymous_id: self.anonymous_id.clone(),
+            received_at: self.received_at,
+            status: self.status.name(),
+            attempts: self.attempts,
+            finished_at: self.finished_at,
+            id: self.id,
+        }
+    }
+}
+
+/// Whether a replay's filter names `r` (its state aside).
+fn replayed(filter: &ReplayFilter, r: &StoredRow) -> bool {
+    let calls = LogFilter {
+        status: None,
+        ..filter.calls.clone()
+    };
+    calls.matches(&r.entry())
+}
+
+/// Newest first, after `after`.
+fn newest_first<T>(
+    mut rows: Vec<T>,
+    after: Option<Cursor>,
+    limit: usize,
+    at: impl Fn(&T) -> Cursor,
+) -> Page<T> {
+    rows.retain(|r| {
+        after.is_none_or(|c| {
+            let k = at(r);
+            (k.received_at, k.id) < (c.received_at, c.id)
+        })
+    });
+    rows.sort_by_key(|r| {
+        let k = at(r);
+        std::cmp::Reverse((k.received_at, k.id))
+    });
+    rows.truncate(limit.saturating_add(1));
+    Page::of(rows, limit, at)
 }
 
 #[derive(Default)]
@@ -125,6 +177,9 @@ impl Inner {
                     attempts: 0,
                     outcome: None,
                     finished_at,
+                    user_id: r.user_id,
+                    anonymous_id: r.anonymous_id,
+                    event: r.event,
                 },
             );
             new += 1;
@@ -343,11 +398,14 @@ impl Store for MemoryStore {
             };
             r.unlease();
             match item {
-                Finish::Delivered { attempts, .. } => {
+                Finish::Delivered {
+                    attempts, outcome, ..
+                } => {
                     r.status = Status::Delivered;
                     r.finished_at = Some(now);
                     r.attempts = attempts;
                     r.state = None;
+                    r.outcome = outcome;
                 }
                 Finish::Retry {
                     attempts,
@@ -461,22 +519,11 @@ impl Store for MemoryStore {
 
     async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError> {
         self.enter().await?;
-        let ids: Option<HashSet<String>> = filter.message_ids.map(|v| v.into_iter().collect());
+        let statuses = filter.statuses();
         let mut inner = lock(&self.inner);
         let mut n = 0;
         for r in inner.rows.values_mut() {
-            let kind = match r.status {
-                Status::Dead => true,
-                Status::Delivered => filter.include_delivered,
-                Status::Undeliverable => filter.include_undeliverable,
-                Status::Pending => false,
-            };
-            let matches = kind
-                && ids.as_ref().is_none_or(|ids| ids.contains(&r.message_id))
-                && filter.source.as_ref().is_none_or(|s| *s == r.source)
-                && filter.since.is_none_or(|t| r.received_at >= t)
-                && filter.until.is_none_or(|t| r.received_at < t);
-            if matches {
+            if statuses.contains(&r.status) && replayed(&filter, r) {
                 r.status = Status::Pending;
                 r.due_at = now;
                 r.state = None;
@@ -488,6 +535,87 @@ impl Store for MemoryStore {
             }
         }
         Ok(n)
+    }
+
+    async fn replayable(&self, filter: ReplayFilter) -> Result<u64, StoreError> {
+        self.enter().await?;
+        let statuses = filter.statuses();
+        let inner = lock(&self.inner);
+        Ok(inner
+            .rows
+            .values()
+            .filter(|r| statuses.contains(&r.status) && replayed(&filter, r))
+            .count() as u64)
+    }
+
+    async fn search(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<LogEntry>, StoreError> {
+        self.enter().await?;
+        let inner = lock(&self.inner);
+        let rows = inner
+            .rows
+            .values()
+            .map(StoredRow::entry)
+            .filter(|e| filter.matches(e))
+            .collect();
+        Ok(newest_first(rows, after, limit, |e| Cursor {
+            received_at: e.received_at,
+            id: e.id,
+        }))
+    }
+
+    async fn search_rejected(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<RejectedEntry>, StoreError> {
+        self.enter().await?;
+        let inner = lock(&self.inner);
+        let rows = inner
+            .rejected
+            .iter()
+            .filter(|(_, r)| {
+                filter.source.as_ref().is_none_or(|s| *s == r.source)
+                    && filter.since.is_none_or(|t| r.received_at >= t)
+                    && filter.until.is_none_or(|t| r.received_at < t)
+            })
+            .map(|(id, r)| RejectedEntry {
+                source: r.source.clone(),
+                received_at: r.received_at,
+                status: "rejected",
+                code: r.code.to_owned(),
+                reason: r.reason.clone(),
+                id: i64::try_from(*id).unwrap_or(i64::MAX),
+            })
+            .collect();
+        Ok(newest_first(rows, after, limit, |e| Cursor {
+            received_at: e.received_at,
+            id: e.id,
+        }))
+    }
+
+    async fn logged_call(
+        &self,
+        source: String,
+        message_id: String,
+    ) -> Result<Option<LoggedCall>, StoreError> {
+        self.enter().await?;
+        let inner = lock(&self.inner);
+        Ok(inner
+            .keys
+            .get(&(source, message_id))
+            .and_then(|id| inner.rows.get(id))
+            .map(|r| LoggedCall {
+                entry: r.entry(),
+                message: r.message.clone(),
+                state: r.state.clone(),
+                outcome: r.outcome.clone(),
+            }))
     }
 
     async fn stats(&self, now: i64) -> Result<Stats, StoreError> {

@@ -22,6 +22,7 @@
 //! past it the caller gets [`StoreError::Timeout`], ingest answers 503 and
 //! `/readyz` says not ready, instead of waiting on a stuck database.
 
+pub mod log;
 pub mod memory;
 pub mod postgres;
 pub mod sqlite;
@@ -29,6 +30,7 @@ pub mod sqlite;
 use async_trait::async_trait;
 pub use callpost_core::protection::Hold;
 use callpost_core::Timestamp;
+pub use log::{Cursor, LogEntry, LogFilter, LoggedCall, Page, RejectedEntry};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +56,11 @@ impl Status {
         self as i64
     }
 
+    /// The stored number, as Postgres's `smallint` column takes it.
+    pub fn as_i16(self) -> i16 {
+        self as i16
+    }
+
     /// The status a stored number stands for.
     pub fn from_i64(n: i64) -> Option<Self> {
         Some(match n {
@@ -63,6 +70,18 @@ impl Status {
             3 => Self::Undeliverable,
             _ => return None,
         })
+    }
+
+    /// The status of a name [`Status::name`] gives.
+    pub fn named(name: &str) -> Option<Self> {
+        [
+            Self::Pending,
+            Self::Delivered,
+            Self::Dead,
+            Self::Undeliverable,
+        ]
+        .into_iter()
+        .find(|s| s.name() == name)
     }
 
     /// Its name in the admin API, the CLI and metrics.
@@ -91,6 +110,39 @@ pub struct Row {
     pub received_at: i64,
     /// [`Status::Pending`] or [`Status::Undeliverable`].
     pub status: Status,
+    /// `userId`, for the delivery log's search.
+    pub user_id: Option<String>,
+    /// `anonymousId`, for the delivery log's search.
+    pub anonymous_id: Option<String>,
+    /// A track call's `event`, for the delivery log's search.
+    pub event: Option<String>,
+}
+
+impl Row {
+    /// The row of a call the core accepted.
+    pub fn accepted(
+        source: String,
+        a: callpost_core::ingest::Accepted,
+        received_at: i64,
+        status: Status,
+    ) -> Self {
+        let call = a.call;
+        let event = match call.kind {
+            callpost_core::call::CallKind::Track => call.event,
+            _ => None,
+        };
+        Self {
+            source,
+            message_id: a.message_id,
+            kind: call.kind.as_str(),
+            message: a.message,
+            received_at,
+            status,
+            user_id: call.user_id.filter(|s| !s.is_empty()),
+            anonymous_id: call.anonymous_id.filter(|s| !s.is_empty()),
+            event,
+        }
+    }
 }
 
 /// Customer data: the id only.
@@ -168,6 +220,9 @@ pub enum Finish {
         claim: i64,
         /// Attempts made in all.
         attempts: i64,
+        /// The outcome record (JSON) with the attempt log, for the
+        /// delivery log.
+        outcome: Option<String>,
     },
     /// Not yet: the core's state is saved and the row is due again at
     /// `due_at`.
@@ -215,19 +270,15 @@ pub enum Finish {
     },
 }
 
-/// Which stored calls a replay makes pending again. Filters combine; an
-/// empty filter is refused by the API before it gets here (a replay of
-/// everything is asked for with `all`).
+/// Which stored calls a replay makes pending again. An empty filter is
+/// refused by `ops::replay` before it gets here (a replay of every dead
+/// letter is asked for with `all`).
 #[derive(Debug, Clone, Default)]
 pub struct ReplayFilter {
-    /// Only these `messageId`s (`None`: any).
-    pub message_ids: Option<Vec<String>>,
-    /// Only this source.
-    pub source: Option<String>,
-    /// Received at or after, ms.
-    pub since: Option<i64>,
-    /// Received before, ms.
-    pub until: Option<i64>,
+    /// The calls, as a delivery-log search names them. With a `status`,
+    /// only calls in that state; without, dead letters and what the two
+    /// flags add.
+    pub calls: LogFilter,
     /// Also calls already delivered and still kept.
     pub include_delivered: bool,
     /// Also undeliverable calls (their destination is back).
@@ -235,13 +286,28 @@ pub struct ReplayFilter {
 }
 
 impl ReplayFilter {
-    /// Whether it names calls (ids, a source or a time range): without
-    /// any, a replay would take every dead letter.
+    /// Whether it names calls (by anything but their state): without any,
+    /// a replay would take every dead letter.
     pub fn names_calls(&self) -> bool {
-        self.message_ids.is_some()
-            || self.source.is_some()
-            || self.since.is_some()
-            || self.until.is_some()
+        self.calls.names_calls()
+    }
+
+    /// The finished states it makes pending again, one statement each.
+    pub fn statuses(&self) -> Vec<Status> {
+        match self.calls.status {
+            Some(Status::Pending) => Vec::new(),
+            Some(s) => vec![s],
+            None => {
+                let mut statuses = vec![Status::Dead];
+                if self.include_delivered {
+                    statuses.push(Status::Delivered);
+                }
+                if self.include_undeliverable {
+                    statuses.push(Status::Undeliverable);
+                }
+                statuses
+            }
+        }
     }
 }
 
@@ -443,6 +509,34 @@ pub trait Store: Send + Sync + 'static {
     /// 4-hour window and the same `messageId`. Returns how many.
     async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError>;
 
+    /// How many calls [`Store::replay`] would make pending: its dry run.
+    async fn replayable(&self, filter: ReplayFilter) -> Result<u64, StoreError>;
+
+    /// The delivery log: the stored calls `filter` names, newest first, at
+    /// most `limit` after `after` (see [`log`]).
+    async fn search(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<LogEntry>, StoreError>;
+
+    /// As [`Store::search`], for refused calls: only `filter`'s source and
+    /// times apply (a refused call's fields were never trusted).
+    async fn search_rejected(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<RejectedEntry>, StoreError>;
+
+    /// One stored call with its message, saved state and outcome record.
+    async fn logged_call(
+        &self,
+        source: String,
+        message_id: String,
+    ) -> Result<Option<LoggedCall>, StoreError>;
+
     /// Row counts by state.
     async fn stats(&self, now: i64) -> Result<Stats, StoreError>;
 
@@ -601,6 +695,10 @@ pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
         5,
         include_str!("../../migrations/sqlite/0005_endpoint_holds.sql"),
     ),
+    (
+        6,
+        include_str!("../../migrations/sqlite/0006_delivery_log.sql"),
+    ),
 ];
 
 /// As [`SQLITE_MIGRATIONS`], for Postgres.
@@ -625,5 +723,9 @@ pub const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
     (
         6,
         include_str!("../../migrations/postgres/0006_endpoint_holds.sql"),
+    ),
+    (
+        7,
+        include_str!("../../migrations/postgres/0007_delivery_log.sql"),
     ),
 ];

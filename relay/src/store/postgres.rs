@@ -26,6 +26,7 @@
 //! verified, chain and host name, against the system's roots plus
 //! [`StoreOptions::ca_file`].
 
+use super::log::{Dialect, SqlValue};
 use super::*;
 use deadpool_postgres::{
     Connect, GenericClient, HookError, Manager, ManagerConfig, Object, Pool, PoolError,
@@ -84,18 +85,18 @@ const NO_DESTINATION: &str = r#"{"kind":"undeliverable","reason":"no_destination
 /// RETURNING names the new rows, so that each request of the group gets
 /// its own count.
 const INSERT_CALLS: &str = "INSERT INTO deliveries (source, message_id, kind, message, \
-     received_at, status, due_at, finished_at) \
+     received_at, status, due_at, finished_at, user_id, anonymous_id, event) \
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
-     $6::smallint[], $7::bigint[], $8::bigint[]) \
+     $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[]) \
      ON CONFLICT (source, message_id) DO NOTHING RETURNING source, message_id";
 /// [`INSERT_CALLS`] with the group's refused calls, in the same statement.
 const INSERT_CALLS_AND_REJECTED: &str = "WITH refused AS (INSERT INTO rejected \
      (source, received_at, code, reason, text) \
-     SELECT * FROM unnest($9::text[], $10::bigint[], $11::text[], $12::text[], $13::text[])) \
+     SELECT * FROM unnest($12::text[], $13::bigint[], $14::text[], $15::text[], $16::text[])) \
      INSERT INTO deliveries (source, message_id, kind, message, \
-     received_at, status, due_at, finished_at) \
+     received_at, status, due_at, finished_at, user_id, anonymous_id, event) \
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
-     $6::smallint[], $7::bigint[], $8::bigint[]) \
+     $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[]) \
      ON CONFLICT (source, message_id) DO NOTHING RETURNING source, message_id";
 /// Bytes of calls one statement carries: past it, a group's calls take
 /// several statements (in one transaction). Far below the 1 GB Postgres
@@ -108,8 +109,9 @@ const CLAIM: &str = "UPDATE deliveries SET lease_until = $1, claim = $2 WHERE id
      AND (lease_until IS NULL OR lease_until <= $4) ORDER BY due_at LIMIT $5 FOR UPDATE SKIP LOCKED) \
      RETURNING id, source, message_id, message, state, attempts, due_at";
 const FINISH_DELIVERED: &str = "UPDATE deliveries d SET status = 1, finished_at = $1, \
-     attempts = f.attempts, state = NULL, lease_until = NULL, claim = NULL \
-     FROM unnest($2::bigint[], $3::bigint[], $4::int[]) AS f(id, claim, attempts) \
+     attempts = f.attempts, outcome = f.outcome, state = NULL, lease_until = NULL, claim = NULL \
+     FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::text[]) \
+     AS f(id, claim, attempts, outcome) \
      WHERE d.id = f.id AND d.claim = f.claim";
 const FINISH_RETRY: &str = "UPDATE deliveries d SET state = f.state, due_at = f.due_at, \
      attempts = f.attempts, lease_until = NULL, claim = NULL \
@@ -1042,7 +1044,13 @@ impl Inner {
             let mut received_at = Vec::with_capacity(rows.len());
             let mut status = Vec::with_capacity(rows.len());
             let mut finished_at = Vec::with_capacity(rows.len());
+            let mut user_id = Vec::with_capacity(rows.len());
+            let mut anonymous_id = Vec::with_capacity(rows.len());
+            let mut event = Vec::with_capacity(rows.len());
             for (r, _) in rows {
+                user_id.push(r.user_id.as_deref());
+                anonymous_id.push(r.anonymous_id.as_deref());
+                event.push(r.event.as_deref());
                 source.push(r.source.as_str());
                 message_id.push(r.message_id.as_str());
                 kind.push(r.kind);
@@ -1067,6 +1075,9 @@ impl Inner {
                 &status,
                 &received_at,
                 &finished_at,
+                &user_id,
+                &anonymous_id,
+                &event,
             ];
             let sql = if rejected.is_empty() {
                 INSERT_CALLS
@@ -1155,36 +1166,19 @@ impl Inner {
                 self.execute(tx, sql, &[before, &PURGE_CHUNK]).await?,
             )),
             Work::Replay { now, filter } => {
-                let mut statuses: Vec<i16> = vec![2];
-                if filter.include_delivered {
-                    statuses.push(1);
+                let mut n = 0;
+                for status in filter.statuses() {
+                    let (cond, values) = replay_where(filter, status, 1);
+                    let sql = format!(
+                        "UPDATE deliveries SET status = 0, due_at = $1, attempts = 0, \
+                         state = NULL, outcome = NULL, finished_at = NULL, lease_until = NULL, \
+                         claim = NULL{cond}"
+                    );
+                    let mut params: Vec<&(dyn ToSql + Sync)> = vec![now];
+                    params.extend(values.iter().map(Bound::as_param));
+                    n += self.execute(tx, &sql, &params).await?;
                 }
-                if filter.include_undeliverable {
-                    statuses.push(3);
-                }
-                let mut sql = String::from(
-                    "UPDATE deliveries SET status = 0, due_at = $1, attempts = 0, state = NULL, \
-                     outcome = NULL, finished_at = NULL, lease_until = NULL, claim = NULL \
-                     WHERE status = ANY($2::smallint[])",
-                );
-                let mut params: Vec<&(dyn ToSql + Sync)> = vec![now, &statuses];
-                if let Some(ids) = &filter.message_ids {
-                    params.push(ids);
-                    sql.push_str(&format!(" AND message_id = ANY(${}::text[])", params.len()));
-                }
-                if let Some(source) = &filter.source {
-                    params.push(source);
-                    sql.push_str(&format!(" AND source = ${}", params.len()));
-                }
-                if let Some(since) = &filter.since {
-                    params.push(since);
-                    sql.push_str(&format!(" AND received_at >= ${}", params.len()));
-                }
-                if let Some(until) = &filter.until {
-                    params.push(until);
-                    sql.push_str(&format!(" AND received_at < ${}", params.len()));
-                }
-                Ok(Done::Count(self.execute(tx, &sql, &params).await?))
+                Ok(Done::Count(n))
             }
             Work::AudienceSync {
                 source,
@@ -1234,21 +1228,28 @@ impl Inner {
         }
         let mut changed = 0;
         if !delivered.is_empty() {
-            let (mut ids, mut claims, mut attempts) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut ids, mut claims, mut attempts, mut outcomes) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for (_, item) in &delivered {
                 if let Finish::Delivered {
                     id,
                     claim,
                     attempts: a,
+                    outcome,
                 } = item
                 {
                     ids.push(*id);
                     claims.push(*claim);
                     attempts.push(int4(*a));
+                    outcomes.push(outcome.as_deref());
                 }
             }
             changed += self
-                .execute(tx, FINISH_DELIVERED, &[&now, &ids, &claims, &attempts])
+                .execute(
+                    tx,
+                    FINISH_DELIVERED,
+                    &[&now, &ids, &claims, &attempts, &outcomes],
+                )
                 .await?;
         }
         if !retry.is_empty() {
@@ -1380,6 +1381,117 @@ fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
         .map_err(|e| StoreError::Unavailable(inner.redact(describe(&e))))
 }
 
+/// Postgres's numbered placeholders, from `next`.
+struct Pg {
+    next: usize,
+}
+
+impl Dialect for Pg {
+    fn mark(&mut self) -> String {
+        self.next += 1;
+        format!("${}", self.next)
+    }
+
+    fn in_list(&mut self, column: &str) -> String {
+        self.next += 1;
+        format!("{column} = ANY(${}::text[])", self.next)
+    }
+}
+
+/// A search's value, owned, as the driver binds it.
+enum Bound {
+    Int(i64),
+    Small(i16),
+    Text(String),
+    List(Vec<String>),
+}
+
+impl Bound {
+    fn of(values: Vec<SqlValue>) -> Vec<Self> {
+        values
+            .into_iter()
+            .map(|v| match v {
+                SqlValue::Int(n) => Self::Int(n),
+                SqlValue::Small(n) => Self::Small(n),
+                SqlValue::Text(t) => Self::Text(t),
+                SqlValue::List(l) => Self::List(l),
+            })
+            .collect()
+    }
+
+    fn as_param(&self) -> &(dyn ToSql + Sync) {
+        match self {
+            Self::Int(n) => n,
+            Self::Small(n) => n,
+            Self::Text(t) => t,
+            Self::List(l) => l,
+        }
+    }
+}
+
+/// The conditions of `filter` for one replayed `status`, their
+/// placeholders numbered after the first `taken`.
+fn replay_where(filter: &ReplayFilter, status: Status, taken: usize) -> (String, Vec<Bound>) {
+    let mut calls = filter.calls.clone();
+    calls.status = None;
+    let mut pg = Pg { next: taken + 1 };
+    let (conds, values) = calls.sql(&mut pg);
+    let mut sql = format!(" WHERE status = ${}", taken + 1);
+    for c in conds {
+        sql.push_str(" AND ");
+        sql.push_str(&c);
+    }
+    let mut all = vec![Bound::Small(status.as_i16())];
+    all.extend(Bound::of(values));
+    (sql, all)
+}
+
+/// As the SQLite store's: `filter`'s conditions after `after`, newest first,
+/// one row more than `limit`.
+fn page_sql(filter: &LogFilter, after: Option<Cursor>, limit: usize) -> (String, Vec<Bound>) {
+    let mut pg = Pg { next: 0 };
+    let (mut conds, values) = filter.sql(&mut pg);
+    let mut values = Bound::of(values);
+    if let Some(c) = after {
+        let (a, b) = (pg.mark(), pg.mark());
+        conds.push(format!("(received_at, id) < ({a}, {b})"));
+        values.push(Bound::Int(c.received_at));
+        values.push(Bound::Int(c.id));
+    }
+    let mut sql = String::new();
+    if !conds.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conds.join(" AND "));
+    }
+    sql.push_str(&format!(
+        " ORDER BY received_at DESC, id DESC LIMIT {}",
+        pg.mark()
+    ));
+    values.push(Bound::Int(limit_of(limit.saturating_add(1))));
+    (sql, values)
+}
+
+const ENTRY_COLUMNS: &str = "source, message_id, kind, event, user_id, anonymous_id, \
+                             received_at, status, attempts, finished_at, id";
+
+fn entry_of(inner: &Inner, row: &tokio_postgres::Row) -> Result<LogEntry, StoreError> {
+    let status: i16 = column(inner, row, 7)?;
+    let attempts: i32 = column(inner, row, 8)?;
+    Ok(LogEntry {
+        source: column(inner, row, 0)?,
+        message_id: column(inner, row, 1)?,
+        kind: column(inner, row, 2)?,
+        event: column(inner, row, 3)?,
+        user_id: column(inner, row, 4)?,
+        anonymous_id: column(inner, row, 5)?,
+        received_at: column(inner, row, 6)?,
+        status: Status::from_i64(i64::from(status)).map_or("unknown", Status::name),
+        attempts: i64::from(attempts),
+        finished_at: column(inner, row, 9)?,
+        id: column(inner, row, 10)?,
+    })
+}
+
 fn limit_of(limit: usize) -> i64 {
     i64::try_from(limit).unwrap_or(i64::MAX)
 }
@@ -1496,6 +1608,103 @@ impl Store for PostgresStore {
 
     async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError> {
         Ok(self.write(Work::Replay { now, filter }, 0).await?.count())
+    }
+
+    async fn replayable(&self, filter: ReplayFilter) -> Result<u64, StoreError> {
+        let mut n: i64 = 0;
+        for status in filter.statuses() {
+            let (cond, values) = replay_where(&filter, status, 0);
+            let sql = format!("SELECT count(*) FROM deliveries{cond}");
+            let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(Bound::as_param).collect();
+            let rows = self.inner.read(&[(&sql, &params)]).await?;
+            if let Some(row) = rows.iter().flatten().next() {
+                n += column::<i64>(&self.inner, row, 0)?;
+            }
+        }
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn search(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<LogEntry>, StoreError> {
+        let (tail, values) = page_sql(&filter, after, limit);
+        let sql = format!("SELECT {ENTRY_COLUMNS} FROM deliveries{tail}");
+        let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(Bound::as_param).collect();
+        let rows = self.inner.read(&[(&sql, &params)]).await?;
+        let entries = rows
+            .iter()
+            .flatten()
+            .map(|row| entry_of(&self.inner, row))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Page::of(entries, limit, |e| Cursor {
+            received_at: e.received_at,
+            id: e.id,
+        }))
+    }
+
+    async fn search_rejected(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<RejectedEntry>, StoreError> {
+        let only = LogFilter {
+            source: filter.source,
+            since: filter.since,
+            until: filter.until,
+            ..LogFilter::default()
+        };
+        let (tail, values) = page_sql(&only, after, limit);
+        let sql = format!("SELECT source, received_at, code, reason, id FROM rejected{tail}");
+        let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(Bound::as_param).collect();
+        let rows = self.inner.read(&[(&sql, &params)]).await?;
+        let inner = &self.inner;
+        let entries = rows
+            .iter()
+            .flatten()
+            .map(|row| {
+                Ok(RejectedEntry {
+                    source: column(inner, row, 0)?,
+                    received_at: column(inner, row, 1)?,
+                    status: "rejected",
+                    code: column(inner, row, 2)?,
+                    reason: column(inner, row, 3)?,
+                    id: column(inner, row, 4)?,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(Page::of(entries, limit, |e| Cursor {
+            received_at: e.received_at,
+            id: e.id,
+        }))
+    }
+
+    async fn logged_call(
+        &self,
+        source: String,
+        message_id: String,
+    ) -> Result<Option<LoggedCall>, StoreError> {
+        let sql = format!(
+            "SELECT {ENTRY_COLUMNS}, message, state, outcome FROM deliveries \
+             WHERE source = $1 AND message_id = $2"
+        );
+        let rows = self.inner.read(&[(&sql, &[&source, &message_id])]).await?;
+        let inner = &self.inner;
+        rows.iter()
+            .flatten()
+            .next()
+            .map(|row| {
+                Ok(LoggedCall {
+                    entry: entry_of(inner, row)?,
+                    message: column(inner, row, 11)?,
+                    state: column(inner, row, 12)?,
+                    outcome: column(inner, row, 13)?,
+                })
+            })
+            .transpose()
     }
 
     async fn stats(&self, now: i64) -> Result<Stats, StoreError> {

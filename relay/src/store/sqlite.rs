@@ -18,6 +18,7 @@
 //! channel nobody listens to. An operation whose caller has already gone
 //! when the writer reaches it is dropped unrun.
 
+use super::log::{Dialect, SqlValue};
 use super::*;
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter, Connection, ErrorCode, OptionalExtension};
@@ -691,13 +692,14 @@ fn insert_sql(n: usize, returning: bool) -> String {
     let mut sql = String::with_capacity(250 + n * 18);
     sql.push_str(
         "INSERT INTO deliveries \
-         (source, message_id, kind, message, received_at, status, due_at, finished_at) VALUES ",
+         (source, message_id, kind, message, received_at, status, due_at, finished_at, \
+         user_id, anonymous_id, event) VALUES ",
     );
     for i in 0..n {
         if i > 0 {
             sql.push(',');
         }
-        sql.push_str("(?,?,?,?,?,?,?,?)");
+        sql.push_str("(?,?,?,?,?,?,?,?,?,?,?)");
     }
     sql.push_str(" ON CONFLICT (source, message_id) DO NOTHING");
     if returning {
@@ -761,7 +763,10 @@ fn store_calls(db: &Db, parts: &[(&[Row], &[RejectedRow])]) -> rusqlite::Result<
             stmt.raw_bind_parameter(i + 6, r.status.as_i64())?;
             stmt.raw_bind_parameter(i + 7, r.received_at)?;
             stmt.raw_bind_parameter(i + 8, finished_at)?;
-            i += 8;
+            stmt.raw_bind_parameter(i + 9, &r.user_id)?;
+            stmt.raw_bind_parameter(i + 10, &r.anonymous_id)?;
+            stmt.raw_bind_parameter(i + 11, &r.event)?;
+            i += 11;
         }
         db.tick(1);
         if let Some(only) = alone {
@@ -805,51 +810,133 @@ fn sql_int(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-/// One UPDATE per replayed status: each reads only that status's rows,
-/// through the index of finished rows (`status <> 0` lets SQLite use it),
-/// never the whole table; the id list is one JSON parameter, however long.
+/// SQLite's placeholders; a list is one JSON parameter, however long.
+struct Sqlite;
+
+impl Dialect for Sqlite {
+    fn mark(&mut self) -> String {
+        "?".into()
+    }
+
+    fn in_list(&mut self, column: &str) -> String {
+        format!("{column} IN (SELECT value FROM json_each(?))")
+    }
+}
+
+fn bind(values: Vec<SqlValue>) -> Vec<Value> {
+    values
+        .into_iter()
+        .map(|v| match v {
+            SqlValue::Int(n) => Value::Integer(n),
+            SqlValue::Small(n) => Value::Integer(i64::from(n)),
+            SqlValue::Text(t) => Value::Text(t),
+            // A list of strings always serializes.
+            SqlValue::List(l) => Value::Text(serde_json::to_string(&l).unwrap_or_default()),
+        })
+        .collect()
+}
+
+/// The conditions of `filter` for one replayed `status`, after
+/// `status <> 0` (which lets SQLite read the index of finished rows, never
+/// the whole table).
+fn replay_where(filter: &ReplayFilter, status: Status) -> (String, Vec<Value>) {
+    let mut calls = filter.calls.clone();
+    calls.status = None;
+    let (conds, values) = calls.sql(&mut Sqlite);
+    let mut sql = String::from(" WHERE status <> 0 AND status = ?");
+    for c in conds {
+        sql.push_str(" AND ");
+        sql.push_str(&c);
+    }
+    let mut all = vec![Value::Integer(status.as_i64())];
+    all.extend(bind(values));
+    (sql, all)
+}
+
+/// One UPDATE per replayed status.
 fn replay_rows(db: &Db, now: i64, filter: &ReplayFilter) -> rusqlite::Result<u64> {
-    let mut statuses = vec![Status::Dead];
-    if filter.include_delivered {
-        statuses.push(Status::Delivered);
-    }
-    if filter.include_undeliverable {
-        statuses.push(Status::Undeliverable);
-    }
-    let mut sql = String::from(
-        "UPDATE deliveries SET status = 0, due_at = ?, state = NULL, outcome = NULL, \
-         attempts = 0, finished_at = NULL, lease_until = NULL, claim = NULL \
-         WHERE status <> 0 AND status = ?",
-    );
-    // The status goes in at [1], once per statement.
-    let mut values = vec![Value::Integer(now), Value::Null];
-    if let Some(source) = &filter.source {
-        sql.push_str(" AND source = ?");
-        values.push(Value::Text(source.clone()));
-    }
-    if let Some(since) = filter.since {
-        sql.push_str(" AND received_at >= ?");
-        values.push(Value::Integer(since));
-    }
-    if let Some(until) = filter.until {
-        sql.push_str(" AND received_at < ?");
-        values.push(Value::Integer(until));
-    }
-    if let Some(ids) = &filter.message_ids {
-        sql.push_str(" AND message_id IN (SELECT value FROM json_each(?))");
-        // A list of strings always serializes.
-        values.push(Value::Text(
-            serde_json::to_string(ids).unwrap_or_else(|_| "[]".into()),
-        ));
-    }
-    let mut stmt = db.conn.prepare(&sql)?;
     let mut n = 0;
-    for status in statuses {
-        values[1] = Value::Integer(status.as_i64());
+    for status in filter.statuses() {
+        let (cond, values) = replay_where(filter, status);
+        let sql = format!(
+            "UPDATE deliveries SET status = 0, due_at = ?, state = NULL, outcome = NULL, \
+             attempts = 0, finished_at = NULL, lease_until = NULL, claim = NULL{cond}"
+        );
+        let mut stmt = db.conn.prepare(&sql)?;
         db.tick(1);
-        n += stmt.execute(params_from_iter(&values))? as u64;
+        let mut all = vec![Value::Integer(now)];
+        all.extend(values);
+        n += stmt.execute(params_from_iter(&all))? as u64;
     }
     Ok(n)
+}
+
+fn replayable_rows(db: &Db, filter: &ReplayFilter) -> rusqlite::Result<u64> {
+    let mut n: i64 = 0;
+    for status in filter.statuses() {
+        let (cond, values) = replay_where(filter, status);
+        let sql = format!("SELECT count(*) FROM deliveries{cond}");
+        db.tick(1);
+        n += db
+            .conn
+            .prepare(&sql)?
+            .query_row(params_from_iter(&values), |r| r.get::<_, i64>(0))?;
+    }
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// `filter`'s conditions after `after`, newest first: the text after
+/// `FROM <table>` and its values.
+fn page_sql(
+    conds: Vec<String>,
+    values: Vec<SqlValue>,
+    after: Option<Cursor>,
+    limit: usize,
+) -> (String, Vec<Value>) {
+    let mut conds = conds;
+    let mut values = bind(values);
+    if let Some(c) = after {
+        conds.push("(received_at, id) < (?, ?)".into());
+        values.push(Value::Integer(c.received_at));
+        values.push(Value::Integer(c.id));
+    }
+    let mut sql = String::new();
+    if !conds.is_empty() {
+        sql.push_str(" WHERE ");
+        sql.push_str(&conds.join(" AND "));
+    }
+    // One row more than asked: whether it comes says if there is a next
+    // page.
+    sql.push_str(" ORDER BY received_at DESC, id DESC LIMIT ?");
+    values.push(Value::Integer(sql_int(limit.saturating_add(1))));
+    (sql, values)
+}
+
+const ENTRY_COLUMNS: &str = "source, message_id, kind, event, user_id, anonymous_id, \
+                             received_at, status, attempts, finished_at, id";
+
+fn entry_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LogEntry> {
+    let status: i64 = r.get(7)?;
+    Ok(LogEntry {
+        source: r.get(0)?,
+        message_id: r.get(1)?,
+        kind: r.get(2)?,
+        event: r.get(3)?,
+        user_id: r.get(4)?,
+        anonymous_id: r.get(5)?,
+        received_at: r.get(6)?,
+        status: Status::from_i64(status).map_or("unknown", Status::name),
+        attempts: r.get(8)?,
+        finished_at: r.get(9)?,
+        id: r.get(10)?,
+    })
+}
+
+fn at_entry(e: &LogEntry) -> Cursor {
+    Cursor {
+        received_at: e.received_at,
+        id: e.id,
+    }
 }
 
 fn stats_of(db: &Db, now: i64) -> rusqlite::Result<Stats> {
@@ -991,19 +1078,25 @@ impl Store for SqliteStore {
             }
             if !delivered.is_empty() {
                 // The common end, one statement for all of them: the rows
-                // (id, claim token, attempts) go in as one JSON array, and
-                // each is found by its primary key.
-                let list: Vec<(i64, i64, i64)> = delivered
+                // (id, claim token, attempts, outcome) go in as one JSON
+                // array, and each is found by its primary key.
+                let list: Vec<(i64, i64, i64, Option<&str>)> = delivered
                     .iter()
                     .filter_map(|f| match f {
-                        Finish::Delivered { id, claim, attempts } => Some((*id, *claim, *attempts)),
+                        Finish::Delivered {
+                            id,
+                            claim,
+                            attempts,
+                            outcome,
+                        } => Some((*id, *claim, *attempts, outcome.as_deref())),
                         _ => None,
                     })
                     .collect();
                 let json = serde_json::to_string(&list).unwrap_or_default();
                 let mut stmt = db.conn.prepare_cached(
                     "UPDATE deliveries SET status = 1, finished_at = ?1, attempts = j.value ->> 2, \
-                     state = NULL, lease_until = NULL, claim = NULL FROM json_each(?2) AS j \
+                     outcome = j.value ->> 3, state = NULL, lease_until = NULL, claim = NULL \
+                     FROM json_each(?2) AS j \
                      WHERE deliveries.id = j.value ->> 0 AND deliveries.claim = j.value ->> 1",
                 )?;
                 db.tick(1);
@@ -1189,6 +1282,94 @@ impl Store for SqliteStore {
 
     async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError> {
         self.write(0, move |db| replay_rows(db, now, &filter)).await
+    }
+
+    async fn replayable(&self, filter: ReplayFilter) -> Result<u64, StoreError> {
+        self.read(move |db| replayable_rows(db, &filter)).await
+    }
+
+    async fn search(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<LogEntry>, StoreError> {
+        self.read(move |db| {
+            let (conds, values) = filter.sql(&mut Sqlite);
+            let (tail, values) = page_sql(conds, values, after, limit);
+            let sql = format!("SELECT {ENTRY_COLUMNS} FROM deliveries{tail}");
+            db.tick(1);
+            let mut stmt = db.conn.prepare_cached(&sql)?;
+            let rows = stmt
+                .query_map(params_from_iter(&values), entry_of)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(Page::of(rows, limit, at_entry))
+        })
+        .await
+    }
+
+    async fn search_rejected(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<RejectedEntry>, StoreError> {
+        self.read(move |db| {
+            let only = LogFilter {
+                source: filter.source,
+                since: filter.since,
+                until: filter.until,
+                ..LogFilter::default()
+            };
+            let (conds, values) = only.sql(&mut Sqlite);
+            let (tail, values) = page_sql(conds, values, after, limit);
+            let sql = format!("SELECT source, received_at, code, reason, id FROM rejected{tail}");
+            db.tick(1);
+            let mut stmt = db.conn.prepare_cached(&sql)?;
+            let rows = stmt
+                .query_map(params_from_iter(&values), |r| {
+                    Ok(RejectedEntry {
+                        source: r.get(0)?,
+                        received_at: r.get(1)?,
+                        status: "rejected",
+                        code: r.get(2)?,
+                        reason: r.get(3)?,
+                        id: r.get(4)?,
+                    })
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(Page::of(rows, limit, |e| Cursor {
+                received_at: e.received_at,
+                id: e.id,
+            }))
+        })
+        .await
+    }
+
+    async fn logged_call(
+        &self,
+        source: String,
+        message_id: String,
+    ) -> Result<Option<LoggedCall>, StoreError> {
+        self.read(move |db| {
+            let sql = format!(
+                "SELECT {ENTRY_COLUMNS}, message, state, outcome FROM deliveries \
+                 WHERE source = ? AND message_id = ?"
+            );
+            db.tick(1);
+            db.conn
+                .prepare_cached(&sql)?
+                .query_row([source, message_id], |r| {
+                    Ok(LoggedCall {
+                        entry: entry_of(r)?,
+                        message: r.get(11)?,
+                        state: r.get(12)?,
+                        outcome: r.get(13)?,
+                    })
+                })
+                .optional()
+        })
+        .await
     }
 
     async fn stats(&self, now: i64) -> Result<Stats, StoreError> {

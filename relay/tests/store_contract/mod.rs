@@ -31,7 +31,8 @@
 )]
 
 use callpost_relay::store::{
-    Claimed, Finish, Hold, Purged, RejectedRow, ReplayFilter, Retention, Row, Status, Store,
+    Claimed, Cursor, Finish, Hold, LogFilter, Purged, RejectedRow, ReplayFilter, Retention, Row,
+    Status, Store,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -71,6 +72,11 @@ macro_rules! contract_tests {
             replay_includes_delivered_and_undeliverable_only_when_asked,
             replay_resets_state_and_makes_rows_due_now,
             replay_long_id_list,
+            replay_by_user_event_type_and_status_with_a_dry_run,
+            search_by_each_field_newest_first,
+            search_pages_with_a_cursor,
+            search_rejected_by_source_and_time,
+            logged_call_has_its_message_state_and_outcome,
             stats_counts,
             dead_letters_oldest_first,
             rejected_newest_first,
@@ -113,6 +119,9 @@ pub(crate) fn row(source: &str, message_id: &str, at: i64) -> Row {
         message: format!(r#"{{"type":"track","messageId":"{message_id}","event":"E"}}"#),
         received_at: at,
         status: Status::Pending,
+        user_id: None,
+        anonymous_id: None,
+        event: Some("E".into()),
     }
 }
 
@@ -153,6 +162,7 @@ fn delivered(c: &Claimed, attempts: i64) -> Finish {
         id: c.id,
         claim: c.claim,
         attempts,
+        outcome: None,
     }
 }
 
@@ -424,6 +434,7 @@ pub(crate) async fn finish_counts_only_with_the_matching_token(store: Arc<dyn St
         id: new[0].id,
         claim: new[0].claim ^ 1,
         attempts: 1,
+        outcome: None,
     };
     assert_eq!(store.finish(vec![wrong], T0 + 1_001).await.unwrap(), 1);
     assert_eq!(
@@ -579,6 +590,7 @@ pub(crate) async fn finish_mixed_kinds_counts_refused(store: Arc<dyn Store>) {
         id: c[5].id,
         claim: c[5].claim.wrapping_add(1),
         attempts: 1,
+        outcome: None,
     };
     let items = vec![
         delivered(&c[0], 1),
@@ -746,7 +758,10 @@ pub(crate) async fn park_unrouted_parks_only_unrouted_unleased_rows(store: Arc<d
         .replay(
             T0 + 20,
             ReplayFilter {
-                source: Some("c".into()),
+                calls: LogFilter {
+                    source: Some("c".into()),
+                    ..LogFilter::default()
+                },
                 include_undeliverable: true,
                 ..ReplayFilter::default()
             },
@@ -866,7 +881,10 @@ pub(crate) async fn replay_dead_letters_by_message_ids(store: Arc<dyn Store>) {
         .replay(
             T0 + 20,
             ReplayFilter {
-                message_ids: Some(strings(&["m1", "nope"])),
+                calls: LogFilter {
+                    message_ids: Some(strings(&["m1", "nope"])),
+                    ..LogFilter::default()
+                },
                 ..ReplayFilter::default()
             },
         )
@@ -878,7 +896,10 @@ pub(crate) async fn replay_dead_letters_by_message_ids(store: Arc<dyn Store>) {
         .replay(
             T0 + 20,
             ReplayFilter {
-                message_ids: Some(strings(&["m1"])),
+                calls: LogFilter {
+                    message_ids: Some(strings(&["m1"])),
+                    ..LogFilter::default()
+                },
                 ..ReplayFilter::default()
             },
         )
@@ -898,9 +919,12 @@ pub(crate) async fn replay_filters_source_since_until(store: Arc<dyn Store>) {
     ];
     stored_and_finished(&store, rows, T0 + 1_000, dead).await;
     let filter = |source: Option<&str>, since: Option<i64>, until: Option<i64>| ReplayFilter {
-        source: source.map(Into::into),
-        since,
-        until,
+        calls: LogFilter {
+            source: source.map(Into::into),
+            since,
+            until,
+            ..LogFilter::default()
+        },
         ..ReplayFilter::default()
     };
     let n = store
@@ -947,7 +971,10 @@ pub(crate) async fn replay_includes_delivered_and_undeliverable_only_when_asked(
         .unwrap();
 
     let all_sources = || ReplayFilter {
-        source: Some("a".into()),
+        calls: LogFilter {
+            source: Some("a".into()),
+            ..LogFilter::default()
+        },
         ..ReplayFilter::default()
     };
     assert_eq!(
@@ -1067,7 +1094,10 @@ pub(crate) async fn replay_long_id_list(store: Arc<dyn Store>) {
         .replay(
             T0 + 3_000,
             ReplayFilter {
-                message_ids: Some(wanted),
+                calls: LogFilter {
+                    message_ids: Some(wanted),
+                    ..LogFilter::default()
+                },
                 ..ReplayFilter::default()
             },
         )
@@ -1332,4 +1362,454 @@ pub(crate) async fn closed_store_refuses(store: Arc<dyn Store>) {
     .await
     .expect("answers, does not hang");
     assert!(r.is_err(), "{r:?}");
+}
+
+// -- the delivery log ---------------------------------------------------------
+
+/// A call of `kind` with the ids and event a search names.
+fn call(
+    source: &str,
+    message_id: &str,
+    at: i64,
+    kind: &'static str,
+    user: Option<&str>,
+    anon: Option<&str>,
+    event: Option<&str>,
+) -> Row {
+    Row {
+        kind,
+        user_id: user.map(Into::into),
+        anonymous_id: anon.map(Into::into),
+        event: event.map(Into::into),
+        message: format!(r#"{{"type":"{kind}","messageId":"{message_id}"}}"#),
+        ..row(source, message_id, at)
+    }
+}
+
+/// The ids a search finds, in its order.
+async fn found(store: &Arc<dyn Store>, filter: LogFilter) -> Vec<String> {
+    let page = store.search(filter, None, 100).await.unwrap();
+    assert_eq!(page.next, None);
+    page.rows.into_iter().map(|e| e.message_id).collect()
+}
+
+/// The log's sample: two sources, users and anonymous visitors, track
+/// and identify calls at distinct times; d1 and d2 are dead, v1 delivered,
+/// the rest pending.
+async fn log_sample(store: &Arc<dyn Store>) {
+    stored_and_finished(
+        store,
+        vec![
+            call(
+                "a",
+                "d1",
+                T0 + 1,
+                "track",
+                Some("u1"),
+                None,
+                Some("Order Completed"),
+            ),
+            call("b", "d2", T0 + 2, "identify", Some("u2"), Some("x2"), None),
+        ],
+        T0 + 50,
+        dead,
+    )
+    .await;
+    stored_and_finished(
+        store,
+        vec![call(
+            "a",
+            "v1",
+            T0 + 3,
+            "track",
+            Some("u1"),
+            Some("x1"),
+            Some("Signed Up"),
+        )],
+        T0 + 50,
+        |c| delivered(c, 1),
+    )
+    .await;
+    store
+        .insert(
+            vec![
+                call(
+                    "a",
+                    "p1",
+                    T0 + 4,
+                    "track",
+                    None,
+                    Some("x1"),
+                    Some("Order Completed"),
+                ),
+                call("b", "p2", T0 + 5, "identify", Some("u1"), None, None),
+            ],
+            vec![],
+        )
+        .await
+        .unwrap();
+}
+
+/// Each field narrows the search alone, and they combine; every answer is
+/// newest first.
+pub(crate) async fn search_by_each_field_newest_first(store: Arc<dyn Store>) {
+    log_sample(&store).await;
+    let all = found(&store, LogFilter::default()).await;
+    assert_eq!(all, strings(&["p2", "p1", "v1", "d2", "d1"]));
+    let by = |f: LogFilter| found(&store, f);
+    assert_eq!(
+        by(LogFilter {
+            user_id: Some("u1".into()),
+            ..LogFilter::default()
+        })
+        .await,
+        strings(&["p2", "v1", "d1"])
+    );
+    assert_eq!(
+        by(LogFilter {
+            anonymous_id: Some("x1".into()),
+            ..LogFilter::default()
+        })
+        .await,
+        strings(&["p1", "v1"])
+    );
+    assert_eq!(
+        by(LogFilter {
+            event: Some("Order Completed".into()),
+            ..LogFilter::default()
+        })
+        .await,
+        strings(&["p1", "d1"])
+    );
+    assert_eq!(
+        by(LogFilter {
+            kind: Some("identify".into()),
+            ..LogFilter::default()
+        })
+        .await,
+        strings(&["p2", "d2"])
+    );
+    assert_eq!(
+        by(LogFilter {
+            source: Some("b".into()),
+            ..LogFilter::default()
+        })
+        .await,
+        strings(&["p2", "d2"])
+    );
+    assert_eq!(
+        by(LogFilter {
+            message_ids: Some(strings(&["v1", "p2", "zz"])),
+            ..LogFilter::default()
+        })
+        .await,
+        strings(&["p2", "v1"])
+    );
+    for (status, want) in [
+        (Status::Dead, &["d2", "d1"][..]),
+        (Status::Delivered, &["v1"][..]),
+        (Status::Pending, &["p2", "p1"][..]),
+        (Status::Undeliverable, &[][..]),
+    ] {
+        assert_eq!(
+            by(LogFilter {
+                status: Some(status),
+                ..LogFilter::default()
+            })
+            .await,
+            strings(want),
+            "{status:?}"
+        );
+    }
+    assert_eq!(
+        by(LogFilter {
+            since: Some(T0 + 2),
+            until: Some(T0 + 4),
+            ..LogFilter::default()
+        })
+        .await,
+        strings(&["v1", "d2"]),
+        "since is inclusive, until exclusive"
+    );
+    assert_eq!(
+        by(LogFilter {
+            user_id: Some("u1".into()),
+            kind: Some("track".into()),
+            status: Some(Status::Dead),
+            ..LogFilter::default()
+        })
+        .await,
+        strings(&["d1"])
+    );
+    assert!(by(LogFilter {
+        user_id: Some("nobody".into()),
+        ..LogFilter::default()
+    })
+    .await
+    .is_empty());
+    let page = store
+        .search(
+            LogFilter {
+                message_ids: Some(strings(&["d1"])),
+                ..LogFilter::default()
+            },
+            None,
+            1,
+        )
+        .await
+        .unwrap();
+    let d1 = &page.rows[0];
+    assert_eq!(
+        (
+            d1.source.as_str(),
+            d1.kind.as_str(),
+            d1.status,
+            d1.attempts,
+            d1.finished_at
+        ),
+        ("a", "track", "dead", 3, Some(T0 + 50))
+    );
+    assert_eq!(d1.event.as_deref(), Some("Order Completed"));
+    assert_eq!(
+        (d1.user_id.as_deref(), d1.anonymous_id.as_deref()),
+        (Some("u1"), None)
+    );
+}
+
+/// Pages cut by the cursor cover every match once, newest first, ties in
+/// time broken by the order of storing; the last page has no cursor.
+pub(crate) async fn search_pages_with_a_cursor(store: Arc<dyn Store>) {
+    // 25 calls, three to a millisecond.
+    let rows: Vec<Row> = (0..25)
+        .map(|i| row("a", &format!("m{i:02}"), T0 + i / 3))
+        .collect();
+    store.insert(rows, vec![]).await.unwrap();
+    let mut seen = Vec::new();
+    let mut after: Option<Cursor> = None;
+    let mut pages = 0;
+    loop {
+        let page = store.search(LogFilter::default(), after, 10).await.unwrap();
+        pages += 1;
+        assert!(page.rows.len() <= 10);
+        seen.extend(page.rows.iter().map(|e| e.message_id.clone()));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    let want: Vec<String> = (0..25).rev().map(|i| format!("m{i:02}")).collect();
+    assert_eq!(seen, want);
+    // A cursor read back from its text goes on from the same place.
+    let first = store.search(LogFilter::default(), None, 4).await.unwrap();
+    let text = first.next.unwrap().to_string();
+    let again = store
+        .search(LogFilter::default(), Cursor::parse(&text), 2)
+        .await
+        .unwrap();
+    assert_eq!(
+        again
+            .rows
+            .iter()
+            .map(|e| e.message_id.clone())
+            .collect::<Vec<_>>(),
+        strings(&["m20", "m19"])
+    );
+}
+
+/// Refused calls are searched by source and time, newest first, in pages.
+pub(crate) async fn search_rejected_by_source_and_time(store: Arc<dyn Store>) {
+    let rejected = vec![
+        refused("a", T0, "{1}"),
+        refused("b", T0 + 1, "{2}"),
+        refused("a", T0 + 2, "{3}"),
+        refused("a", T0 + 3, "{4}"),
+    ];
+    store.insert(vec![], rejected).await.unwrap();
+    let page = store
+        .search_rejected(
+            LogFilter {
+                source: Some("a".into()),
+                ..LogFilter::default()
+            },
+            None,
+            2,
+        )
+        .await
+        .unwrap();
+    let times: Vec<i64> = page.rows.iter().map(|r| r.received_at).collect();
+    assert_eq!(times, vec![T0 + 3, T0 + 2]);
+    assert_eq!(page.rows[0].code, "message_too_large");
+    let rest = store
+        .search_rejected(
+            LogFilter {
+                source: Some("a".into()),
+                ..LogFilter::default()
+            },
+            page.next,
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        rest.rows.iter().map(|r| r.received_at).collect::<Vec<_>>(),
+        vec![T0]
+    );
+    assert_eq!(rest.next, None);
+    let window = store
+        .search_rejected(
+            LogFilter {
+                since: Some(T0 + 1),
+                until: Some(T0 + 3),
+                ..LogFilter::default()
+            },
+            None,
+            10,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        window
+            .rows
+            .iter()
+            .map(|r| r.received_at)
+            .collect::<Vec<_>>(),
+        vec![T0 + 2, T0 + 1]
+    );
+}
+
+/// A stored call reads back with its message, its saved state while
+/// pending, and its outcome record once finished; an unknown one is none.
+pub(crate) async fn logged_call_has_its_message_state_and_outcome(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0)], vec![])
+        .await
+        .unwrap();
+    let c = store.claim(T0, "a", 10, LEASE).await.unwrap();
+    store
+        .finish(
+            vec![Finish::Retry {
+                id: c[0].id,
+                claim: c[0].claim,
+                attempts: 1,
+                state: r#"{"log":[1]}"#.into(),
+                due_at: T0 + 100,
+            }],
+            T0 + 1,
+        )
+        .await
+        .unwrap();
+    let call = store
+        .logged_call("a".into(), "m1".into())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(call.message, row("a", "m1", T0).message);
+    assert_eq!(call.state.as_deref(), Some(r#"{"log":[1]}"#));
+    assert_eq!(call.outcome, None);
+    assert_eq!((call.entry.status, call.entry.attempts), ("pending", 1));
+    let c = store.claim(T0 + 100, "a", 10, LEASE).await.unwrap();
+    let record = r#"{"kind":"delivered","log":[1,2]}"#;
+    store
+        .finish(
+            vec![Finish::Delivered {
+                id: c[0].id,
+                claim: c[0].claim,
+                attempts: 2,
+                outcome: Some(record.into()),
+            }],
+            T0 + 101,
+        )
+        .await
+        .unwrap();
+    let call = store
+        .logged_call("a".into(), "m1".into())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(call.outcome.as_deref(), Some(record));
+    assert_eq!(call.state, None);
+    assert_eq!(
+        (
+            call.entry.status,
+            call.entry.attempts,
+            call.entry.finished_at
+        ),
+        ("delivered", 2, Some(T0 + 101))
+    );
+    assert!(store
+        .logged_call("b".into(), "m1".into())
+        .await
+        .unwrap()
+        .is_none());
+}
+
+/// A replay takes the search's filters; its dry run counts what it then
+/// replays, and changes nothing.
+pub(crate) async fn replay_by_user_event_type_and_status_with_a_dry_run(store: Arc<dyn Store>) {
+    log_sample(&store).await;
+    let by_user = ReplayFilter {
+        calls: LogFilter {
+            user_id: Some("u1".into()),
+            ..LogFilter::default()
+        },
+        ..ReplayFilter::default()
+    };
+    // u1's dead letter only: v1 is delivered and p2 pending.
+    assert_eq!(store.replayable(by_user.clone()).await.unwrap(), 1);
+    assert_eq!(
+        store.replayable(by_user.clone()).await.unwrap(),
+        1,
+        "a dry run changes nothing"
+    );
+    let delivered_too = ReplayFilter {
+        include_delivered: true,
+        ..by_user.clone()
+    };
+    assert_eq!(store.replayable(delivered_too).await.unwrap(), 2);
+    let only_delivered = ReplayFilter {
+        calls: LogFilter {
+            user_id: Some("u1".into()),
+            status: Some(Status::Delivered),
+            ..LogFilter::default()
+        },
+        ..ReplayFilter::default()
+    };
+    assert_eq!(store.replayable(only_delivered.clone()).await.unwrap(), 1);
+    assert_eq!(store.replay(T0 + 60, only_delivered).await.unwrap(), 1);
+    assert_eq!(
+        found(
+            &store,
+            LogFilter {
+                status: Some(Status::Delivered),
+                ..LogFilter::default()
+            }
+        )
+        .await,
+        Vec::<String>::new()
+    );
+    let by_event_and_type = ReplayFilter {
+        calls: LogFilter {
+            event: Some("Order Completed".into()),
+            kind: Some("track".into()),
+            ..LogFilter::default()
+        },
+        ..ReplayFilter::default()
+    };
+    assert_eq!(
+        store.replayable(by_event_and_type.clone()).await.unwrap(),
+        1
+    );
+    assert_eq!(store.replay(T0 + 60, by_event_and_type).await.unwrap(), 1);
+    assert_eq!(
+        found(
+            &store,
+            LogFilter {
+                status: Some(Status::Dead),
+                ..LogFilter::default()
+            }
+        )
+        .await,
+        strings(&["d2"])
+    );
 }

@@ -1,0 +1,20 @@
+-- The delivery log: the ids and event a search names, kept beside the
+-- message so that no search parses stored JSON, and read newest first.
+ALTER TABLE deliveries ADD COLUMN user_id TEXT;
+ALTER TABLE deliveries ADD COLUMN anonymous_id TEXT;
+ALTER TABLE deliveries ADD COLUMN event TEXT;
+UPDATE deliveries SET
+    user_id = nullif(message::jsonb ->> 'userId', ''),
+    anonymous_id = nullif(message::jsonb ->> 'anonymousId', ''),
+    event = CASE WHEN kind = 'track' THEN message::jsonb ->> 'event' END;
+-- Every search is ordered by (received_at, id) descending.
+CREATE INDEX deliveries_received ON deliveries (received_at, id);
+CREATE INDEX deliveries_message ON deliveries (message_id);
+CREATE INDEX deliveries_user ON deliveries (user_id, received_at, id) WHERE user_id IS NOT NULL;
+CREATE INDEX deliveries_anonymous ON deliveries (anonymous_id, received_at, id) WHERE anonymous_id IS NOT NULL;
+CREATE INDEX deliveries_event ON deliveries (event, received_at, id) WHERE event IS NOT NULL;
+-- Pending, dead and undeliverable calls are few beside the delivered ones:
+-- a search by those statuses reads only them.
+CREATE INDEX deliveries_open ON deliveries (status, received_at, id) WHERE status <> 1;
+-- A refused call is searched by source and time.
+CREATE INDEX rejected_source ON rejected (source, received_at);

@@ -1,0 +1,278 @@
+//! The delivery log: which stored calls a search or a replay names, the
+//! order a search reads them in, and what it gives back.
+//!
+//! A search is newest first, by `(received_at, id)` descending, and pages
+//! with a cursor (the last row's pair), never an offset: a page deep in a
+//! million rows costs what the first one does, and rows stored while an
+//! operator pages do not shift the pages. Each field a search names has an
+//! index that holds the rows in that order (the migrations'
+//! `deliveries_*`), so a search reads about as many rows as it returns,
+//! except when it combines fields and the first index's rows mostly fail
+//! the others.
+
+use super::Status;
+use std::fmt;
+
+/// The most rows one page of a search returns: the page is built in
+/// memory. The admin API's own `MAX_LIMIT` for its lists, for the same
+/// reason.
+pub const MAX_PAGE: usize = 1000;
+
+/// Which stored calls a search or a replay names: every field given must
+/// match (`None`: any).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogFilter {
+    /// Only these `messageId`s.
+    pub message_ids: Option<Vec<String>>,
+    /// `userId`.
+    pub user_id: Option<String>,
+    /// `anonymousId`.
+    pub anonymous_id: Option<String>,
+    /// A track call's `event`.
+    pub event: Option<String>,
+    /// The call's type (`track`, …).
+    pub kind: Option<String>,
+    /// The source's name.
+    pub source: Option<String>,
+    /// Only calls in this state.
+    pub status: Option<Status>,
+    /// Received at or after, ms.
+    pub since: Option<i64>,
+    /// Received before, ms.
+    pub until: Option<i64>,
+}
+
+impl LogFilter {
+    /// Whether it names calls by anything but their state: a replay that
+    /// does not would take every dead letter.
+    pub fn names_calls(&self) -> bool {
+        self.message_ids.is_some()
+            || self.user_id.is_some()
+            || self.anonymous_id.is_some()
+            || self.event.is_some()
+            || self.kind.is_some()
+            || self.source.is_some()
+            || self.since.is_some()
+            || self.until.is_some()
+    }
+
+    /// Whether a stored call matches (the memory store's search; the
+    /// databases' is [`LogFilter::sql`]).
+    pub fn matches(&self, call: &LogEntry) -> bool {
+        fn same(want: Option<&String>, have: Option<&str>) -> bool {
+            want.is_none_or(|w| have == Some(w.as_str()))
+        }
+        self.message_ids
+            .as_ref()
+            .is_none_or(|ids| ids.contains(&call.message_id))
+            && same(self.user_id.as_ref(), call.user_id.as_deref())
+            && same(self.anonymous_id.as_ref(), call.anonymous_id.as_deref())
+            && same(self.event.as_ref(), call.event.as_deref())
+            && same(self.kind.as_ref(), Some(&call.kind))
+            && same(self.source.as_ref(), Some(&call.source))
+            && self.status.is_none_or(|s| s.name() == call.status)
+            && self.since.is_none_or(|t| call.received_at >= t)
+            && self.until.is_none_or(|t| call.received_at < t)
+    }
+
+    /// The `WHERE` conditions (joined by `AND`, empty for none) and their
+    /// values, with `dialect`'s placeholders.
+    pub(crate) fn sql(&self, dialect: &mut dyn Dialect) -> (Vec<String>, Vec<SqlValue>) {
+        let mut conds = Vec::new();
+        let mut values = Vec::new();
+        let mut text = |col: &str, v: &Option<String>, d: &mut dyn Dialect| {
+            if let Some(v) = v {
+                conds.push(format!("{col} = {}", d.mark()));
+                values.push(SqlValue::Text(v.clone()));
+            }
+        };
+        text("user_id", &self.user_id, dialect);
+        text("anonymous_id", &self.anonymous_id, dialect);
+        text("event", &self.event, dialect);
+        text("kind", &self.kind, dialect);
+        text("source", &self.source, dialect);
+        if let Some(ids) = &self.message_ids {
+            conds.push(dialect.in_list("message_id"));
+            values.push(SqlValue::List(ids.clone()));
+        }
+        if let Some(s) = self.status {
+            // `status <> 1` as well, for a status that is not delivered:
+            // it is what lets the databases read `deliveries_open`.
+            if s == Status::Delivered {
+                conds.push(format!("status = {}", dialect.mark()));
+            } else {
+                conds.push(format!("status <> 1 AND status = {}", dialect.mark()));
+            }
+            values.push(SqlValue::Small(s.as_i16()));
+        }
+        if let Some(t) = self.since {
+            conds.push(format!("received_at >= {}", dialect.mark()));
+            values.push(SqlValue::Int(t));
+        }
+        if let Some(t) = self.until {
+            conds.push(format!("received_at < {}", dialect.mark()));
+            values.push(SqlValue::Int(t));
+        }
+        (conds, values)
+    }
+}
+
+/// A value bound to a search's statement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SqlValue {
+    Int(i64),
+    /// A status (Postgres stores it as `smallint`).
+    Small(i16),
+    Text(String),
+    /// A list of strings, bound as the dialect's `in_list` takes it.
+    List(Vec<String>),
+}
+
+/// How a database writes what [`LogFilter::sql`] needs.
+pub(crate) trait Dialect {
+    /// The next placeholder.
+    fn mark(&mut self) -> String;
+    /// `column` is one of a list bound as one value.
+    fn in_list(&mut self, column: &str) -> String;
+}
+
+/// Where a page of a search ends: the last row's `(received_at, id)`. As
+/// text, `<received_at>.<id>`; operators pass it back as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    /// The last row's receipt, ms.
+    pub received_at: i64,
+    /// The last row's id.
+    pub id: i64,
+}
+
+impl Cursor {
+    /// Reads the text form; `None` if it is not one.
+    pub fn parse(text: &str) -> Option<Self> {
+        let (at, id) = text.split_once('.')?;
+        Some(Self {
+            received_at: at.parse().ok()?,
+            id: id.parse().ok()?,
+        })
+    }
+}
+
+impl fmt::Display for Cursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.received_at, self.id)
+    }
+}
+
+/// A stored call, as a search lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LogEntry {
+    /// The source's name.
+    pub source: String,
+    /// `messageId`.
+    pub message_id: String,
+    /// The call's type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A track call's `event`.
+    pub event: Option<String>,
+    /// `userId`.
+    pub user_id: Option<String>,
+    /// `anonymousId`.
+    pub anonymous_id: Option<String>,
+    /// Received, ms.
+    pub received_at: i64,
+    /// `pending`, `delivered`, `dead` or `undeliverable`.
+    pub status: &'static str,
+    /// Attempts made (in the current window, after a replay).
+    pub attempts: i64,
+    /// When it was delivered or given up, ms.
+    pub finished_at: Option<i64>,
+    /// The row's id, for the cursor.
+    #[serde(skip)]
+    pub id: i64,
+}
+
+/// A refused call, as a search by `status = rejected` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct RejectedEntry {
+    /// The source's name.
+    pub source: String,
+    /// Received, ms.
+    pub received_at: i64,
+    /// Always `rejected`.
+    pub status: &'static str,
+    /// The core's code.
+    pub code: String,
+    /// The core's message.
+    pub reason: String,
+    /// The row's id, for the cursor.
+    #[serde(skip)]
+    pub id: i64,
+}
+
+/// One stored call with what its delivery kept: the message, the core's
+/// saved state (while it is pending) and its outcome record (once it is
+/// finished), whose logs hold its attempts.
+#[derive(Debug, Clone)]
+pub struct LoggedCall {
+    /// What a search lists.
+    pub entry: LogEntry,
+    /// The stored message.
+    pub message: String,
+    /// The core's saved delivery state.
+    pub state: Option<String>,
+    /// The outcome record.
+    pub outcome: Option<String>,
+}
+
+/// A page of a search: its rows and, when there may be more, where the
+/// next page starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page<T> {
+    /// The rows, newest first.
+    pub rows: Vec<T>,
+    /// Pass back for the next page.
+    pub next: Option<Cursor>,
+}
+
+impl<T> Page<T> {
+    /// A page of `rows`, read with one row more than `limit` asked for: that
+    /// row, if it came, only says there is a next page.
+    pub fn of(mut rows: Vec<T>, limit: usize, at: impl Fn(&T) -> Cursor) -> Self {
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = if more { rows.last().map(at) } else { None };
+        Self { rows, next }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cursor_reads_back_what_it_writes_and_nothing_else() {
+        let c = Cursor {
+            received_at: 1_700_000_000_000,
+            id: 42,
+        };
+        assert_eq!(Cursor::parse(&c.to_string()), Some(c));
+        for bad in ["", "1", "1.", ".1", "a.1", "1.b", "1.2.3"] {
+            assert_eq!(Cursor::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_page_says_there_is_more_only_when_the_extra_row_came() {
+        let at = |n: &i64| Cursor {
+            received_at: *n,
+            id: *n,
+        };
+        let p = Page::of(vec![5, 4, 3], 2, at);
+        assert_eq!(p.rows, vec![5, 4]);
+        assert_eq!(p.next, Some(at(&4)));
+        let p = Page::of(vec![5, 4], 2, at);
+        assert_eq!(p.next, None);
+    }
+}
