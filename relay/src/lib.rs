@@ -19,6 +19,7 @@
 //!   rule at every connection);
 //! * [`ops`]: delete notifications, audience syncs, replays, status;
 //! * [`notify`]: operational events to the operator's own destination;
+//! * [`history`]: the last hour of counts, for the console's charts;
 //! * [`config`], [`cli`], [`metrics`], [`clock`], [`tls`].
 
 pub mod api;
@@ -27,6 +28,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod deliver;
+pub mod history;
 pub mod metrics;
 pub mod notify;
 pub mod ops;

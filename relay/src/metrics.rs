@@ -264,6 +264,13 @@ impl Metrics {
             .fetch_add(calls as i64, Ordering::Relaxed);
     }
 
+    /// Calls a receiver took since start (the console's delivery rate).
+    pub fn delivered_calls(&self) -> u64 {
+        self.deliveries
+            .get_or_create(&vec![("outcome", "delivered".to_owned())])
+            .get()
+    }
+
     /// Calls committed since start (tests and the benchmark).
     pub fn committed_calls(&self) -> i64 {
         self.committed_calls.load(Ordering::Relaxed)

@@ -9,6 +9,9 @@
 //!   failures counted, logged and slowed), with bounded, type-checked
 //!   bodies.
 //! * [`probes`]: `/healthz`, `/readyz`, and `/metrics` (behind the token).
+//! * `console`: the web console at `/console/`, where the admin API is
+//!   served; it signs in with the admin token and works through the
+//!   admin API.
 //! * [`listener`]: the accept loop and the protections every listener
 //!   has: header, body and idle timeouts, a header size limit, a
 //!   connection cap, graceful shutdown.
@@ -17,11 +20,13 @@
 //! framework: a request is one match on (method, path) and one handler.
 
 pub mod admin;
+mod console;
 pub mod listener;
 pub mod probes;
 pub mod tracking;
 
 use crate::app::Relay;
+use crate::history::{self, History};
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
@@ -62,11 +67,13 @@ impl Serves {
     }
 }
 
-/// What the handlers share: the relay, and the admin API's own state.
+/// What the handlers share: the relay, the admin API's own state, and
+/// the console's history.
 pub struct Api {
     /// The relay's shared state.
     pub relay: Arc<Relay>,
     admin: admin::AdminState,
+    history: Arc<History>,
 }
 
 impl Api {
@@ -75,6 +82,7 @@ impl Api {
         Self {
             relay,
             admin: admin::AdminState::default(),
+            history: Arc::default(),
         }
     }
 
@@ -102,6 +110,9 @@ impl Api {
                     Some(route) => admin::handle(self, route, req, remote, headers_in).await,
                     None => not_found(),
                 }
+            }
+            (_, p) if serves.admin() && (p == "/console" || p.starts_with("/console/")) => {
+                console::handle(self, req, remote, headers_in).await
             }
             _ => not_found(),
         }
@@ -163,9 +174,17 @@ impl Server {
     /// [`listener::GRACEFUL_SHUTDOWN`]).
     pub async fn run(self, shutdown: impl Future<Output = ()> + Send) {
         if let Some(addr) = self.admin_addr {
-            tracing::info!("admin API, /metrics and probes on http://{addr} (admin_listen)");
+            tracing::info!(
+                "admin API, console, /metrics and probes on http://{addr} (admin_listen)"
+            );
         }
+        // The console's charts start with the listeners that serve them.
+        let sampling = tokio::spawn(history::run(
+            Arc::clone(&self.api.relay),
+            Arc::clone(&self.api.history),
+        ));
         listener::serve(self.api, self.listeners, shutdown).await;
+        sampling.abort();
     }
 }
 

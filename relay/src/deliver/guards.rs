@@ -3,17 +3,26 @@
 //! read by `/admin/status`.
 //!
 //! Every decision is the guard's; this module only keeps the guards,
-//! reports each state change (log and metric), and shows their states.
+//! reports each state change (log and metric), and shows their states,
+//! with each URL's recent answers: how many were successes, and how long
+//! they took (over the latest [`RECENT_ANSWERS`]).
 
 use crate::metrics::Metrics;
 use crate::notify::Operator;
 use callpost_core::ops::shown_url;
 use callpost_core::protection::{EndpointGuard, EndpointState, Hold, ProtectionConfig};
-use callpost_core::Timestamp;
-use std::collections::{BTreeMap, HashMap};
+use callpost_core::{Outcome, Timestamp, Verdict};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use tokio::sync::Notify;
+
+/// How many of an endpoint's latest answers its success rate and latency
+/// are taken over: enough for a percentage and a 95th percentile that mean
+/// something (5 answers above it), few enough that an endpoint that
+/// recovers looks recovered within a minute at a few requests a second,
+/// and a sort of them per `/admin/status` costs nothing.
+pub(crate) const RECENT_ANSWERS: usize = 100;
 
 /// The guards of one relay, by endpoint URL.
 pub struct Guards {
@@ -36,7 +45,44 @@ pub struct Guards {
 pub(super) struct Guarded {
     url: String,
     guard: Mutex<EndpointGuard>,
+    /// Its latest answers, oldest first; apart from the guard, which
+    /// decides nothing with them.
+    recent: Mutex<Recent>,
     pub(super) answered: Notify,
+}
+
+/// An endpoint's latest [`RECENT_ANSWERS`] answers: whether each was a
+/// success, and its latency in milliseconds.
+#[derive(Debug, Default)]
+struct Recent(VecDeque<(bool, u64)>);
+
+impl Recent {
+    fn push(&mut self, success: bool, latency_ms: u64) {
+        if self.0.len() == RECENT_ANSWERS {
+            self.0.pop_front();
+        }
+        self.0.push_back((success, latency_ms));
+    }
+
+    /// (answers, success rate, median and 95th percentile latency).
+    fn summary(&self) -> (u32, Option<f64>, Option<u64>, Option<u64>) {
+        let n = self.0.len();
+        if n == 0 {
+            return (0, None, None, None);
+        }
+        let ok = self.0.iter().filter(|(s, _)| *s).count();
+        let mut latencies: Vec<u64> = self.0.iter().map(|(_, l)| *l).collect();
+        latencies.sort_unstable();
+        // Nearest rank: the smallest latency at least p% of answers are
+        // within, one of the latencies seen (never an interpolation).
+        let rank = |p: usize| latencies[(n * p).div_ceil(100).clamp(1, n) - 1];
+        (
+            u32::try_from(n).unwrap_or(u32::MAX),
+            Some(ok as f64 / n as f64),
+            Some(rank(50)),
+            Some(rank(95)),
+        )
+    }
 }
 
 /// What `/admin/status` shows of one endpoint URL.
@@ -52,6 +98,18 @@ pub struct EndpointReport {
     pub in_flight: u32,
     /// The first answer that was not a success since the last success.
     pub failing_since: Option<Timestamp>,
+    /// How many answers the next three fields are taken over: this
+    /// relay's latest, at most 100 (`RECENT_ANSWERS`; timeouts and connection
+    /// failures count as answers; requests held back by the guard do not).
+    pub recent_answers: u32,
+    /// The share of those that were successes (2xx), from 0 to 1; `None`
+    /// before the first answer.
+    pub recent_success_rate: Option<f64>,
+    /// Their median latency, from the request leaving to its answer (or
+    /// its failure), in milliseconds.
+    pub recent_latency_p50_ms: Option<u64>,
+    /// Their 95th percentile latency, in milliseconds.
+    pub recent_latency_p95_ms: Option<u64>,
 }
 
 impl Guards {
@@ -89,6 +147,7 @@ impl Guards {
         let g = Arc::new(Guarded {
             url: url.to_owned(),
             guard: Mutex::new(guard),
+            recent: Mutex::new(Recent::default()),
             answered: Notify::new(),
         });
         map.insert(url.to_owned(), Arc::clone(&g));
@@ -164,6 +223,19 @@ impl Guards {
             g.answered.notify_waiters();
         }
         guards.iter().map(|g| g.url.clone()).collect()
+    }
+
+    /// The request `g` guards that left at `sent` was answered (or timed
+    /// out, or failed) at `now`: its guard hears the outcome, and the
+    /// recent answers keep it. Call it before freeing the request's slot,
+    /// so the next request to its URL is judged with it.
+    pub(super) fn answered(&self, g: &Guarded, sent: Timestamp, now: Timestamp, outcome: &Outcome) {
+        self.with(g, now, |guard| guard.handle_outcome(now, outcome));
+        let latency_ms = u64::try_from(now.millis_since(sent)).unwrap_or(0);
+        g.recent
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(outcome.verdict() == Verdict::Success, latency_ms);
     }
 
     /// Runs `f` on `g`'s guard, then reports each state change it made.
@@ -285,6 +357,11 @@ impl Guards {
         guards
             .iter()
             .map(|g| {
+                let (answers, rate, p50, p95) = g
+                    .recent
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .summary();
                 let guard = g.guard.lock().unwrap_or_else(PoisonError::into_inner);
                 let s = guard.state();
                 EndpointReport {
@@ -293,8 +370,74 @@ impl Guards {
                     failures: s.failures,
                     in_flight: s.in_flight,
                     failing_since: s.failing_since,
+                    recent_answers: answers,
+                    recent_success_rate: rate,
+                    recent_latency_p50_ms: p50,
+                    recent_latency_p95_ms: p95,
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn at(ms: i64) -> Timestamp {
+        Timestamp::from_millis(ms).unwrap()
+    }
+
+    fn ok() -> Outcome {
+        Outcome::Response {
+            status: 200,
+            retry_after: None,
+        }
+    }
+
+    #[test]
+    fn the_report_shows_the_recent_success_rate_and_latency() {
+        let guards = Guards::new(HashMap::new(), Arc::new(Metrics::new()), None);
+        let url = "https://hooks.example.com/in";
+        let g = guards.get(url, at(0));
+        let fresh = &guards.report(at(0))[0];
+        assert_eq!(fresh.recent_answers, 0);
+        assert_eq!(fresh.recent_success_rate, None);
+        assert_eq!(fresh.recent_latency_p50_ms, None);
+        // 90 successes taking 1..=90 ms, then 10 timeouts of 1 s.
+        for i in 1..=90 {
+            guards.answered(&g, at(1_000), at(1_000 + i), &ok());
+        }
+        for _ in 0..10 {
+            guards.answered(&g, at(1_000), at(2_000), &Outcome::Timeout);
+        }
+        let r = &guards.report(at(3_000))[0];
+        assert_eq!(r.recent_answers, 100);
+        assert_eq!(r.recent_success_rate, Some(0.9));
+        assert_eq!(r.recent_latency_p50_ms, Some(50));
+        assert_eq!(r.recent_latency_p95_ms, Some(1_000));
+        // The guard heard them: ten failures in a row open the circuit.
+        assert_eq!(r.failures, 10);
+        assert_eq!(r.state.as_str(), "circuit_open");
+    }
+
+    #[test]
+    fn only_the_latest_answers_count() {
+        let mut recent = Recent::default();
+        for _ in 0..RECENT_ANSWERS {
+            recent.push(false, 5_000);
+        }
+        for _ in 0..RECENT_ANSWERS {
+            recent.push(true, 20);
+        }
+        let (n, rate, p50, p95) = recent.summary();
+        assert_eq!(
+            (n as usize, rate, p50, p95),
+            (RECENT_ANSWERS, Some(1.0), Some(20), Some(20))
+        );
+        let mut one = Recent::default();
+        one.push(true, 7);
+        assert_eq!(one.summary(), (1, Some(1.0), Some(7), Some(7)));
     }
 }

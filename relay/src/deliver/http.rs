@@ -209,8 +209,7 @@ impl Http {
         // The guard hears the answer before the slot is free, so the next
         // request to this URL is judged with it.
         let now = clock.now();
-        self.guards
-            .with(&guard, now, |g| g.handle_outcome(now, &outcome));
+        self.guards.answered(&guard, sent, now, &outcome);
         drop(permit);
         guard.answered.notify_waiters();
         (Some(sent), outcome, answer)

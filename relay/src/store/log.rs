@@ -82,7 +82,7 @@ impl LogFilter {
         let mut values = Vec::new();
         let mut text = |col: &str, v: &Option<String>, d: &mut dyn Dialect| {
             if let Some(v) = v {
-                conds.push(format!("{col} = {}", d.mark()));
+                conds.push(format!("{} = {}", d.column(col), d.mark()));
                 values.push(SqlValue::Text(v.clone()));
             }
         };
@@ -134,6 +134,11 @@ pub(crate) trait Dialect {
     fn mark(&mut self) -> String;
     /// `column` is one of a list bound as one value.
     fn in_list(&mut self, column: &str) -> String;
+    /// How a condition names `column`: as it is, unless the database is
+    /// better off not reading it through an index.
+    fn column(&self, column: &str) -> String {
+        column.to_owned()
+    }
 }
 
 /// Where a page of a search ends: the last row's `(received_at, id)`. As

@@ -420,6 +420,7 @@ fn open_files(
     };
     let writer = connect()?;
     let migrated = migrate(&writer)?;
+    optimize(&writer).map_err(|e| store_error(&e))?;
     if options.exclusive {
         writer
             .exec(
@@ -473,9 +474,25 @@ fn configure(db: &Db, options: &StoreOptions) -> rusqlite::Result<()> {
     db.conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))?;
     db.conn.execute_batch(&format!(
-        "PRAGMA synchronous = {}",
+        "PRAGMA synchronous = {}; PRAGMA analysis_limit = {ANALYSIS_LIMIT}",
         options.synchronous.as_str()
     ))
+}
+
+/// Rows `PRAGMA optimize` reads of each index to keep the planner's
+/// statistics (SQLite's suggestion is a few hundred to a thousand): the
+/// delivery log's searches need them to take the user's index over the
+/// event's when both are named, and reading a sample keeps the run to
+/// milliseconds on a table of millions.
+const ANALYSIS_LIMIT: u32 = 1000;
+
+/// Refreshes the planner's statistics of every table that changed enough
+/// since they were taken, or never had them (SQLite decides; `0x10002`
+/// looks at every table, not only those this connection queried): at open
+/// and after each purge.
+fn optimize(db: &Db) -> rusqlite::Result<()> {
+    db.tick(1);
+    db.conn.execute_batch("PRAGMA optimize = 0x10002")
 }
 
 /// Runs the migrations after the stored version in one IMMEDIATE
@@ -820,6 +837,20 @@ impl Dialect for Sqlite {
 
     fn in_list(&mut self, column: &str) -> String {
         format!("{column} IN (SELECT value FROM json_each(?))")
+    }
+
+    /// `+source`: the source is indexed only as the head of (source,
+    /// messageId) and of the pending calls' due order, and a handful of
+    /// sources each hold a large share of the calls, so that index is
+    /// never the way into a search; the unary `+` keeps SQLite's planner
+    /// from taking it over the time or field index (measured: 150 ms
+    /// against 1 ms for one source's hour in a million calls).
+    fn column(&self, column: &str) -> String {
+        if column == "source" {
+            "+source".into()
+        } else {
+            column.to_owned()
+        }
     }
 }
 
@@ -1277,6 +1308,7 @@ impl Store for SqliteStore {
                 break;
             }
         }
+        self.write(0, optimize).await?;
         Ok(purged)
     }
 
