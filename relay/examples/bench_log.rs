@@ -7,6 +7,10 @@
 //! bench_log --database postgresql://postgres@127.0.0.1:PORT/postgres
 //! ```
 //!
+//! `--without-log-indexes` drops the delivery log's indexes before the
+//! inserts and stops after them: the two runs' insert rates are what the
+//! indexes cost ingest.
+//!
 //! With Postgres it works in a database of its own, `callpost_bench_log`,
 //! made afresh on that server. The calls are e-commerce tracks with a
 //! product array, identifies with traits and pages, from 50,000 users in
@@ -127,6 +131,25 @@ const SETTLE: &str = "UPDATE deliveries SET \
      finished_at = CASE WHEN id % 100 = 3 AND id % 1000 <> 7 THEN NULL ELSE received_at + 40 END, \
      attempts = CASE WHEN id % 1000 = 7 THEN 12 WHEN id % 100 = 3 AND id % 1000 <> 7 THEN 0 ELSE 1 END";
 
+/// The delivery log's indexes (migrations 0006/0007).
+const LOG_INDEXES: &str = "DROP INDEX deliveries_received; DROP INDEX deliveries_message; \
+     DROP INDEX deliveries_user; DROP INDEX deliveries_anonymous; DROP INDEX deliveries_event";
+
+async fn run_sql(database: &str, sql: &str) {
+    if let Some(path) = database.strip_prefix("sqlite://") {
+        rusqlite::Connection::open(path)
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+    } else {
+        let (client, conn) = tokio_postgres::connect(database, tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        client.batch_execute(sql).await.unwrap();
+    }
+}
+
 async fn settle(database: &str) {
     if let Some(path) = database.strip_prefix("sqlite://") {
         let conn = rusqlite::Connection::open(path).unwrap();
@@ -202,6 +225,15 @@ async fn main() {
         exclusive: false,
         ca_file: None,
     };
+    let without = std::env::args().any(|a| a == "--without-log-indexes");
+    if without {
+        store::open(&database, options.clone())
+            .await
+            .unwrap()
+            .close()
+            .await;
+        run_sql(&database, LOG_INDEXES).await;
+    }
     let store: Arc<dyn Store> = store::open(&database, options.clone()).await.unwrap();
     let started = Instant::now();
     let mut i = 0;
@@ -212,6 +244,14 @@ async fn main() {
     }
     let inserted = started.elapsed();
     store.close().await;
+    if without {
+        println!(
+            "{calls} calls stored without the log's indexes in {:.1} s ({:.0} calls/s)",
+            inserted.as_secs_f64(),
+            calls as f64 / inserted.as_secs_f64()
+        );
+        return;
+    }
     let started = Instant::now();
     settle(&database).await;
     let settled = started.elapsed();

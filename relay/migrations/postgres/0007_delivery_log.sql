@@ -13,8 +13,9 @@ CREATE INDEX deliveries_message ON deliveries (message_id);
 CREATE INDEX deliveries_user ON deliveries (user_id, received_at, id) WHERE user_id IS NOT NULL;
 CREATE INDEX deliveries_anonymous ON deliveries (anonymous_id, received_at, id) WHERE anonymous_id IS NOT NULL;
 CREATE INDEX deliveries_event ON deliveries (event, received_at, id) WHERE event IS NOT NULL;
--- Pending, dead and undeliverable calls are few beside the delivered ones:
--- a search by those statuses reads only them.
-CREATE INDEX deliveries_open ON deliveries (status, received_at, id) WHERE status <> 1;
+-- A search by state reads the partial indexes of pending, dead and
+-- finished calls the schema has already: one more index of every pending
+-- call would cost each call two more index writes (in, then out when it is
+-- delivered).
 -- A refused call is searched by source and time.
 CREATE INDEX rejected_source ON rejected (source, received_at);

@@ -96,14 +96,17 @@ impl LogFilter {
             values.push(SqlValue::List(ids.clone()));
         }
         if let Some(s) = self.status {
-            // `status <> 1` as well, for a status that is not delivered:
-            // it is what lets the databases read `deliveries_open`.
-            if s == Status::Delivered {
-                conds.push(format!("status = {}", dialect.mark()));
-            } else {
-                conds.push(format!("status <> 1 AND status = {}", dialect.mark()));
-            }
-            values.push(SqlValue::Small(s.as_i16()));
+            // The state is written as a number, not bound: a partial index
+            // serves a query only where its condition is the query's own
+            // text (`deliveries_dead` is `status = 2`, the finished rows'
+            // index `status <> 0`), and a bound value is unknown when the
+            // statement is planned. The number is the enum's, never input.
+            conds.push(match s {
+                Status::Pending | Status::Delivered => format!("status = {}", s.as_i64()),
+                Status::Dead | Status::Undeliverable => {
+                    format!("status <> 0 AND status = {}", s.as_i64())
+                }
+            });
         }
         if let Some(t) = self.since {
             conds.push(format!("received_at >= {}", dialect.mark()));
@@ -121,8 +124,6 @@ impl LogFilter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum SqlValue {
     Int(i64),
-    /// A status (Postgres stores it as `smallint`).
-    Small(i16),
     Text(String),
     /// A list of strings, bound as the dialect's `in_list` takes it.
     List(Vec<String>),

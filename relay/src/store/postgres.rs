@@ -1412,7 +1412,6 @@ impl Bound {
             .into_iter()
             .map(|v| match v {
                 SqlValue::Int(n) => Self::Int(n),
-                SqlValue::Small(n) => Self::Small(n),
                 SqlValue::Text(t) => Self::Text(t),
                 SqlValue::List(l) => Self::List(l),
             })

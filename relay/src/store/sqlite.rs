@@ -859,7 +859,6 @@ fn bind(values: Vec<SqlValue>) -> Vec<Value> {
         .into_iter()
         .map(|v| match v {
             SqlValue::Int(n) => Value::Integer(n),
-            SqlValue::Small(n) => Value::Integer(i64::from(n)),
             SqlValue::Text(t) => Value::Text(t),
             // A list of strings always serializes.
             SqlValue::List(l) => Value::Text(serde_json::to_string(&l).unwrap_or_default()),
