@@ -7,6 +7,7 @@ use crate::deliver::Guards;
 use crate::metrics::Metrics;
 use crate::notify::Operator;
 use crate::store::{Stats, Store};
+use crate::trace::Tracer;
 use callpost_core::protection::ProtectionConfig;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -88,6 +89,9 @@ pub struct Relay {
     pub operator: Option<Arc<Operator>>,
     /// Receiver protection per endpoint URL (`/admin/status` shows it).
     pub guards: Arc<Guards>,
+    /// OpenTelemetry spans (`[tracing]`); `None`: no span is made, no
+    /// `traceparent` sent.
+    pub tracer: Option<Arc<Tracer>>,
     /// The store's latest counts (read on an interval for `/metrics`).
     pub stats: Mutex<Option<Stats>>,
     /// How the configuration was read at start, so a reload reads it the
@@ -119,7 +123,14 @@ impl Relay {
             Arc::clone(&metrics),
             operator.clone(),
         ));
+        let tracer = cfg.tracing.as_ref().and_then(|t| {
+            Tracer::new(t, cfg.ca_file.as_deref(), Arc::clone(&metrics))
+                .map_err(|e| tracing::error!("tracing is off: {e}"))
+                .ok()
+                .map(Arc::new)
+        });
         Self {
+            tracer,
             cfg: Arc::new(cfg),
             sources,
             store,

@@ -388,6 +388,10 @@ async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
         None
     };
     let housekeeping = tokio::spawn(housekeeping(Arc::clone(&relay)));
+    let exporter = relay
+        .tracer
+        .as_ref()
+        .map(|t| tokio::spawn(Arc::clone(t).run()));
     let reloads = match hangups {
         Ok(hangups) => Some(tokio::spawn(reload_on_hangup(Arc::clone(&relay), hangups))),
         Err(e) => {
@@ -415,6 +419,12 @@ async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
     }
     if let Some(d) = deliverer {
         d.stop(SHUTDOWN_GRACE).await;
+    }
+    if let (Some(exporter), Some(tracer)) = (exporter, &relay.tracer) {
+        // The last requests' and attempts' spans, within one export's time
+        // limit in all: a slow collector does not hold the stop longer.
+        exporter.abort();
+        let _ = tokio::time::timeout(crate::trace::EXPORT_TIMEOUT, tracer.flush()).await;
     }
     relay.store.close().await;
     tracing::info!("relay stopped");

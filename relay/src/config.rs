@@ -183,6 +183,16 @@ impl Default for Limits {
     }
 }
 
+/// `[tracing]`: OpenTelemetry spans, exported by OTLP/HTTP ([`crate::trace`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tracing {
+    /// The collector's base URL (`http://host:4318`); spans go to
+    /// `<it>/v1/traces`.
+    pub otlp_endpoint: String,
+    /// The resource's `service.name`.
+    pub service_name: String,
+}
+
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
@@ -248,6 +258,8 @@ pub struct Config {
     pub log_level: String,
     /// Plain or JSON lines.
     pub log_format: LogFormat,
+    /// OpenTelemetry spans (`[tracing]`); `None`: no tracing work at all.
+    pub tracing: Option<Tracing>,
     /// Test builds: the clock starts this far ahead, and
     /// `POST /admin/test/clock` may move it.
     pub test_clock: Option<i64>,
@@ -316,6 +328,15 @@ struct File {
     #[serde(default)]
     limits: FileLimits,
     operator: Option<FileOperator>,
+    #[serde(default)]
+    tracing: FileTracing,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileTracing {
+    otlp_endpoint: Option<String>,
+    service_name: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -721,6 +742,10 @@ pub fn load(
         }
     };
     let ca_file = var("CA_FILE").or(file.security.ca_file.clone());
+    let tracing = tracing_of(
+        var("OTLP_ENDPOINT").or(file.tracing.otlp_endpoint.clone()),
+        var("OTLP_SERVICE_NAME").or(file.tracing.service_name.clone()),
+    )?;
     let cfg = Config {
         listen,
         admin_listen,
@@ -749,11 +774,53 @@ pub fn load(
             log_level
         },
         log_format,
+        tracing,
         test_clock: overrides.test_clock,
     };
     cfg.listen_addr()?;
     cfg.admin_addr()?;
     Ok(cfg)
+}
+
+/// `[tracing]` (or `CALLPOST_RELAY_OTLP_ENDPOINT` and
+/// `CALLPOST_RELAY_OTLP_SERVICE_NAME`): off without an endpoint.
+fn tracing_of(
+    endpoint: Option<String>,
+    service_name: Option<String>,
+) -> Result<Option<Tracing>, ConfigError> {
+    let Some(endpoint) = endpoint else {
+        if service_name.is_some() {
+            return Err(bad(
+                "tracing.service_name needs tracing.otlp_endpoint (CALLPOST_RELAY_OTLP_ENDPOINT)",
+            ));
+        }
+        return Ok(None);
+    };
+    let what = "tracing.otlp_endpoint (CALLPOST_RELAY_OTLP_ENDPOINT)";
+    // Shown without credentials, as every URL the relay prints.
+    let not_url = || {
+        bad(format!(
+            "{what} must be an http:// or https:// URL, not {:?}",
+            callpost_core::ops::shown_url(&endpoint)
+        ))
+    };
+    let uri: http::Uri = endpoint.parse().map_err(|_| not_url())?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        return Err(not_url());
+    }
+    if uri.query().is_some() {
+        return Err(bad(format!(
+            "{what} takes no query: spans go to its path + /v1/traces"
+        )));
+    }
+    let service_name = service_name.unwrap_or_else(|| crate::trace::DEFAULT_SERVICE_NAME.into());
+    if service_name.trim().is_empty() {
+        return Err(bad("tracing.service_name must be a non-empty string"));
+    }
+    Ok(Some(Tracing {
+        otlp_endpoint: endpoint,
+        service_name,
+    }))
 }
 
 fn split_list(v: &str) -> Vec<String> {
@@ -1123,6 +1190,47 @@ shared_secret = "s3cret"
             !e.0.contains("short"),
             "the token itself is never echoed: {e}"
         );
+    }
+
+    #[test]
+    fn tracing_is_off_unless_an_endpoint_is_set_and_checked_when_it_is() {
+        assert_eq!(load_text(ONE, &[]).unwrap().tracing, None);
+        let on = load_text(
+            &format!("[tracing]\notlp_endpoint = \"http://127.0.0.1:4318\"\n{ONE}"),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            on.tracing,
+            Some(Tracing {
+                otlp_endpoint: "http://127.0.0.1:4318".into(),
+                service_name: "callpost-relay".into(),
+            })
+        );
+        let env = load_text(
+            ONE,
+            &[
+                ("CALLPOST_RELAY_OTLP_ENDPOINT", "https://otel.example.com"),
+                ("CALLPOST_RELAY_OTLP_SERVICE_NAME", "relay-eu"),
+            ],
+        )
+        .unwrap();
+        let t = env.tracing.unwrap();
+        assert_eq!(t.otlp_endpoint, "https://otel.example.com");
+        assert_eq!(t.service_name, "relay-eu");
+        for bad in [
+            "ftp://127.0.0.1:4318",
+            "127.0.0.1:4318",
+            "not a url",
+            "http://h/?x=1",
+        ] {
+            let e = load_text(&format!("[tracing]\notlp_endpoint = {bad:?}\n"), &[]).unwrap_err();
+            assert!(e.0.contains("tracing.otlp_endpoint"), "{bad}: {e}");
+        }
+        let e = load_text("[tracing]\nservice_name = \"x\"\n", &[]).unwrap_err();
+        assert!(e.0.contains("tracing.service_name"), "{e}");
+        let e = load_text("[tracing]\nendpoint = \"http://x\"\n", &[]).unwrap_err();
+        assert!(e.0.contains("endpoint"), "{e}");
     }
 
     #[test]

@@ -20,6 +20,7 @@
 //! * [`ops`]: delete notifications, audience syncs, replays, status;
 //! * [`notify`]: operational events to the operator's own destination;
 //! * [`history`]: the last hour of counts, for the console's charts;
+//! * [`trace`]: OpenTelemetry spans for ingest and each attempt (OTLP);
 //! * [`config`], [`cli`], [`metrics`], [`clock`], [`tls`].
 
 pub mod api;
@@ -35,6 +36,7 @@ pub mod ops;
 pub mod sources;
 pub mod store;
 pub mod tls;
+pub mod trace;
 
 pub use app::Relay;
 pub use config::Config;

@@ -36,6 +36,7 @@ pub struct Metrics {
     operator_events: Family<Labels, Counter>,
     sql_statements: Counter<u64, AtomicU64>,
     stale_finishes: Counter,
+    trace_spans_dropped: Counter,
     conflicts: Counter<u64, AtomicU64>,
     commit_seconds: Histogram,
     connections_refused: Family<Labels, Counter>,
@@ -72,6 +73,7 @@ impl Metrics {
             operator_events: Family::default(),
             sql_statements: Counter::default(),
             stale_finishes: Counter::default(),
+            trace_spans_dropped: Counter::default(),
             conflicts: Counter::default(),
             commit_seconds: Histogram::new(COMMIT_BUCKETS),
             connections_refused: Family::default(),
@@ -124,6 +126,11 @@ impl Metrics {
             "sql_statements",
             "SQL statements run, BEGIN and COMMIT included",
             m.sql_statements.clone(),
+        );
+        r.register(
+            "trace_spans_dropped",
+            "Spans not exported: the queue for the OTLP collector was full, or the collector did not take them",
+            m.trace_spans_dropped.clone(),
         );
         r.register(
             "stale_finishes",
@@ -255,6 +262,16 @@ impl Metrics {
     /// Results refused because their lease had passed on.
     pub fn stale_finishes(&self, n: u64) {
         self.stale_finishes.inc_by(n);
+    }
+
+    /// Spans not exported (`[tracing]`).
+    pub fn trace_spans_dropped(&self, n: u64) {
+        self.trace_spans_dropped.inc_by(n);
+    }
+
+    /// Spans not exported since start (tests).
+    pub fn trace_spans_dropped_total(&self) -> u64 {
+        self.trace_spans_dropped.get()
     }
 
     /// A transaction's commit.

@@ -228,13 +228,13 @@ async fn migrates_a_python_relay_database() {
     let store = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap();
-    assert_eq!(store.migrated(), (1, 7));
+    assert_eq!(store.migrated(), (1, 8));
     let version: String = client
         .query_one("SELECT value FROM meta WHERE key = 'schema_version'", &[])
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, "7");
+    assert_eq!(version, "8");
     let indexes = count(
         &client,
         "SELECT count(*) FROM pg_indexes WHERE indexname = 'deliveries_source_due' \
@@ -273,7 +273,7 @@ async fn migrates_a_python_relay_database() {
     let again = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap();
-    assert_eq!(again.migrated(), (7, 7));
+    assert_eq!(again.migrated(), (8, 8));
     again.close().await;
 }
 
@@ -286,14 +286,14 @@ async fn refuses_a_newer_schema() {
     store.close().await;
     db.client()
         .await
-        .batch_execute("UPDATE meta SET value = '8' WHERE key = 'schema_version'")
+        .batch_execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
         .await
         .unwrap();
     let err = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap_err();
     match err {
-        StoreError::Refused(message) => assert!(message.contains('7'), "{message}"),
+        StoreError::Refused(message) => assert!(message.contains('8'), "{message}"),
         other => panic!("{other:?}"),
     }
 }
@@ -321,7 +321,7 @@ async fn concurrent_opens_migrate_once() {
     migrated.sort_unstable();
     assert_eq!(
         migrated,
-        vec![(0, 7), (7, 7), (7, 7), (7, 7), (7, 7), (7, 7)]
+        vec![(0, 8), (8, 8), (8, 8), (8, 8), (8, 8), (8, 8)]
     );
 }
 

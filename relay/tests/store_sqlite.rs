@@ -189,10 +189,10 @@ async fn a_new_file_is_migrated_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (0, 6));
+    assert_eq!(store.migrated(), (0, 7));
     store.close().await;
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (6, 6));
+    assert_eq!(store.migrated(), (7, 7));
     store.close().await;
     let version: String = side_connection(&path)
         .query_row(
@@ -201,7 +201,7 @@ async fn a_new_file_is_migrated_once() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(version, "6");
+    assert_eq!(version, "7");
 }
 
 /// A database made by the Python relay (schema version 1) opens, keeps
@@ -238,7 +238,7 @@ async fn a_version_1_database_migrates() {
         .unwrap();
     }
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (1, 6));
+    assert_eq!(store.migrated(), (1, 7));
     // The delivery log's columns are filled from the stored messages.
     let found = store
         .search(
@@ -322,7 +322,7 @@ async fn a_newer_schema_is_refused() {
     // The lock went with the failed open.
     side_connection(&path)
         .execute(
-            "UPDATE meta SET value = '6' WHERE key = 'schema_version'",
+            "UPDATE meta SET value = '7' WHERE key = 'schema_version'",
             [],
         )
         .unwrap();

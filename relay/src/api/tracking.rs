@@ -18,6 +18,10 @@
 //! 8. the core's parse and enrichment ([`ingest::parse_request`]);
 //! 9. the store: the answer is 200 only once the calls are durable; any
 //!    store failure is 503 + `Retry-After`, nothing acknowledged.
+//!
+//! With `[tracing]`, each POST is an `ingest` span from its headers to the
+//! store's answer (a child of the request's `traceparent`, if valid), and
+//! its context is stored with its calls.
 
 use super::{
     body_failed, body_timeout, header, json, read_body, with, Answer, Api, BodyError, Throttle,
@@ -25,6 +29,7 @@ use super::{
 use crate::app::Relay;
 use crate::config::Source;
 use crate::store::{RejectedRow, Row, Status};
+use crate::trace::Span;
 use bytes::Bytes;
 use callpost_core::ingest::{self, IngestError, Route};
 use http::header::{
@@ -46,11 +51,30 @@ pub(crate) async fn handle(api: &Api, req: Request<Incoming>, headers_in: Instan
     let relay = &api.relay;
     let cors = cors(&relay.cfg.cors_origins, req.headers());
     let answer = match *req.method() {
-        Method::POST => match ingest(relay, req, headers_in).await {
-            Ok(()) => json(200, Bytes::from_static(ingest::SUCCESS_BODY.as_bytes())),
-            Err(Refusal::Ingest(e)) => refuse(&e),
-            Err(Refusal::Answer(a)) => a,
-        },
+        Method::POST => {
+            let mut span = relay.tracer.as_ref().and_then(|t| {
+                t.ingest(
+                    header(req.headers(), &HeaderName::from_static("traceparent")),
+                    headers_in,
+                )
+            });
+            let answer = match ingest(relay, req, headers_in, span.as_mut()).await {
+                Ok(()) => json(200, Bytes::from_static(ingest::SUCCESS_BODY.as_bytes())),
+                Err(Refusal::Ingest(e)) => refuse(&e),
+                Err(Refusal::Answer(a)) => a,
+            };
+            if let (Some(tracer), Some(mut span)) = (&relay.tracer, span) {
+                let status = answer.status().as_u16();
+                span.set_int("http.response.status_code", i64::from(status));
+                // A server span fails on a 5xx only (OpenTelemetry's HTTP
+                // conventions): a 4xx is the sender's mistake.
+                if status >= 500 {
+                    span.set_error();
+                }
+                tracer.end(span);
+            }
+            answer
+        }
         Method::OPTIONS => return preflight(relay, req.headers(), cors),
         _ => with(
             json(
@@ -88,7 +112,12 @@ fn refuse(e: &IngestError) -> Answer {
     a
 }
 
-async fn ingest(relay: &Relay, req: Request<Incoming>, headers_in: Instant) -> Result<(), Refusal> {
+async fn ingest(
+    relay: &Relay,
+    req: Request<Incoming>,
+    headers_in: Instant,
+    span: Option<&mut Span>,
+) -> Result<(), Refusal> {
     if !relay.is_ready() {
         return Err(IngestError::Unavailable.into());
     }
@@ -177,7 +206,16 @@ async fn ingest(relay: &Relay, req: Request<Incoming>, headers_in: Instant) -> R
     }
     let codes: Vec<&'static str> = rejected.iter().map(|r| r.code).collect();
     let total = rows.len();
-    let new = match relay.store.insert(rows, rejected).await {
+    let trace_parent = span.map(|s| {
+        s.set_str("callpost.source", source.name.clone());
+        s.set_int("callpost.calls", (rows.len() + rejected.len()) as i64);
+        s.context.traceparent()
+    });
+    let new = match relay
+        .store
+        .insert_traced(rows, rejected, trace_parent)
+        .await
+    {
         Ok(n) => n,
         Err(e) => {
             if let Some(held) = STORE_FAILED.allow() {

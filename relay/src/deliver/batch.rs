@@ -15,7 +15,7 @@
 //!   calls twice. So is a saved batch that no longer fits the destination
 //!   (its endpoints changed).
 
-use super::{drive, finish_row, jitter_seed, not_now, turn, NotNow, Shared};
+use super::{drive, finish_row, jitter_seed, not_now, traced_by, turn, NotNow, Shared};
 use crate::store::{Claimed, Finish};
 use callpost_core::webhooks::{is_batch_id, Webhooks};
 use callpost_core::{Call, Delivery, DeliveryConfig};
@@ -185,7 +185,9 @@ async fn deliver(shared: &Arc<Shared>, mut d: Delivery, rows: &[&Claimed]) -> Ve
         return Vec::new();
     };
     let id = d.message_id().unwrap_or_default().to_owned();
-    let (driven, made) = drive(shared, &mut d, &first.source, &id).await;
+    // One POST, one span: in the trace of the first call's request.
+    let traced = traced_by(first);
+    let (driven, made) = drive(shared, &mut d, &first.source, &id, traced).await;
     rows.iter()
         .map(|r| finish_row(shared, r, &d, driven.clone(), r.attempts + made))
         .collect()

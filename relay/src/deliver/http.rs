@@ -2,7 +2,8 @@
 //! TLS with the system's roots plus `ca_file`, a cap on requests in flight
 //! per endpoint URL, and the receiver's timeout counted from the send.
 //!
-//! The request is exactly the core's (method, URL, headers, body). No
+//! The request is exactly the core's (method, URL, headers, body), plus
+//! the attempt's `traceparent` when tracing is on. No
 //! redirect is followed (a 3xx goes to the core as its status), and no
 //! proxy is taken from the environment: the relay posts where it is told.
 
@@ -10,6 +11,7 @@ use super::connect::{Connector, PrivateAddress};
 use super::guards::{Guarded, Guards};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::trace::Span;
 use bytes::Bytes;
 use callpost_core::protection::{Permit, MAX_BREAKER_OPEN_MS};
 use callpost_core::{Attempt, Outcome, Timestamp};
@@ -173,11 +175,16 @@ impl Http {
     /// the core's deadline minus that is the receiver's time, counted from
     /// when the request goes out, after the wait for the endpoint's cap
     /// (the lease renewal covers that wait).
+    ///
+    /// `span` (tracing on) is the attempt's: its context goes to the
+    /// receiver in `traceparent`, and it counts from the send to the
+    /// answer.
     pub(super) async fn send(
         &self,
         attempt: Attempt,
         polled_at: Timestamp,
         clock: &Clock,
+        mut span: Option<&mut Span>,
     ) -> (Option<Timestamp>, Outcome, Vec<u8>) {
         let budget_ms = attempt
             .deadline
@@ -187,10 +194,18 @@ impl Http {
         let budget = Duration::from_millis(u64::try_from(budget_ms).unwrap_or(1));
         let endpoint = self.endpoint(&attempt.request.url);
         let guard = self.guards.get(&attempt.request.url, clock.now());
-        let request = match build(attempt.request) {
+        let mut request = match build(attempt.request) {
             Ok(r) => r,
             Err(message) => return (None, Outcome::connection(message), Vec::new()),
         };
+        if let Some(span) = span.as_deref() {
+            // Hex digits and dashes: always a valid header value.
+            if let Ok(v) = HeaderValue::from_str(&span.context.traceparent()) {
+                request
+                    .headers_mut()
+                    .insert(HeaderName::from_static("traceparent"), v);
+            }
+        }
         let Ok(permit) = endpoint.acquire_owned().await else {
             return (
                 None,
@@ -205,7 +220,13 @@ impl Http {
             return (None, held, Vec::new());
         }
         let sent = clock.now();
+        if let Some(span) = span.as_deref_mut() {
+            span.restart();
+        }
         let (outcome, answer) = self.exchange(request, budget).await;
+        if let Some(span) = span {
+            span.stop();
+        }
         // The guard hears the answer before the slot is free, so the next
         // request to this URL is judged with it.
         let now = clock.now();

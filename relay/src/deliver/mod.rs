@@ -56,6 +56,7 @@ pub use guards::{EndpointReport, Guards};
 use self::http::Http;
 use crate::app::Relay;
 use crate::store::{Claimed, Finish, StoreError};
+use crate::trace::{Kind, Span, SpanContext, ATTEMPT_SPAN};
 use callpost_core::protection::{
     EndpointState, Hold, HOLD_SYNC_MS, SENDER_EXPIRY_MS, SENDER_HEARTBEAT_MS,
 };
@@ -778,7 +779,8 @@ async fn turn(shared: &Arc<Shared>, row: Claimed) -> Finish {
         Ok(d) => d,
         Err(why) => return not_now(shared, &row, why),
     };
-    let (driven, made) = drive(shared, &mut d, &row.source, &row.message_id).await;
+    let traced = traced_by(&row);
+    let (driven, made) = drive(shared, &mut d, &row.source, &row.message_id, traced).await;
     finish_row(shared, &row, &d, driven, row.attempts + made)
 }
 
@@ -832,14 +834,23 @@ enum Driven {
     Wait(Timestamp),
 }
 
+/// The context of the ingest span that stored `row`, if it was traced:
+/// the parent of its attempts' spans.
+fn traced_by(row: &Claimed) -> Option<SpanContext> {
+    row.trace_parent.as_deref().and_then(SpanContext::parse)
+}
+
 /// Drives a delivery: sends what is due (a whole round at once in parallel
 /// mode), reports each answer, and returns when the core has an outcome or
-/// wants to wait, with the requests made.
+/// wants to wait, with the requests made. With tracing on, each attempt is
+/// a span, a child of `traced` (the ingest span of the request that stored
+/// the call) when known.
 async fn drive(
     shared: &Arc<Shared>,
     d: &mut Delivery,
     source: &str,
     message_id: &str,
+    traced: Option<SpanContext>,
 ) -> (Driven, i64) {
     let relay = &shared.relay;
     let mut made = 0i64;
@@ -853,14 +864,27 @@ async fn drive(
         if !sends.is_empty() {
             made += sends.len() as i64;
             let logged = d.log().len();
-            for (attempt, sent, ended, outcome, answer) in send_all(shared, sends, now).await {
+            let sent_all = send_all(shared, sends, now, traced.as_ref()).await;
+            for (attempt, sent, ended, outcome, answer, span) in sent_all {
                 relay.metrics.attempt(&result_class(&outcome));
                 disabled |= matches!(&outcome, Outcome::Held { reason, .. }
                     if reason == EndpointState::Disabled.as_str());
+                let span = span.map(|mut s| {
+                    s.set_str("callpost.message_id", message_id);
+                    answered(&mut s, &outcome);
+                    s
+                });
                 if let Some(sent) = sent {
                     d.handle_sent(sent, attempt);
                 }
                 d.handle_response(ended, attempt, outcome);
+                if let (Some(tracer), Some(mut span)) = (&relay.tracer, span) {
+                    // The core numbers the round once it has the answer.
+                    if let Some(r) = d.log().iter().rev().find(|r| r.attempt == attempt) {
+                        span.set_int("callpost.round", i64::from(r.round));
+                    }
+                    tracer.end(span);
+                }
                 if !answer.is_empty() {
                     d.handle_answer(attempt, &answer);
                 }
@@ -921,33 +945,83 @@ fn finish_row(
 }
 
 /// One answered request of a step: its attempt, when it went out (if it
-/// did), when it ended, how, and the start of the answer's body.
-type Sent = (u32, Option<Timestamp>, Timestamp, Outcome, Vec<u8>);
+/// did), when it ended, how, the start of the answer's body, and its span
+/// (tracing on), ended when the core has the answer.
+type Sent = (
+    u32,
+    Option<Timestamp>,
+    Timestamp,
+    Outcome,
+    Vec<u8>,
+    Option<Span>,
+);
+
+/// The span of attempt `a` (tracing on), a child of `parent` when known.
+fn attempt_span(
+    shared: &Shared,
+    a: &callpost_core::Attempt,
+    parent: Option<&SpanContext>,
+) -> Option<Span> {
+    let mut span = shared
+        .relay
+        .tracer
+        .as_ref()?
+        .start(ATTEMPT_SPAN, Kind::Client, parent)?;
+    // Shown as operators see it everywhere: no credentials, no query.
+    span.set_str("url.full", callpost_core::ops::shown_url(&a.request.url));
+    span.set_int("callpost.attempt", i64::from(a.attempt));
+    Some(span)
+}
+
+/// An attempt's answer on its span: the status, or what kept it from one
+/// (OpenTelemetry's `error.type`).
+fn answered(span: &mut Span, outcome: &Outcome) {
+    let error = match outcome {
+        Outcome::Response { status, .. } => {
+            span.set_int("http.response.status_code", i64::from(*status));
+            if *status >= 400 {
+                span.set_error();
+            }
+            return;
+        }
+        Outcome::Timeout => "timeout",
+        Outcome::Connection { .. } => "connection",
+        Outcome::Tls { .. } => "tls",
+        Outcome::Held { .. } => "held",
+    };
+    span.set_str("error.type", error);
+    span.set_error();
+}
 
 /// The requests of one step, sent at once.
 async fn send_all(
     shared: &Arc<Shared>,
     sends: Vec<callpost_core::Attempt>,
     polled_at: Timestamp,
+    parent: Option<&SpanContext>,
 ) -> Vec<Sent> {
     let clock = &shared.relay.clock;
     if sends.len() == 1 {
         let mut out = Vec::with_capacity(1);
         for a in sends {
             let attempt = a.attempt;
-            let (sent, outcome, answer) = shared.http.send(a, polled_at, clock).await;
-            out.push((attempt, sent, clock.now(), outcome, answer));
+            let mut span = attempt_span(shared, &a, parent);
+            let (sent, outcome, answer) =
+                shared.http.send(a, polled_at, clock, span.as_mut()).await;
+            out.push((attempt, sent, clock.now(), outcome, answer, span));
         }
         return out;
     }
     let mut set = JoinSet::new();
     for a in sends {
         let shared = Arc::clone(shared);
+        let mut span = attempt_span(&shared, &a, parent);
         set.spawn(async move {
             let attempt = a.attempt;
             let clock = &shared.relay.clock;
-            let (sent, outcome, answer) = shared.http.send(a, polled_at, clock).await;
-            (attempt, sent, clock.now(), outcome, answer)
+            let (sent, outcome, answer) =
+                shared.http.send(a, polled_at, clock, span.as_mut()).await;
+            (attempt, sent, clock.now(), outcome, answer, span)
         });
     }
     let mut out = Vec::new();

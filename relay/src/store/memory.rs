@@ -54,6 +54,8 @@ pub struct StoredRow {
     pub anonymous_id: Option<String>,
     /// A track call's `event`.
     pub event: Option<String>,
+    /// The ingest span's `traceparent` (tracing on).
+    pub trace_parent: Option<String>,
 }
 
 /// Customer data: the id only.
@@ -147,7 +149,7 @@ struct Inner {
 }
 
 impl Inner {
-    fn insert_rows(&mut self, rows: Vec<Row>) -> usize {
+    fn insert_rows(&mut self, rows: Vec<Row>, trace_parent: Option<&str>) -> usize {
         let mut new = 0;
         for r in rows {
             let key = (r.source.clone(), r.message_id.clone());
@@ -180,6 +182,7 @@ impl Inner {
                     user_id: r.user_id,
                     anonymous_id: r.anonymous_id,
                     event: r.event,
+                    trace_parent: trace_parent.map(str::to_owned),
                 },
             );
             new += 1;
@@ -313,12 +316,21 @@ impl Store for MemoryStore {
         rows: Vec<Row>,
         rejected: Vec<RejectedRow>,
     ) -> Result<usize, StoreError> {
+        self.insert_traced(rows, rejected, None).await
+    }
+
+    async fn insert_traced(
+        &self,
+        rows: Vec<Row>,
+        rejected: Vec<RejectedRow>,
+        trace_parent: Option<String>,
+    ) -> Result<usize, StoreError> {
         self.enter().await?;
         let started = Instant::now();
         let calls = rows.len() + rejected.len();
         let new = {
             let mut inner = lock(&self.inner);
-            let new = inner.insert_rows(rows);
+            let new = inner.insert_rows(rows, trace_parent.as_deref());
             for r in rejected {
                 inner.next_rejected += 1;
                 let id = inner.next_rejected;
@@ -370,6 +382,7 @@ impl Store for MemoryStore {
                     message: r.message.clone(),
                     state: r.state.clone(),
                     attempts: r.attempts,
+                    trace_parent: r.trace_parent.clone(),
                 });
             }
         }
@@ -715,7 +728,7 @@ impl Store for MemoryStore {
             inner
                 .audiences
                 .insert((source.to_owned(), audience.to_owned()), state);
-            inner.insert_rows(rows)
+            inner.insert_rows(rows, None)
         };
         self.committed(started.elapsed(), calls);
         Ok(new)

@@ -196,6 +196,9 @@ pub struct Claimed {
     pub state: Option<String>,
     /// Attempts made so far.
     pub attempts: i64,
+    /// The W3C `traceparent` of the ingest span that stored it (tracing
+    /// on): its attempts' spans are that span's children.
+    pub trace_parent: Option<String>,
 }
 
 impl fmt::Debug for Claimed {
@@ -477,6 +480,22 @@ pub trait Store: Send + Sync + 'static {
     async fn insert(&self, rows: Vec<Row>, rejected: Vec<RejectedRow>)
         -> Result<usize, StoreError>;
 
+    /// As [`Store::insert`], each call stored with `trace_parent`, the
+    /// W3C `traceparent` of the ingest span of the request that carried
+    /// them all (tracing on). The context is the request's, not a call's,
+    /// so it comes with the insert rather than with each [`Row`]. A store
+    /// that keeps no trace context (a test's wrapper) stores the calls
+    /// without it.
+    async fn insert_traced(
+        &self,
+        rows: Vec<Row>,
+        rejected: Vec<RejectedRow>,
+        trace_parent: Option<String>,
+    ) -> Result<usize, StoreError> {
+        let _ = trace_parent;
+        self.insert(rows, rejected).await
+    }
+
     /// Claims up to `limit` due pending deliveries of `source`, oldest due
     /// first, leased until `now + lease_ms` under one new token.
     async fn claim(
@@ -699,6 +718,7 @@ pub const SQLITE_MIGRATIONS: &[(i64, &str)] = &[
         6,
         include_str!("../../migrations/sqlite/0006_delivery_log.sql"),
     ),
+    (7, include_str!("../../migrations/sqlite/0007_trace.sql")),
 ];
 
 /// As [`SQLITE_MIGRATIONS`], for Postgres.
@@ -728,4 +748,5 @@ pub const POSTGRES_MIGRATIONS: &[(i64, &str)] = &[
         7,
         include_str!("../../migrations/postgres/0007_delivery_log.sql"),
     ),
+    (8, include_str!("../../migrations/postgres/0008_trace.sql")),
 ];

@@ -85,18 +85,20 @@ const NO_DESTINATION: &str = r#"{"kind":"undeliverable","reason":"no_destination
 /// RETURNING names the new rows, so that each request of the group gets
 /// its own count.
 const INSERT_CALLS: &str = "INSERT INTO deliveries (source, message_id, kind, message, \
-     received_at, status, due_at, finished_at, user_id, anonymous_id, event) \
+     received_at, status, due_at, finished_at, user_id, anonymous_id, event, trace_parent) \
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
-     $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[]) \
+     $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], \
+     $12::text[]) \
      ON CONFLICT (source, message_id) DO NOTHING RETURNING source, message_id";
 /// [`INSERT_CALLS`] with the group's refused calls, in the same statement.
 const INSERT_CALLS_AND_REJECTED: &str = "WITH refused AS (INSERT INTO rejected \
      (source, received_at, code, reason, text) \
-     SELECT * FROM unnest($12::text[], $13::bigint[], $14::text[], $15::text[], $16::text[])) \
+     SELECT * FROM unnest($13::text[], $14::bigint[], $15::text[], $16::text[], $17::text[])) \
      INSERT INTO deliveries (source, message_id, kind, message, \
-     received_at, status, due_at, finished_at, user_id, anonymous_id, event) \
+     received_at, status, due_at, finished_at, user_id, anonymous_id, event, trace_parent) \
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
-     $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[]) \
+     $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], \
+     $12::text[]) \
      ON CONFLICT (source, message_id) DO NOTHING RETURNING source, message_id";
 /// Bytes of calls one statement carries: past it, a group's calls take
 /// several statements (in one transaction). Far below the 1 GB Postgres
@@ -107,7 +109,7 @@ const INSERT_REJECTED: &str = "INSERT INTO rejected (source, received_at, code, 
 const CLAIM: &str = "UPDATE deliveries SET lease_until = $1, claim = $2 WHERE id IN (\
      SELECT id FROM deliveries WHERE status = 0 AND source = $3 AND due_at <= $4 \
      AND (lease_until IS NULL OR lease_until <= $4) ORDER BY due_at LIMIT $5 FOR UPDATE SKIP LOCKED) \
-     RETURNING id, source, message_id, message, state, attempts, due_at";
+     RETURNING id, source, message_id, message, state, attempts, due_at, trace_parent";
 const FINISH_DELIVERED: &str = "UPDATE deliveries d SET status = 1, finished_at = $1, \
      attempts = f.attempts, outcome = f.outcome, state = NULL, lease_until = NULL, claim = NULL \
      FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::text[]) \
@@ -354,6 +356,7 @@ enum Work {
     Insert {
         rows: Vec<Row>,
         rejected: Vec<RejectedRow>,
+        trace_parent: Option<String>,
     },
     Claim {
         now: i64,
@@ -864,20 +867,29 @@ fn int4(n: i64) -> i32 {
 struct Calls<'a> {
     /// Each call, with the index of the operation it came with.
     rows: Vec<(&'a Row, usize)>,
+    /// Each operation's trace context, by its index.
+    traces: HashMap<usize, &'a str>,
     rejected: Vec<&'a RejectedRow>,
     /// Whose count a new row adds to: the first operation that carried it.
     owner: HashMap<(&'a str, &'a str), usize>,
 }
 
 impl<'a> Calls<'a> {
-    /// The calls of `parts`: (operation index, calls, refused calls).
-    fn new(parts: impl IntoIterator<Item = (usize, &'a [Row], &'a [RejectedRow])>) -> Self {
+    /// The calls of `parts`: (operation index, calls, refused calls,
+    /// trace context).
+    fn new(
+        parts: impl IntoIterator<Item = (usize, &'a [Row], &'a [RejectedRow], Option<&'a str>)>,
+    ) -> Self {
         let mut calls = Self {
             rows: Vec::new(),
+            traces: HashMap::new(),
             rejected: Vec::new(),
             owner: HashMap::new(),
         };
-        for (i, rows, rejected) in parts {
+        for (i, rows, rejected, trace) in parts {
+            if let Some(t) = trace {
+                calls.traces.insert(i, t);
+            }
             for r in rows {
                 if let Entry::Vacant(e) = calls.owner.entry((&r.source, &r.message_id)) {
                     e.insert(i);
@@ -892,7 +904,16 @@ impl<'a> Calls<'a> {
     /// The group's inserts.
     fn of(ops: &'a [Op]) -> Self {
         Self::new(ops.iter().enumerate().filter_map(|(i, op)| match &op.work {
-            Work::Insert { rows, rejected } => Some((i, rows.as_slice(), rejected.as_slice())),
+            Work::Insert {
+                rows,
+                rejected,
+                trace_parent,
+            } => Some((
+                i,
+                rows.as_slice(),
+                rejected.as_slice(),
+                trace_parent.as_deref(),
+            )),
             _ => None,
         }))
     }
@@ -1047,7 +1068,9 @@ impl Inner {
             let mut user_id = Vec::with_capacity(rows.len());
             let mut anonymous_id = Vec::with_capacity(rows.len());
             let mut event = Vec::with_capacity(rows.len());
-            for (r, _) in rows {
+            let mut trace_parent = Vec::with_capacity(rows.len());
+            for (r, op) in rows {
+                trace_parent.push(calls.traces.get(op).copied());
                 user_id.push(r.user_id.as_deref());
                 anonymous_id.push(r.anonymous_id.as_deref());
                 event.push(r.event.as_deref());
@@ -1078,6 +1101,7 @@ impl Inner {
                 &user_id,
                 &anonymous_id,
                 &event,
+                &trace_parent,
             ];
             let sql = if rejected.is_empty() {
                 INSERT_CALLS
@@ -1114,8 +1138,17 @@ impl Inner {
 
     async fn run<C: GenericClient>(&self, tx: &C, work: &Work) -> PgResult<Done> {
         match work {
-            Work::Insert { rows, rejected } => {
-                let calls = Calls::new([(0, rows.as_slice(), rejected.as_slice())]);
+            Work::Insert {
+                rows,
+                rejected,
+                trace_parent,
+            } => {
+                let calls = Calls::new([(
+                    0,
+                    rows.as_slice(),
+                    rejected.as_slice(),
+                    trace_parent.as_deref(),
+                )]);
                 let mut new = [0];
                 self.store_calls(tx, &calls, &calls.statements(), &mut new)
                     .await?;
@@ -1147,6 +1180,7 @@ impl Inner {
                             message: row.try_get(3)?,
                             state: row.try_get(4)?,
                             attempts: i64::from(attempts),
+                            trace_parent: row.try_get(7)?,
                         },
                     ));
                 }
@@ -1189,7 +1223,7 @@ impl Inner {
             } => {
                 self.execute(tx, AUDIENCE_SAVE, &[source, audience, state, now])
                     .await?;
-                let calls = Calls::new([(0, rows.as_slice(), &[][..])]);
+                let calls = Calls::new([(0, rows.as_slice(), &[][..], None)]);
                 let mut new = [0];
                 self.store_calls(tx, &calls, &calls.statements(), &mut new)
                     .await?;
@@ -1514,14 +1548,25 @@ impl Store for PostgresStore {
         rows: Vec<Row>,
         rejected: Vec<RejectedRow>,
     ) -> Result<usize, StoreError> {
+        self.insert_traced(rows, rejected, None).await
+    }
+
+    async fn insert_traced(
+        &self,
+        rows: Vec<Row>,
+        rejected: Vec<RejectedRow>,
+        trace_parent: Option<String>,
+    ) -> Result<usize, StoreError> {
         if rows.is_empty() && rejected.is_empty() {
             return Ok(0);
         }
         let calls = rows.len() + rejected.len();
-        let new = self
-            .write(Work::Insert { rows, rejected }, calls)
-            .await?
-            .count();
+        let work = Work::Insert {
+            rows,
+            rejected,
+            trace_parent,
+        };
+        let new = self.write(work, calls).await?.count();
         Ok(usize::try_from(new).unwrap_or(usize::MAX))
     }
 

@@ -45,7 +45,7 @@ pub fn path_of(url: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(path))
 }
 
-/// Rows per multi-row INSERT: 8 parameters each, far below SQLite's
+/// Rows per multi-row INSERT: 12 parameters each, far below SQLite's
 /// 32,766 per statement.
 const INSERT_CHUNK: usize = 500;
 
@@ -161,7 +161,7 @@ trait Job: Send {
     /// An insert's calls and refused calls: the writer stores those of a
     /// whole group together, then hands each insert its count with
     /// [`Job::stored`] instead of calling [`Job::run`].
-    fn to_store(&self) -> Option<(&[Row], &[RejectedRow])> {
+    fn to_store(&self) -> Option<Part<'_>> {
         None
     }
     /// Keeps how many of its calls were new, as `run` would have.
@@ -170,10 +170,14 @@ trait Job: Send {
     fn answer(self: Box<Self>, error: Option<StoreError>);
 }
 
+/// One insert's calls, refused calls and trace context.
+type Part<'a> = (&'a [Row], &'a [RejectedRow], Option<&'a str>);
+
 /// [`Store::insert`]'s operation.
 struct Insert {
     rows: Vec<Row>,
     rejected: Vec<RejectedRow>,
+    trace_parent: Option<String>,
     new: Option<usize>,
     tx: oneshot::Sender<Result<usize, StoreError>>,
 }
@@ -189,13 +193,16 @@ impl Job for Insert {
 
     fn run(&mut self, db: &Db) -> rusqlite::Result<()> {
         self.new = None;
-        let new = store_calls(db, &[(&self.rows, &self.rejected)])?;
+        let new = store_calls(
+            db,
+            &[(&self.rows, &self.rejected, self.trace_parent.as_deref())],
+        )?;
         self.new = new.first().copied();
         Ok(())
     }
 
-    fn to_store(&self) -> Option<(&[Row], &[RejectedRow])> {
-        Some((&self.rows, &self.rejected))
+    fn to_store(&self) -> Option<Part<'_>> {
+        Some((&self.rows, &self.rejected, self.trace_parent.as_deref()))
     }
 
     fn stored(&mut self, new: usize) {
@@ -710,13 +717,13 @@ fn insert_sql(n: usize, returning: bool) -> String {
     sql.push_str(
         "INSERT INTO deliveries \
          (source, message_id, kind, message, received_at, status, due_at, finished_at, \
-         user_id, anonymous_id, event) VALUES ",
+         user_id, anonymous_id, event, trace_parent) VALUES ",
     );
     for i in 0..n {
         if i > 0 {
             sql.push(',');
         }
-        sql.push_str("(?,?,?,?,?,?,?,?,?,?,?)");
+        sql.push_str("(?,?,?,?,?,?,?,?,?,?,?,?)");
     }
     sql.push_str(" ON CONFLICT (source, message_id) DO NOTHING");
     if returning {
@@ -745,11 +752,11 @@ fn rejected_sql(n: usize) -> String {
 ///
 /// A row is due when it is received; a row stored already finished
 /// (undeliverable) finished then, which is where its retention starts.
-fn store_calls(db: &Db, parts: &[(&[Row], &[RejectedRow])]) -> rusqlite::Result<Vec<usize>> {
+fn store_calls(db: &Db, parts: &[Part<'_>]) -> rusqlite::Result<Vec<usize>> {
     let mut new = vec![0; parts.len()];
     let mut owner: HashMap<(&str, &str), usize> = HashMap::new();
     let mut rows: Vec<(&Row, usize)> = Vec::new();
-    for (i, (part, _)) in parts.iter().enumerate() {
+    for (i, (part, _, _)) in parts.iter().enumerate() {
         for r in *part {
             if let Entry::Vacant(e) = owner.entry((&r.source, &r.message_id)) {
                 e.insert(i);
@@ -770,7 +777,8 @@ fn store_calls(db: &Db, parts: &[(&[Row], &[RejectedRow])]) -> rusqlite::Result<
             .conn
             .prepare_cached(&insert_sql(chunk.len(), alone.is_none()))?;
         let mut i = 0;
-        for (r, _) in chunk {
+        for (r, part) in chunk {
+            let trace_parent = parts.get(*part).and_then(|p| p.2);
             let finished_at = (r.status != Status::Pending).then_some(r.received_at);
             stmt.raw_bind_parameter(i + 1, &r.source)?;
             stmt.raw_bind_parameter(i + 2, &r.message_id)?;
@@ -783,7 +791,8 @@ fn store_calls(db: &Db, parts: &[(&[Row], &[RejectedRow])]) -> rusqlite::Result<
             stmt.raw_bind_parameter(i + 9, &r.user_id)?;
             stmt.raw_bind_parameter(i + 10, &r.anonymous_id)?;
             stmt.raw_bind_parameter(i + 11, &r.event)?;
-            i += 11;
+            stmt.raw_bind_parameter(i + 12, trace_parent)?;
+            i += 12;
         }
         db.tick(1);
         if let Some(only) = alone {
@@ -798,7 +807,7 @@ fn store_calls(db: &Db, parts: &[(&[Row], &[RejectedRow])]) -> rusqlite::Result<
             }
         }
     }
-    let rejected: Vec<&RejectedRow> = parts.iter().flat_map(|(_, r)| r.iter()).collect();
+    let rejected: Vec<&RejectedRow> = parts.iter().flat_map(|(_, r, _)| r.iter()).collect();
     for chunk in rejected.chunks(REJECTED_CHUNK) {
         let mut stmt = db.conn.prepare_cached(&rejected_sql(chunk.len()))?;
         let mut i = 0;
@@ -1022,6 +1031,15 @@ impl Store for SqliteStore {
         rows: Vec<Row>,
         rejected: Vec<RejectedRow>,
     ) -> Result<usize, StoreError> {
+        self.insert_traced(rows, rejected, None).await
+    }
+
+    async fn insert_traced(
+        &self,
+        rows: Vec<Row>,
+        rejected: Vec<RejectedRow>,
+        trace_parent: Option<String>,
+    ) -> Result<usize, StoreError> {
         let calls = rows.len() + rejected.len();
         if calls == 0 {
             return Ok(0);
@@ -1030,6 +1048,7 @@ impl Store for SqliteStore {
         let job = Box::new(Insert {
             rows,
             rejected,
+            trace_parent,
             new: None,
             tx,
         });
@@ -1051,7 +1070,8 @@ impl Store for SqliteStore {
                 "UPDATE deliveries SET lease_until = ?, claim = ? WHERE id IN (\
                  SELECT id FROM deliveries WHERE status = 0 AND source = ? AND due_at <= ? \
                  AND (lease_until IS NULL OR lease_until <= ?) ORDER BY due_at LIMIT ?) \
-                 RETURNING id, source, message_id, message, state, attempts, due_at",
+                 RETURNING id, source, message_id, message, state, attempts, due_at, \
+                 trace_parent",
             )?;
             db.tick(1);
             let mut rows = stmt.query(params![
@@ -1075,6 +1095,7 @@ impl Store for SqliteStore {
                         message: r.get(3)?,
                         state: r.get(4)?,
                         attempts: r.get(5)?,
+                        trace_parent: r.get(7)?,
                     },
                 ));
             }
@@ -1486,7 +1507,7 @@ impl Store for SqliteStore {
                  SET state = excluded.state, updated_at = excluded.updated_at",
                 params![source, audience, state, now],
             )?;
-            Ok(store_calls(db, &[(&rows, &[])])?
+            Ok(store_calls(db, &[(&rows, &[], None)])?
                 .first()
                 .copied()
                 .unwrap_or(0))
