@@ -555,6 +555,14 @@ fn members_of(path: &str) -> Result<Vec<String>, String> {
         .collect())
 }
 
+/// Prints a page's rows, one JSON object a line; returns its cursor.
+fn print_page<T: serde::Serialize>(page: store::Page<T>) -> Result<Option<Cursor>, String> {
+    for row in &page.rows {
+        out(&serde_json::to_string(row).map_err(|e| e.to_string())?);
+    }
+    Ok(page.next)
+}
+
 /// The calls a search or a replay names (every one given must match).
 #[derive(Debug, clap::Args)]
 struct CallArgs {
@@ -755,23 +763,11 @@ async fn command_on(
                 .transpose()?;
             let (calls, rejected) = calls.filter()?;
             let next = if rejected {
-                let page = store
-                    .search_rejected(calls, after, limit)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                for row in &page.rows {
-                    out(&serde_json::to_string(row).map_err(|e| e.to_string())?);
-                }
-                page.next
+                let page = store.search_rejected(calls, after, limit).await;
+                print_page(page.map_err(|e| e.to_string())?)?
             } else {
-                let page = store
-                    .search(calls, after, limit)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                for row in &page.rows {
-                    out(&serde_json::to_string(row).map_err(|e| e.to_string())?);
-                }
-                page.next
+                let page = store.search(calls, after, limit).await;
+                print_page(page.map_err(|e| e.to_string())?)?
             };
             if let Some(next) = next {
                 eprintln!("next page: --cursor {next}");

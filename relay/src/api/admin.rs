@@ -464,12 +464,7 @@ async fn run(
             let limit = q.limit()?;
             q.done()?;
             if rejected {
-                let only = LogFilter {
-                    source: calls.source.clone(),
-                    since: calls.since,
-                    until: calls.until,
-                    ..LogFilter::default()
-                };
+                let only = calls.source_and_times();
                 if only != calls {
                     return bad(
                         "a refused call is searched by source, since and until only: its other \

@@ -56,6 +56,16 @@ impl LogFilter {
             || self.until.is_some()
     }
 
+    /// What of it a search of refused calls takes: the source and times.
+    pub fn source_and_times(&self) -> Self {
+        Self {
+            source: self.source.clone(),
+            since: self.since,
+            until: self.until,
+            ..Self::default()
+        }
+    }
+
     /// Whether a stored call matches (the memory store's search; the
     /// databases' is [`LogFilter::sql`]).
     pub fn matches(&self, call: &LogEntry) -> bool {
@@ -198,6 +208,16 @@ pub struct LogEntry {
     pub id: i64,
 }
 
+impl LogEntry {
+    /// Where a page that ends with it goes on.
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            received_at: self.received_at,
+            id: self.id,
+        }
+    }
+}
+
 /// A refused call, as a search by `status = rejected` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct RejectedEntry {
@@ -214,6 +234,16 @@ pub struct RejectedEntry {
     /// The row's id, for the cursor.
     #[serde(skip)]
     pub id: i64,
+}
+
+impl RejectedEntry {
+    /// Where a page that ends with it goes on.
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            received_at: self.received_at,
+            id: self.id,
+        }
+    }
 }
 
 /// One stored call with what its delivery kept: the message, the core's

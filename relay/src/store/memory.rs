@@ -575,10 +575,7 @@ impl Store for MemoryStore {
             .map(StoredRow::entry)
             .filter(|e| filter.matches(e))
             .collect();
-        Ok(newest_first(rows, after, limit, |e| Cursor {
-            received_at: e.received_at,
-            id: e.id,
-        }))
+        Ok(newest_first(rows, after, limit, LogEntry::cursor))
     }
 
     async fn search_rejected(
@@ -606,10 +603,7 @@ impl Store for MemoryStore {
                 id: i64::try_from(*id).unwrap_or(i64::MAX),
             })
             .collect();
-        Ok(newest_first(rows, after, limit, |e| Cursor {
-            received_at: e.received_at,
-            id: e.id,
-        }))
+        Ok(newest_first(rows, after, limit, RejectedEntry::cursor))
     }
 
     async fn logged_call(

@@ -1683,10 +1683,7 @@ impl Store for PostgresStore {
             .flatten()
             .map(|row| entry_of(&self.inner, row))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Page::of(entries, limit, |e| Cursor {
-            received_at: e.received_at,
-            id: e.id,
-        }))
+        Ok(Page::of(entries, limit, LogEntry::cursor))
     }
 
     async fn search_rejected(
@@ -1695,12 +1692,7 @@ impl Store for PostgresStore {
         after: Option<Cursor>,
         limit: usize,
     ) -> Result<Page<RejectedEntry>, StoreError> {
-        let only = LogFilter {
-            source: filter.source,
-            since: filter.since,
-            until: filter.until,
-            ..LogFilter::default()
-        };
+        let only = filter.source_and_times();
         let (tail, values) = page_sql(&only, after, limit);
         let sql = format!("SELECT source, received_at, code, reason, id FROM rejected{tail}");
         let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(Bound::as_param).collect();
@@ -1720,10 +1712,7 @@ impl Store for PostgresStore {
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        Ok(Page::of(entries, limit, |e| Cursor {
-            received_at: e.received_at,
-            id: e.id,
-        }))
+        Ok(Page::of(entries, limit, RejectedEntry::cursor))
     }
 
     async fn logged_call(

@@ -971,13 +971,6 @@ fn entry_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LogEntry> {
     })
 }
 
-fn at_entry(e: &LogEntry) -> Cursor {
-    Cursor {
-        received_at: e.received_at,
-        id: e.id,
-    }
-}
-
 fn stats_of(db: &Db, now: i64) -> rusqlite::Result<Stats> {
     let mut stats = Stats::default();
     // Each count reads an index that holds only its rows, never the
@@ -1355,7 +1348,7 @@ impl Store for SqliteStore {
             let rows = stmt
                 .query_map(params_from_iter(&values), entry_of)?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(Page::of(rows, limit, at_entry))
+            Ok(Page::of(rows, limit, LogEntry::cursor))
         })
         .await
     }
@@ -1367,12 +1360,7 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> Result<Page<RejectedEntry>, StoreError> {
         self.read(move |db| {
-            let only = LogFilter {
-                source: filter.source,
-                since: filter.since,
-                until: filter.until,
-                ..LogFilter::default()
-            };
+            let only = filter.source_and_times();
             let (conds, values) = only.sql(&mut Sqlite);
             let (tail, values) = page_sql(conds, values, after, limit);
             let sql = format!("SELECT source, received_at, code, reason, id FROM rejected{tail}");
@@ -1390,10 +1378,7 @@ impl Store for SqliteStore {
                     })
                 })?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(Page::of(rows, limit, |e| Cursor {
-                received_at: e.received_at,
-                id: e.id,
-            }))
+            Ok(Page::of(rows, limit, RejectedEntry::cursor))
         })
         .await
     }
