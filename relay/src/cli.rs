@@ -161,7 +161,6 @@ enum Command {
         #[arg(long)]
         members: String,
     },
-    /// List deliveries that gave up.
     /// Search the delivery log, newest first (one JSON object a line; the
     /// next page's cursor goes to stderr).
     Log {
@@ -184,6 +183,7 @@ enum Command {
         #[arg(long)]
         message_id: String,
     },
+    /// List deliveries that gave up.
     DeadLetters {
         /// At most this many.
         #[arg(long, default_value_t = 100)]
