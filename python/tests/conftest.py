@@ -71,6 +71,12 @@ class Server:
 
         class H(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Buffered: each answer goes out in one write when the request
+            # ends. Unbuffered, the status line and the body leave in two,
+            # and a keep-alive client waits about 40 ms for the second
+            # (Nagle's algorithm here, its delayed ACK there). The relay's
+            # own test of such a receiver is in relay/tests.
+            wbufsize = -1
 
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))

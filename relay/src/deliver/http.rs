@@ -24,7 +24,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::io;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 
@@ -39,13 +39,6 @@ pub const ANSWER_BYTES: usize = 64 * 1024;
 /// only costs its connection. The same 5 s the receiver had for its
 /// answer.
 pub const ANSWER_BODY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How long an attempt waits for the start of its answer's body, for the
-/// delivery log ([`callpost_core::delivery::ANSWER_LOG_BYTES`] of it): the
-/// body nearly always comes with the status line, and a receiver slow to
-/// send it holds the attempt's result back at most this long (its start
-/// is then not logged).
-pub(crate) const ANSWER_START_WAIT: Duration = Duration::from_millis(250);
 
 /// An idle pooled connection is closed after this: aiohttp's
 /// `keepalive_timeout`, which the Python relay used, and well under the
@@ -163,7 +156,7 @@ impl Http {
         let mut map = self
             .endpoints
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner);
         Arc::clone(
             map.entry(url.to_owned())
                 .or_insert_with(|| Arc::new(Semaphore::new(self.per_endpoint))),
@@ -185,7 +178,7 @@ impl Http {
         polled_at: Timestamp,
         clock: &Clock,
         mut span: Option<&mut Span>,
-    ) -> (Option<Timestamp>, Outcome, Vec<u8>) {
+    ) -> (Option<Timestamp>, Outcome, AnswerStart) {
         let budget_ms = attempt
             .deadline
             .as_millis()
@@ -196,7 +189,7 @@ impl Http {
         let guard = self.guards.get(&attempt.request.url, clock.now());
         let mut request = match build(attempt.request) {
             Ok(r) => r,
-            Err(message) => return (None, Outcome::connection(message), Vec::new()),
+            Err(message) => return (None, Outcome::connection(message), AnswerStart::none()),
         };
         if let Some(span) = span.as_deref() {
             // Hex digits and dashes: always a valid header value.
@@ -210,14 +203,14 @@ impl Http {
             return (
                 None,
                 Outcome::connection("the relay is stopping"),
-                Vec::new(),
+                AnswerStart::none(),
             );
         };
         // The guard is asked once a slot is free, right before the send:
         // answers that came in while this request waited for the slot
         // (a run of failures, a Retry-After) already count.
         if let Err(held) = self.permit(&guard, clock).await {
-            return (None, held, Vec::new());
+            return (None, held, AnswerStart::none());
         }
         let sent = clock.now();
         if let Some(span) = span.as_deref_mut() {
@@ -236,17 +229,18 @@ impl Http {
         (Some(sent), outcome, answer)
     }
 
-    /// Sends `request` and waits `budget` for its status line, then
-    /// [`ANSWER_START_WAIT`] at most for the start of the body; the rest is
-    /// read afterwards, to the limits ([`drain`]).
+    /// Sends `request` and waits `budget` for its status line, which is the
+    /// attempt's result. The body is read afterwards, in the background, to
+    /// the limits ([`read_answer`]): its start is what [`AnswerStart`]
+    /// holds once it arrives.
     async fn exchange(
         &self,
         request: Request<Full<Bytes>>,
         budget: Duration,
-    ) -> (Outcome, Vec<u8>) {
+    ) -> (Outcome, AnswerStart) {
         match tokio::time::timeout(budget, self.client.request(request)).await {
-            Err(_) => (Outcome::Timeout, Vec::new()),
-            Ok(Err(e)) => (outcome_of_error(&e), Vec::new()),
+            Err(_) => (Outcome::Timeout, AnswerStart::none()),
+            Ok(Err(e)) => (outcome_of_error(&e), AnswerStart::none()),
             Ok(Ok(response)) => {
                 let status = response.status().as_u16();
                 let retry_after = response
@@ -254,12 +248,8 @@ impl Http {
                     .get(http::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                let mut body = response.into_body();
-                let mut start = Vec::new();
-                let _ =
-                    tokio::time::timeout(ANSWER_START_WAIT, answer_start(&mut body, &mut start))
-                        .await;
-                tokio::spawn(drain(body));
+                let start = AnswerStart::none();
+                tokio::spawn(read_answer(response.into_body(), start.clone()));
                 (
                     Outcome::Response {
                         status,
@@ -281,27 +271,53 @@ impl Http {
     }
 }
 
-/// Reads an answer body to its end (the connection then goes back to the
-/// pool), or drops it once it is longer or slower than the limits.
-/// Reads `body` into `start` until it holds the log's share of the answer
-/// or the body ends.
-async fn answer_start(body: &mut Incoming, start: &mut Vec<u8>) {
-    while start.len() < callpost_core::delivery::ANSWER_LOG_BYTES {
-        let Some(Ok(frame)) = body.frame().await else {
-            return;
-        };
-        if let Some(data) = frame.data_ref() {
-            start.extend_from_slice(data);
-        }
+/// The start of an answer's body, for the delivery log
+/// ([`callpost_core::delivery::ANSWER_LOG_BYTES`] of it), filled as the
+/// body arrives.
+///
+/// An attempt's result goes to the core at the status line and never
+/// waits for the body: a receiver that writes its status line and its body
+/// in two writes (Python's `http.server`, many small frameworks) has its
+/// body held back about 40 ms by Nagle's algorithm on its side and delayed
+/// ACKs on ours, and waiting for it would add that to every attempt. The
+/// log keeps what has arrived by the time the delivery's turn ends, which
+/// for a receiver that writes both at once is the whole start.
+#[derive(Debug, Clone, Default)]
+pub(super) struct AnswerStart(Arc<Mutex<Vec<u8>>>);
+
+impl AnswerStart {
+    /// Nothing yet (and, for a request that got no answer, nothing ever).
+    pub(super) fn none() -> Self {
+        Self::default()
+    }
+
+    /// What of the start has arrived so far.
+    pub(super) fn arrived(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn push(&self, data: &[u8]) {
+        let mut start = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let room = callpost_core::delivery::ANSWER_LOG_BYTES.saturating_sub(start.len());
+        start.extend_from_slice(&data[..data.len().min(room)]);
     }
 }
 
-async fn drain(mut body: Incoming) {
+/// Reads an answer body to its end, keeping its start in `start` (the
+/// connection then goes back to the pool), or drops it once it is longer
+/// or slower than the limits.
+async fn read_answer(mut body: Incoming, start: AnswerStart) {
     let read = async {
         let mut seen = 0usize;
         while let Some(frame) = body.frame().await {
             let Ok(frame) = frame else { return };
             if let Some(data) = frame.data_ref() {
+                if seen < callpost_core::delivery::ANSWER_LOG_BYTES {
+                    start.push(data);
+                }
                 seen += data.len();
                 if seen > ANSWER_BYTES {
                     return;

@@ -53,7 +53,7 @@ pub use self::http::{ANSWER_BODY_TIMEOUT, ANSWER_BYTES, HOLD_AFTER, POOL_IDLE_TI
 pub use connect::check_destinations;
 pub use guards::{EndpointReport, Guards};
 
-use self::http::Http;
+use self::http::{AnswerStart, Http};
 use crate::app::Relay;
 use crate::store::{Claimed, Finish, StoreError};
 use crate::trace::{Kind, Span, SpanContext, ATTEMPT_SPAN};
@@ -855,7 +855,8 @@ async fn drive(
     let relay = &shared.relay;
     let mut made = 0i64;
     let mut disabled = false;
-    loop {
+    let mut answers: Vec<(u32, AnswerStart)> = Vec::new();
+    let driven = loop {
         let now = relay.clock.now();
         let mut sends = Vec::new();
         while let Some(a) = d.poll_request(now) {
@@ -885,9 +886,7 @@ async fn drive(
                     }
                     tracer.end(span);
                 }
-                if !answer.is_empty() {
-                    d.handle_answer(attempt, &answer);
-                }
+                answers.push((attempt, answer));
             }
             if tracing::enabled!(tracing::Level::DEBUG) {
                 for r in d.log().iter().skip(logged) {
@@ -905,13 +904,26 @@ async fn drive(
             continue;
         }
         if let Some(outcome) = d.poll_outcome() {
-            return (Driven::Ended(outcome), made);
+            break Driven::Ended(outcome);
         }
         if disabled {
-            return (Driven::EndpointDisabled, made);
+            break Driven::EndpointDisabled;
         }
-        return (Driven::Wait(d.poll_timeout().unwrap_or(now)), made);
+        break Driven::Wait(d.poll_timeout().unwrap_or(now));
+    };
+    // The answers' bodies are read in the background: one that came with
+    // its status line is in by now, given a turn of the scheduler; a later
+    // one is not waited for (`http::AnswerStart`).
+    if !answers.is_empty() {
+        tokio::task::yield_now().await;
     }
+    for (attempt, start) in answers {
+        let arrived = start.arrived();
+        if !arrived.is_empty() {
+            d.handle_answer(attempt, &arrived);
+        }
+    }
+    (driven, made)
 }
 
 /// How `row` is stored where its delivery `d` was left: `attempts` in all.
@@ -945,14 +957,14 @@ fn finish_row(
 }
 
 /// One answered request of a step: its attempt, when it went out (if it
-/// did), when it ended, how, the start of the answer's body, and its span
-/// (tracing on), ended when the core has the answer.
+/// did), when it ended, how, the start of the answer's body (as it
+/// arrives), and its span (tracing on), ended when the core has the answer.
 type Sent = (
     u32,
     Option<Timestamp>,
     Timestamp,
     Outcome,
-    Vec<u8>,
+    AnswerStart,
     Option<Span>,
 );
 
