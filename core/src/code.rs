@@ -46,11 +46,14 @@ pub enum ErrorClass {
     Delivery,
     /// A Tracking API request the service refuses as a whole.
     Ingest,
+    /// A request the relay's admin API or console refuses, or an operation
+    /// of the relay's that cannot be done.
+    Relay,
 }
 
 impl ErrorClass {
     /// Every class, in registry order.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::InvalidCall,
         Self::JsonValue,
         Self::NotJson,
@@ -64,6 +67,7 @@ impl ErrorClass {
         Self::InvalidArgument,
         Self::Delivery,
         Self::Ingest,
+        Self::Relay,
     ];
 
     /// The class name in Python and JavaScript.
@@ -82,6 +86,7 @@ impl ErrorClass {
             Self::InvalidArgument => "InvalidArgumentError",
             Self::Delivery => "DeliveryError",
             Self::Ingest => "IngestError",
+            Self::Relay => "RelayError",
         }
     }
 
@@ -92,7 +97,7 @@ impl ErrorClass {
     pub const fn base(self) -> Option<&'static str> {
         match self {
             Self::NotJson | Self::InvalidArgument => Some("TypeError"),
-            Self::QueueFull | Self::Closed | Self::Delivery => None,
+            Self::QueueFull | Self::Closed | Self::Delivery | Self::Relay => None,
             _ => Some("ValueError"),
         }
     }
@@ -113,6 +118,7 @@ impl ErrorClass {
             Self::InvalidArgument => "the API was called wrongly: an argument of the wrong type or shape",
             Self::Delivery => "a webhook delivery or a batch upload gave up",
             Self::Ingest => "a Tracking API request the relay refuses as a whole: route, size, encoding, write key, batch shape",
+            Self::Relay => "a request the relay's admin API or console refuses (token, route, body), or an operation it cannot do (an unknown source, a lost race, its database)",
         }
     }
 }
@@ -214,6 +220,8 @@ codes! {
     InvalidHeaderValue = "invalid_header_value" => Settings,
     /// A static header that replaces one callpost sets.
     ReservedHeader = "reserved_header" => Settings,
+    /// An endpoint whose host is at a loopback, private or other non-public address, where private networks are not allowed.
+    PrivateAddress = "private_address" => Settings,
     /// A settings field of the wrong type.
     InvalidSettings = "invalid_settings" => Settings,
     /// An audience name with no letter or digit.
@@ -293,6 +301,33 @@ codes! {
     Overloaded = "overloaded" => Ingest,
     /// The relay cannot store calls now: retry later.
     Unavailable = "unavailable" => Ingest,
+    // The relay's admin API, console and operations (the relay's error enums).
+    /// An admin request without the admin token (or a console session).
+    Unauthorized = "unauthorized" => Relay,
+    /// The admin API is off: the relay has no admin token.
+    AdminDisabled = "admin_disabled" => Relay,
+    /// No such route, source, stored call or endpoint.
+    NotFound = "not_found" => Relay,
+    /// A method the route does not take.
+    MethodNotAllowed = "method_not_allowed" => Relay,
+    /// A request body over the listener's limit.
+    PayloadTooLarge = "payload_too_large" => Relay,
+    /// A request body that did not arrive in time.
+    RequestTimeout = "request_timeout" => Relay,
+    /// A request body the connection failed to deliver.
+    InvalidBody = "invalid_body" => Relay,
+    /// A browser's preflight from an origin the relay does not list.
+    OriginNotAllowed = "origin_not_allowed" => Relay,
+    /// A change that met another made at the same moment (sources, an audience): try again.
+    Conflict = "conflict" => Relay,
+    /// Sources kept in the database need `CALLPOST_RELAY_SECRET_KEY`.
+    NoSecretKey = "no_secret_key" => Relay,
+    /// A stored source that does not open with the relay's `CALLPOST_RELAY_SECRET_KEY` (every relay on one database needs the same key).
+    WrongSecretKey = "wrong_secret_key" => Relay,
+    /// The database cannot be used: another relay holds the SQLite file, or its schema is newer than the relay's.
+    DatabaseRefused = "database_refused" => Relay,
+    /// A fault of the relay's own: the answer could not be written.
+    Internal = "internal" => Relay,
 }
 
 impl fmt::Display for Code {

@@ -1,212 +1,301 @@
-//! The relay's shared state: configuration, store, clock, metrics, and the
-//! switches the listeners and the delivery workers share.
+//! The composition root: one place builds the relay from its
+//! configuration, starts every part, and stops them in order. The command
+//! line (`cli`) and the integration tests both go through [`App`], so the
+//! wiring is written once.
+//!
+//! A start, in order: the destinations' private-network check; the
+//! database opened and migrated; the sources in force (the database's,
+//! with a key); the listeners bound; the delivery workers, the heartbeat,
+//! the housekeeping, the console's sampler and the trace exporter started;
+//! then the relay says it is ready. A stop: ingest refuses new calls, the
+//! listeners let requests in progress end, the deliveries in flight get
+//! [`SHUTDOWN_GRACE`], the last spans are sent, and the store commits
+//! what is queued and closes.
 
+use crate::api::Server;
 use crate::clock::Clock;
-use crate::config::{Config, Overrides, Source};
-use crate::deliver::Guards;
-use crate::metrics::Metrics;
-use crate::notify::Operator;
-use crate::store::{Stats, Store};
-use crate::trace::Tracer;
-use callpost_core::protection::ProtectionConfig;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
-use tokio::sync::Notify;
+use crate::config::{Config, ConfigError, Overrides};
+use crate::deliver::Deliverer;
+use crate::housekeeping::{self, history::History};
+use crate::ops::{self, sources, OpError};
+use crate::state::Relay;
+use crate::store::{self, Store, StoreError, StoreOptions};
+use callpost_core::Code;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
-/// The sources in force, replaced whole when the configuration is
-/// reloaded: whoever holds one has a consistent set.
-#[derive(Debug, Default)]
-pub struct Sources {
-    /// Every source.
-    pub list: Vec<Arc<Source>>,
-    /// write key → source.
-    pub write_keys: HashMap<String, Arc<Source>>,
-    /// The receiver protections of each endpoint URL that has settings.
-    pub protections: HashMap<String, ProtectionConfig>,
-    /// Counts the sets this relay has had (0: the one it started with).
-    pub generation: u64,
+/// Attempts in flight at shutdown get this long to end (the webhook
+/// timeout and a second) before they are given back.
+pub const SHUTDOWN_GRACE: Duration =
+    Duration::from_millis(callpost_core::delivery::WEBHOOK_TIMEOUT_MS + 1000);
+
+/// Why the relay did not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// A setting that cannot work (exit status 2).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The database cannot be opened or migrated.
+    #[error("cannot open the database {database}: {error}")]
+    Store {
+        /// The database, without credentials.
+        database: String,
+        /// Why.
+        error: StoreError,
+    },
+    /// The sources kept in the database cannot be put in force.
+    #[error("cannot put the database's sources in force: {0}")]
+    Sources(OpError),
+    /// A listener cannot be bound.
+    #[error("cannot listen on {at}: {error}")]
+    Listen {
+        /// Where.
+        at: String,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// The delivery client cannot be made (`ca_file`, no runtime).
+    #[error("cannot start delivering: {0}")]
+    Deliver(std::io::Error),
 }
 
-impl Sources {
-    /// A set of sources already checked as a set
-    /// ([`crate::config::checked_set`]).
-    pub fn new(
-        list: Vec<Arc<Source>>,
-        protections: HashMap<String, ProtectionConfig>,
-        generation: u64,
-    ) -> Self {
-        let mut write_keys = HashMap::new();
-        for s in &list {
-            for k in &s.write_keys {
-                write_keys.insert(k.expose().to_owned(), Arc::clone(s));
-            }
+impl StartError {
+    /// The registry's code.
+    pub fn code(&self) -> Code {
+        match self {
+            Self::Config(e) => e.code(),
+            Self::Store { error, .. } => error.code(),
+            Self::Sources(e) => e.code(),
+            Self::Listen { .. } => Code::InvalidConfig,
+            Self::Deliver(_) => Code::InvalidConfig,
         }
-        Self {
-            list,
-            write_keys,
-            protections,
-            generation,
+    }
+}
+
+/// The database as it may be shown: no user or password.
+pub fn shown_database(database: &str) -> String {
+    match database.split_once("://") {
+        Some((scheme, rest)) => {
+            let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+            format!("{scheme}://{host}")
         }
-    }
-
-    /// The source named `name`.
-    pub fn get(&self, name: &str) -> Option<&Arc<Source>> {
-        self.list.iter().find(|s| s.name == name)
-    }
-
-    /// The names of the sources, in order.
-    pub fn names(&self) -> Vec<String> {
-        self.list.iter().map(|s| s.name.clone()).collect()
-    }
-
-    /// The names of the sources with an enabled destination.
-    pub fn routed(&self) -> Vec<String> {
-        self.list
-            .iter()
-            .filter(|s| s.destination().is_some())
-            .map(|s| s.name.clone())
-            .collect()
+        None => database.to_owned(),
     }
 }
 
-/// Everything the listeners, the delivery workers and the operations share.
-pub struct Relay {
-    /// The configuration it started with (its sources may have been
-    /// reloaded since: [`Relay::sources`]).
-    pub cfg: Arc<Config>,
-    sources: RwLock<Arc<Sources>>,
-    /// Where calls are kept.
-    pub store: Arc<dyn Store>,
-    /// The relay's time.
-    pub clock: Arc<Clock>,
-    /// Counters and gauges.
-    pub metrics: Arc<Metrics>,
-    /// Wakes the delivery workers: new calls were stored, a replay made
-    /// some due, or the clock moved.
-    pub wake: Arc<Notify>,
-    /// Operational events (`[operator]`), if configured.
-    pub operator: Option<Arc<Operator>>,
-    /// Receiver protection per endpoint URL (`/admin/status` shows it).
-    pub guards: Arc<Guards>,
-    /// OpenTelemetry spans (`[tracing]`); `None`: no span is made, no
-    /// `traceparent` sent.
-    pub tracer: Option<Arc<Tracer>>,
-    /// The store's latest counts (read on an interval for `/metrics`).
-    pub stats: Mutex<Option<Stats>>,
-    /// How the configuration was read at start, so a reload reads it the
-    /// same way (unset: nothing to read again, as in tests).
-    pub reload_from: OnceLock<Overrides>,
-    /// The stored sources as this relay last read them (sealed), so an
-    /// unchanged set is not checked and put in force again.
-    stored_rows: Mutex<Option<Vec<(String, String)>>>,
-    ready: AtomicBool,
+/// The store settings of `cfg`; `exclusive` for the relay that serves (a
+/// command beside it shares the file).
+pub fn store_options(cfg: &Config, exclusive: bool) -> StoreOptions {
+    StoreOptions {
+        synchronous: cfg.synchronous,
+        timeout: cfg.database_timeout,
+        exclusive,
+        ca_file: cfg.ca_file.as_ref().map(std::path::PathBuf::from),
+    }
 }
 
-impl Relay {
-    /// The relay over `store`, not yet ready.
-    pub fn new(cfg: Config, store: Arc<dyn Store>, clock: Arc<Clock>) -> Self {
-        let sources = RwLock::new(Arc::new(Sources::new(
-            cfg.sources.clone(),
-            cfg.protections.clone(),
-            0,
+/// The relay's clock: the host's, or a test build's moved one.
+pub fn clock_of(cfg: &Config) -> Clock {
+    #[cfg(feature = "test-clock")]
+    if let Some(offset) = cfg.test_clock {
+        return Clock::with_offset(offset);
+    }
+    let _ = cfg;
+    Clock::new()
+}
+
+/// A running relay.
+pub struct App {
+    relay: Arc<Relay>,
+    api_addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
+    stop_listeners: Option<oneshot::Sender<()>>,
+    listeners: JoinHandle<()>,
+    deliverer: Option<Deliverer>,
+    exporter: Option<JoinHandle<()>>,
+    /// Tasks that hold nothing to finish: aborted at the stop.
+    chores: Vec<JoinHandle<()>>,
+}
+
+impl App {
+    /// Checks the destinations, opens the database `cfg` names and starts.
+    /// `reload_from` is how the configuration was read, so a reload reads
+    /// it the same way.
+    pub async fn open(cfg: Config, reload_from: Option<Overrides>) -> Result<Self, StartError> {
+        crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks).await?;
+        let database = shown_database(cfg.database.expose());
+        let store = store::open(cfg.database.expose(), store_options(&cfg, true))
+            .await
+            .map_err(|error| StartError::Store {
+                database: database.clone(),
+                error,
+            })?;
+        let (before, after) = store.migrated();
+        if before != after {
+            tracing::info!("database schema migrated from version {before} to {after}");
+        }
+        let clock = Arc::new(clock_of(&cfg));
+        let app = Self::start(cfg, Arc::clone(&store), clock, reload_from).await;
+        if app.is_err() {
+            store.close().await;
+        }
+        app
+    }
+
+    /// Starts over `store`, which it closes at the stop (the tests give
+    /// their own).
+    pub async fn start(
+        cfg: Config,
+        store: Arc<dyn Store>,
+        clock: Arc<Clock>,
+        reload_from: Option<Overrides>,
+    ) -> Result<Self, StartError> {
+        let relay = Arc::new(Relay::new(cfg, store, clock));
+        if let Some(o) = reload_from {
+            let _ = relay.reload_from.set(o);
+        }
+        let mut chores = Vec::new();
+        if let Some(polling) = start_sources(&relay).await? {
+            chores.push(polling);
+        }
+        let metrics = Arc::clone(&relay.metrics);
+        relay
+            .store
+            .set_commit_observer(Arc::new(move |took, calls| metrics.commit(took, calls)));
+        let history = Arc::new(History::default());
+        let server = Server::bind(Arc::clone(&relay), Arc::clone(&history))
+            .await
+            .map_err(|error| StartError::Listen {
+                at: relay.cfg.listen.clone(),
+                error,
+            })?;
+        let deliverer = if relay.cfg.deliver {
+            chores.push(tokio::spawn(housekeeping::heartbeat(Arc::clone(&relay))));
+            Some(Deliverer::start(Arc::clone(&relay)).map_err(StartError::Deliver)?)
+        } else {
+            None
+        };
+        chores.push(tokio::spawn(housekeeping::run(Arc::clone(&relay))));
+        chores.push(tokio::spawn(housekeeping::history::run(
+            Arc::clone(&relay),
+            history,
         )));
-        let metrics = Arc::new(Metrics::new());
-        // Only a relay that delivers sends events (it has the HTTP client).
-        let operator = (cfg.deliver)
-            .then_some(cfg.operator.as_ref())
-            .flatten()
-            .and_then(Operator::new)
-            .map(Arc::new);
-        let guards = Arc::new(Guards::new(
-            cfg.protections.clone(),
-            Arc::clone(&metrics),
-            operator.clone(),
-        ));
-        let tracer = cfg.tracing.as_ref().and_then(|t| {
-            Tracer::new(t, cfg.ca_file.as_deref(), Arc::clone(&metrics))
-                .map_err(|e| tracing::error!("tracing is off: {e}"))
-                .ok()
-                .map(Arc::new)
-        });
-        Self {
-            tracer,
-            cfg: Arc::new(cfg),
-            sources,
-            store,
-            clock,
-            metrics,
-            operator,
-            guards,
-            wake: Arc::new(Notify::new()),
-            stats: Mutex::new(None),
-            reload_from: OnceLock::new(),
-            stored_rows: Mutex::new(None),
-            ready: AtomicBool::new(false),
+        let exporter = relay
+            .tracer
+            .as_ref()
+            .map(|t| tokio::spawn(Arc::clone(t).run()));
+        let (api_addr, admin_addr) = (server.api_addr, server.admin_addr);
+        let (stop_listeners, stopped) = oneshot::channel::<()>();
+        let listeners = tokio::spawn(server.run(async move {
+            let _ = stopped.await;
+        }));
+        relay.set_ready(true);
+        tracing::info!(
+            "relay started: {} source(s), database {}, synchronous={}",
+            relay.sources().list.len(),
+            shown_database(relay.cfg.database.expose()),
+            relay.cfg.synchronous.as_str()
+        );
+        // Tests and scripts wait for this line; it names the port picked
+        // when `listen` asked for port 0.
+        tracing::info!("callpost relay listening on http://{api_addr}");
+        Ok(Self {
+            relay,
+            api_addr,
+            admin_addr,
+            stop_listeners: Some(stop_listeners),
+            listeners,
+            deliverer,
+            exporter,
+            chores,
+        })
+    }
+
+    /// The relay's shared state.
+    pub fn relay(&self) -> &Arc<Relay> {
+        &self.relay
+    }
+
+    /// Where the Tracking API listens (and the admin API, without
+    /// `admin_listen`).
+    pub fn api_addr(&self) -> SocketAddr {
+        self.api_addr
+    }
+
+    /// Where the admin API listens, when apart.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// Reloads the sources each time `hangups` yields (SIGHUP), until the
+    /// stop.
+    pub fn reload_on(&mut self, mut hangups: tokio::signal::unix::Signal) {
+        let relay = Arc::clone(&self.relay);
+        self.chores.push(tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                // The outcome is logged.
+                let _ = ops::reload(&relay).await;
+            }
+        }));
+    }
+
+    /// Serves until `shutdown` resolves, then stops.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()>) {
+        shutdown.await;
+        self.stop().await;
+    }
+
+    /// Stops: no new calls, requests in progress end, deliveries in flight
+    /// get [`SHUTDOWN_GRACE`], the store closes.
+    pub async fn stop(mut self) {
+        self.relay.set_ready(false);
+        if let Some(stop) = self.stop_listeners.take() {
+            let _ = stop.send(());
         }
+        if let Err(e) = (&mut self.listeners).await {
+            tracing::error!("the listeners ended abnormally: {e}");
+        }
+        for chore in self.chores.drain(..) {
+            chore.abort();
+        }
+        if let Some(d) = self.deliverer.take() {
+            d.stop(SHUTDOWN_GRACE).await;
+        }
+        if let (Some(exporter), Some(tracer)) = (self.exporter.take(), &self.relay.tracer) {
+            // The last requests' and attempts' spans, within one export's
+            // time limit in all: a slow collector does not hold the stop
+            // longer.
+            exporter.abort();
+            let _ = tokio::time::timeout(crate::trace::EXPORT_TIMEOUT, tracer.flush()).await;
+        }
+        self.relay.store.close().await;
+        tracing::info!("relay stopped");
     }
+}
 
-    /// Whether ingest takes calls: started, not stopping.
-    pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+/// With a secret key: the file's sources applied to the database, the
+/// database's in force, and the task that reads them again. Without one:
+/// the file's, with a warning when the database keeps sources it cannot
+/// open.
+async fn start_sources(relay: &Arc<Relay>) -> Result<Option<JoinHandle<()>>, StartError> {
+    if relay.cfg.secret_key.is_none() {
+        match relay.store.stored_sources().await {
+            Ok(rows) if !rows.is_empty() => tracing::warn!(
+                "the database keeps {} source(s) this relay does not use: set {} to use them",
+                rows.len(),
+                crate::seal::SECRET_KEY_VAR
+            ),
+            _ => {}
+        }
+        return Ok(None);
     }
-
-    /// Starts or stops taking calls.
-    pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::Release);
-    }
-
-    /// Whether `/readyz` says ready: taking calls, the database answering,
-    /// and the writer not behind.
-    pub fn is_healthy(&self) -> bool {
-        self.is_ready() && self.store.healthy() && self.store.backlog() <= self.cfg.max_backlog
-    }
-
-    /// The sources in force now.
-    pub fn sources(&self) -> Arc<Sources> {
-        Arc::clone(&self.sources.read().unwrap_or_else(PoisonError::into_inner))
-    }
-
-    /// Puts `list` (checked as a set, with the protection of each
-    /// endpoint URL that has one) in force: new calls are taken for them at
-    /// once, and each delivery's next round uses its source's destination
-    /// as it is then. The receiver protections follow.
-    pub fn put_sources(
-        &self,
-        list: Vec<Arc<Source>>,
-        protections: HashMap<String, ProtectionConfig>,
-        now: callpost_core::Timestamp,
-    ) {
-        let mut slot = self.sources.write().unwrap_or_else(PoisonError::into_inner);
-        let next = Arc::new(Sources::new(list, protections, slot.generation + 1));
-        self.guards.set_protections(next.protections.clone(), now);
-        *slot = next;
-        drop(slot);
-        self.wake.notify_one();
-    }
-
-    /// Whether `rows` are the stored sources as last read.
-    pub(crate) fn stored_rows_seen(&self, rows: &[(String, String)]) -> bool {
-        self.stored_rows
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_deref()
-            == Some(rows)
-    }
-
-    /// Remembers the stored sources as read now.
-    pub(crate) fn set_stored_rows(&self, rows: Vec<(String, String)>) {
-        *self
-            .stored_rows
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(rows);
-    }
-
-    /// Forgets them, so the next read puts them in force again.
-    pub(crate) fn forget_stored_rows(&self) {
-        *self
-            .stored_rows
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
-    }
+    sources::start(relay, &relay.cfg.source_docs)
+        .await
+        .map_err(StartError::Sources)?;
+    Ok(Some(tokio::spawn(sources::poll(Arc::clone(relay)))))
 }

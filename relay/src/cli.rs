@@ -3,7 +3,11 @@
 //! ```text
 //! callpost-relay [--config relay.toml] [flags]                  serve
 //! callpost-relay status       [--config ...] [--json]           queue depth, dead letters, oldest pending
-//! callpost-relay replay       [--message-id ID ...] [--source S] [--since T] [--until T]
+//! callpost-relay log          [--message-id ID] [--user-id U] [--anonymous-id A] [--event E]
+//!                             [--type T] [--source S] [--status S] [--since T] [--until T]
+//!                             [--limit N] [--cursor C]          the delivery log, newest first
+//! callpost-relay call         --source S --message-id ID        one stored call and its attempts
+//! callpost-relay replay       [--message-id ID ...] [--source S] [--since T] [--until T] [--dry-run]
 //!                             [--include-delivered] [--include-undeliverable] [--all]
 //! callpost-relay delete       --user-id U                       delete notifications, one per source
 //! callpost-relay audience     --source S --audience NAME --members FILE
@@ -17,36 +21,25 @@
 //! callpost-relay migrate                                        run the schema migrations, and exit
 //! ```
 //!
-//! The commands other than serve work on the database directly, whether
-//! the relay runs or not; a running relay picks their work up within a
-//! second. `python -m callpost relay …` runs this same binary.
+//! This module reads the arguments and prints; serving is [`crate::app`],
+//! and every command is an operation of [`crate::ops`] or a read of the
+//! store. The commands other than serve work on the database directly,
+//! whether the relay runs or not; a running relay picks their work up
+//! within a second. `python -m callpost relay …` runs this same binary.
 
 // The command line's own output: what an operator reads.
 #![allow(clippy::print_stderr, clippy::print_stdout)]
 
-use crate::api::Server;
-use crate::app::Relay;
+use crate::app::{self, App};
 use crate::clock::Clock;
-use crate::config::{self, Config, LogFormat, Overrides};
-use crate::deliver::Deliverer;
-use crate::ops;
-use crate::sources;
-use crate::store::{self, Cursor, LogFilter, ReplayFilter, Status, StoreOptions};
+use crate::config::{self, Config, ConfigError, LogFormat, Overrides};
+use crate::ops::{self, sources, OpError};
+use crate::state::Sources;
+use crate::store::{self, Cursor, LogFilter, LogStatus, ReplayFilter};
+use callpost_core::Code;
 use clap::{Args, Parser, Subcommand};
 use std::io::Write as _;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
-
-/// Deletes finished rows past their retention this often.
-const PURGE_EVERY: Duration = Duration::from_secs(3600);
-/// The queue gauges of `/metrics` are read from the store this often: a
-/// scrape itself never touches the database.
-const STATS_EVERY: Duration = Duration::from_secs(5);
-/// Attempts in flight at shutdown get this long to end (the webhook
-/// timeout and a second) before they are given back.
-const SHUTDOWN_GRACE: Duration =
-    Duration::from_millis(callpost_core::delivery::WEBHOOK_TIMEOUT_MS + 1000);
 
 #[derive(Debug, Parser)]
 #[command(
@@ -239,7 +232,7 @@ pub fn main() -> ExitCode {
     let cfg = match config::load(&overrides, &|k| std::env::var(k).ok()) {
         Ok(cfg) => cfg,
         Err(e) => {
-            eprintln!("callpost relay: {e} (invalid_config)");
+            eprintln!("callpost relay: {e} ({})", e.code());
             return ExitCode::from(2);
         }
     };
@@ -300,168 +293,31 @@ fn init_logging(cfg: &Config) {
     };
 }
 
-/// The database as it may be shown: no user or password.
-fn shown(database: &str) -> String {
-    match database.split_once("://") {
-        Some((scheme, rest)) => {
-            let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
-            format!("{scheme}://{host}")
-        }
-        None => database.to_owned(),
-    }
-}
-
-fn store_options(cfg: &Config, exclusive: bool) -> StoreOptions {
-    StoreOptions {
-        synchronous: cfg.synchronous,
-        timeout: cfg.database_timeout,
-        exclusive,
-        ca_file: cfg.ca_file.as_ref().map(std::path::PathBuf::from),
-    }
-}
-
-fn clock_of(cfg: &Config) -> Clock {
-    #[cfg(feature = "test-clock")]
-    if let Some(offset) = cfg.test_clock {
-        return Clock::with_offset(offset);
-    }
-    let _ = cfg;
-    Clock::new()
-}
-
 async fn serve(cfg: Config, overrides: Overrides) -> ExitCode {
     // Registered before anything is opened or logged: until a handler is
     // in place a SIGTERM (or a SIGHUP) is the default kill, and a deploy
     // may send one as soon as the relay says it listens.
     let stop = shutdown_signal();
     let hangups = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
-    if let Err(e) =
-        crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks).await
-    {
-        eprintln!("callpost relay: {e} (invalid_config)");
-        return ExitCode::from(2);
-    }
-    let database = shown(cfg.database.expose());
-    let store = match store::open(cfg.database.expose(), store_options(&cfg, true)).await {
-        Ok(s) => s,
+    let mut app = match App::open(cfg, Some(overrides)).await {
+        Ok(app) => app,
+        Err(app::StartError::Config(e)) => {
+            eprintln!("callpost relay: {e} ({})", e.code());
+            return ExitCode::from(2);
+        }
         Err(e) => {
-            tracing::error!("cannot open the database {database}: {e}");
+            tracing::error!("{e} ({})", e.code());
             return ExitCode::FAILURE;
         }
     };
-    let (before, after) = store.migrated();
-    if before != after {
-        tracing::info!("database schema migrated from version {before} to {after}");
-    }
-    let clock = Arc::new(clock_of(&cfg));
-    let relay = Arc::new(Relay::new(cfg, store, clock));
-    let _ = relay.reload_from.set(overrides);
-    let polling = match start_sources(&relay).await {
-        Ok(p) => p,
-        Err(code) => {
-            relay.store.close().await;
-            return code;
-        }
-    };
-    let metrics = Arc::clone(&relay.metrics);
-    relay
-        .store
-        .set_commit_observer(Arc::new(move |took, calls| metrics.commit(took, calls)));
-    let server = match Server::bind(Arc::clone(&relay)).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("cannot listen on {}: {e}", relay.cfg.listen);
-            relay.store.close().await;
-            return ExitCode::FAILURE;
-        }
-    };
-    let deliverer = if relay.cfg.deliver {
-        match Deliverer::start(Arc::clone(&relay)) {
-            Ok(d) => Some(d),
-            Err(e) => {
-                tracing::error!("cannot start delivering: {e}");
-                relay.store.close().await;
-                return ExitCode::FAILURE;
-            }
-        }
-    } else {
-        None
-    };
-    let housekeeping = tokio::spawn(housekeeping(Arc::clone(&relay)));
-    let exporter = relay
-        .tracer
-        .as_ref()
-        .map(|t| tokio::spawn(Arc::clone(t).run()));
-    let reloads = match hangups {
-        Ok(hangups) => Some(tokio::spawn(reload_on_hangup(Arc::clone(&relay), hangups))),
+    match hangups {
+        Ok(hangups) => app.reload_on(hangups),
         Err(e) => {
             tracing::warn!("SIGHUP cannot be handled ({e}): the sources reload only at a restart");
-            None
         }
-    };
-    relay.set_ready(true);
-    tracing::info!(
-        "relay started: {} source(s), database {database}, synchronous={}",
-        relay.sources().list.len(),
-        relay.cfg.synchronous.as_str()
-    );
-    // Tests and scripts wait for this line; it names the port picked when
-    // `listen` asked for port 0.
-    tracing::info!("callpost relay listening on http://{}", server.api_addr);
-    server.run(stop).await;
-    relay.set_ready(false);
-    housekeeping.abort();
-    if let Some(p) = polling {
-        p.abort();
     }
-    if let Some(r) = reloads {
-        r.abort();
-    }
-    if let Some(d) = deliverer {
-        d.stop(SHUTDOWN_GRACE).await;
-    }
-    if let (Some(exporter), Some(tracer)) = (exporter, &relay.tracer) {
-        // The last requests' and attempts' spans, within one export's time
-        // limit in all: a slow collector does not hold the stop longer.
-        exporter.abort();
-        let _ = tokio::time::timeout(crate::trace::EXPORT_TIMEOUT, tracer.flush()).await;
-    }
-    relay.store.close().await;
-    tracing::info!("relay stopped");
+    app.run_until(stop).await;
     ExitCode::SUCCESS
-}
-
-/// With a secret key: the file's sources applied to the database, the
-/// database's in force, and the task that reads them again. Without one:
-/// the file's, with a warning when the database keeps sources it cannot
-/// open.
-async fn start_sources(
-    relay: &Arc<Relay>,
-) -> Result<Option<tokio::task::JoinHandle<()>>, ExitCode> {
-    if relay.cfg.secret_key.is_none() {
-        match relay.store.stored_sources().await {
-            Ok(rows) if !rows.is_empty() => tracing::warn!(
-                "the database keeps {} source(s) this relay does not use: set {} to use them",
-                rows.len(),
-                sources::SECRET_KEY_VAR
-            ),
-            _ => {}
-        }
-        return Ok(None);
-    }
-    if let Err(e) = sources::start(relay, &relay.cfg.source_docs).await {
-        tracing::error!("cannot put the database's sources in force: {e}");
-        return Err(ExitCode::FAILURE);
-    }
-    Ok(Some(tokio::spawn(sources::poll(Arc::clone(relay)))))
-}
-
-/// Reloads the sources on each SIGHUP.
-async fn reload_on_hangup(relay: Arc<Relay>, mut hangups: tokio::signal::unix::Signal) {
-    while hangups.recv().await.is_some() {
-        // The outcome is logged.
-        let _ = ops::reload(&relay).await;
-    }
 }
 
 /// Handles SIGTERM and SIGINT from now on; the future ends at the first.
@@ -483,52 +339,46 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
-/// Retention and the metrics' queue gauges, on their intervals.
-async fn housekeeping(relay: Arc<Relay>) {
-    let mut purge = tokio::time::interval(PURGE_EVERY);
-    let mut stats = tokio::time::interval(STATS_EVERY);
-    loop {
-        tokio::select! {
-            _ = purge.tick() => {
-                let now = relay.clock.now_ms();
-                match relay.store.purge(now, relay.cfg.retention).await {
-                    Ok(p) if p != store::Purged::default() => tracing::info!(
-                        "deleted past their retention: {} delivered, {} dead, {} undeliverable, {} rejected",
-                        p.delivered, p.dead, p.undeliverable, p.rejected
-                    ),
-                    Ok(_) => {}
-                    Err(e) => tracing::warn!("purging past retention failed: {e}; trying again in an hour"),
-                }
-            }
-            _ = stats.tick() => {
-                let now = relay.clock.now_ms();
-                let stats = relay.store.stats(now).await;
-                if let Some(op) = &relay.operator {
-                    let at = relay.clock.now();
-                    match &stats {
-                        Ok(s) => op.status_check(
-                            at,
-                            Ok((
-                                u64::try_from(s.pending).unwrap_or(0),
-                                s.oldest_pending_received_at
-                                    .and_then(|t| callpost_core::Timestamp::from_millis(t).ok()),
-                            )),
-                        ),
-                        Err(e) => op.status_check(at, Err(&e.to_string())),
-                    }
-                }
-                match stats {
-                    Ok(s) => {
-                        relay.metrics.set_stats(&s, now);
-                        if let Ok(mut cached) = relay.stats.lock() {
-                            *cached = Some(s);
-                        }
-                    }
-                    Err(e) => tracing::debug!("reading queue counts for /metrics failed: {e}"),
-                }
-            }
+/// Why a command failed: an operation's error, or an argument or file the
+/// command line itself cannot use.
+#[derive(Debug, thiserror::Error)]
+enum CommandError {
+    #[error(transparent)]
+    Op(#[from] OpError),
+    #[error("{0}")]
+    Argument(String),
+}
+
+impl CommandError {
+    fn code(&self) -> Code {
+        match self {
+            Self::Op(e) => e.code(),
+            Self::Argument(_) => Code::InvalidArgument,
         }
     }
+}
+
+impl From<store::StoreError> for CommandError {
+    fn from(e: store::StoreError) -> Self {
+        Self::Op(e.into())
+    }
+}
+
+impl From<ConfigError> for CommandError {
+    fn from(e: ConfigError) -> Self {
+        Self::Op(e.into())
+    }
+}
+
+fn argument(message: impl Into<String>) -> CommandError {
+    CommandError::Argument(message.into())
+}
+
+/// Writes `value` as one line of JSON.
+fn out_json<T: serde::Serialize>(value: &T) -> Result<(), CommandError> {
+    // Every value printed is made of strings, numbers and maps.
+    out(&serde_json::to_string(value).map_err(|e| argument(e.to_string()))?);
+    Ok(())
 }
 
 fn out(line: &str) {
@@ -536,16 +386,17 @@ fn out(line: &str) {
     let _ = writeln!(std::io::stdout(), "{line}");
 }
 
-fn members_of(path: &str) -> Result<Vec<String>, String> {
+fn members_of(path: &str) -> Result<Vec<String>, CommandError> {
     let text = if path == "-" {
-        std::io::read_to_string(std::io::stdin()).map_err(|e| format!("cannot read stdin: {e}"))?
+        std::io::read_to_string(std::io::stdin())
+            .map_err(|e| argument(format!("cannot read stdin: {e}")))?
     } else {
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read {path}: {e}"))?
+        std::fs::read_to_string(path).map_err(|e| argument(format!("cannot read {path}: {e}")))?
     };
     let trimmed = text.trim();
     if trimmed.starts_with('[') {
         return serde_json::from_str::<Vec<String>>(trimmed)
-            .map_err(|_| "the members JSON must be an array of strings".to_owned());
+            .map_err(|_| argument("the members JSON must be an array of strings"));
     }
     Ok(text
         .lines()
@@ -556,9 +407,9 @@ fn members_of(path: &str) -> Result<Vec<String>, String> {
 }
 
 /// Prints a page's rows, one JSON object a line; returns its cursor.
-fn print_page<T: serde::Serialize>(page: store::Page<T>) -> Result<Option<Cursor>, String> {
+fn print_page<T: serde::Serialize>(page: store::Page<T>) -> Result<Option<Cursor>, CommandError> {
     for row in &page.rows {
-        out(&serde_json::to_string(row).map_err(|e| e.to_string())?);
+        out_json(row)?;
     }
     Ok(page.next)
 }
@@ -598,17 +449,12 @@ struct CallArgs {
 
 impl CallArgs {
     /// The filter, and whether it asks for refused calls.
-    fn filter(self) -> Result<(LogFilter, bool), String> {
-        let rejected = self.status.as_deref() == Some("rejected");
-        let status = match self.status.as_deref() {
-            None | Some("rejected") => None,
-            Some(name) => Some(Status::named(name).ok_or_else(|| {
-                format!(
-                    "--status must be one of pending, delivered, dead, undeliverable, rejected, \
-                     not {name:?}"
-                )
-            })?),
-        };
+    fn filter(self) -> Result<(LogFilter, bool), CommandError> {
+        let status = self
+            .status
+            .as_deref()
+            .map(|name| LogStatus::parse(name).map_err(|e| argument(format!("--{e}"))))
+            .transpose()?;
         Ok((
             LogFilter {
                 message_ids: (!self.message_ids.is_empty()).then_some(self.message_ids),
@@ -617,21 +463,24 @@ impl CallArgs {
                 event: self.event,
                 kind: self.kind,
                 source: self.source,
-                status,
+                status: match status {
+                    Some(LogStatus::Calls(s)) => Some(s),
+                    _ => None,
+                },
                 since: time_arg(self.since, "since")?,
                 until: time_arg(self.until, "until")?,
             },
-            rejected,
+            status == Some(LogStatus::Rejected),
         ))
     }
 }
 
-fn time_arg(value: Option<String>, what: &str) -> Result<Option<i64>, String> {
+fn time_arg(value: Option<String>, what: &str) -> Result<Option<i64>, CommandError> {
     value
         .map(|v| {
             callpost_core::Timestamp::parse(&v)
                 .map(callpost_core::Timestamp::as_millis)
-                .map_err(|e| format!("--{what}: {e}"))
+                .map_err(|e| argument(format!("--{what}: {e}")))
         })
         .transpose()
 }
@@ -656,17 +505,15 @@ async fn run_command(cfg: Config, command: Command) -> ExitCode {
     match command_result(cfg, command).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("callpost relay {name}: {e}");
+            eprintln!("callpost relay {name}: {e} ({})", e.code());
             ExitCode::FAILURE
         }
     }
 }
 
-async fn command_result(cfg: Config, command: Command) -> Result<(), String> {
-    let store = store::open(cfg.database.expose(), store_options(&cfg, false))
-        .await
-        .map_err(|e| e.to_string())?;
-    let clock = clock_of(&cfg);
+async fn command_result(cfg: Config, command: Command) -> Result<(), CommandError> {
+    let store = store::open(cfg.database.expose(), app::store_options(&cfg, false)).await?;
+    let clock = app::clock_of(&cfg);
     let result = command_on(&*store, &cfg, &clock, command).await;
     store.close().await;
     result
@@ -677,7 +524,7 @@ async fn command_on(
     cfg: &Config,
     clock: &Clock,
     command: Command,
-) -> Result<(), String> {
+) -> Result<(), CommandError> {
     match command {
         Command::Migrate => {
             let (before, after) = store.migrated();
@@ -688,9 +535,9 @@ async fn command_on(
             });
         }
         Command::Status { json } => {
-            let s = ops::status(store, clock).await.map_err(|e| e.to_string())?;
+            let s = ops::status(store, clock).await?;
             if json {
-                out(&serde_json::to_string(&s).map_err(|e| e.to_string())?);
+                out_json(&s)?;
             } else {
                 let st = &s.stats;
                 out(&format!(
@@ -711,10 +558,7 @@ async fn command_on(
             }
         }
         Command::EnableEndpoint { url } => {
-            let urls = ops::enable_endpoint(store, clock, &url)
-                .await
-                .map_err(|e| e.to_string())?;
-            for u in urls {
+            for u in ops::enable_endpoint(store, clock, &url).await? {
                 out(&format!(
                     "enabled {}: relays send to it again within 5 s; replay what was kept \
                      with --include-undeliverable",
@@ -731,16 +575,14 @@ async fn command_on(
         } => {
             let (calls, rejected) = calls.filter()?;
             if rejected {
-                return Err("a refused call cannot be replayed".into());
+                return Err(argument("a refused call cannot be replayed"));
             }
             let filter = ReplayFilter {
                 calls,
                 include_delivered,
                 include_undeliverable,
             };
-            let n = ops::replay(store, clock, filter, all, dry_run)
-                .await
-                .map_err(|e| e.to_string())?;
+            let n = ops::replay(store, clock, filter, all, dry_run).await?;
             out(&if dry_run {
                 format!("would replay {n} deliveries")
             } else {
@@ -753,54 +595,52 @@ async fn command_on(
             cursor,
         } => {
             if !(1..=store::log::MAX_PAGE).contains(&limit) {
-                return Err(format!(
+                return Err(argument(format!(
                     "--limit must be from 1 to {}",
                     store::log::MAX_PAGE
-                ));
+                )));
             }
             let after = cursor
-                .map(|c| Cursor::parse(&c).ok_or("--cursor must be one an earlier page printed"))
+                .map(|c| {
+                    Cursor::parse(&c)
+                        .ok_or_else(|| argument("--cursor must be one an earlier page printed"))
+                })
                 .transpose()?;
             let (calls, rejected) = calls.filter()?;
             let next = if rejected {
-                let page = store.search_rejected(calls, after, limit).await;
-                print_page(page.map_err(|e| e.to_string())?)?
+                print_page(store.search_rejected(calls, after, limit).await?)?
             } else {
-                let page = store.search(calls, after, limit).await;
-                print_page(page.map_err(|e| e.to_string())?)?
+                print_page(store.search(calls, after, limit).await?)?
             };
             if let Some(next) = next {
                 eprintln!("next page: --cursor {next}");
             }
         }
         Command::Call { source, message_id } => {
-            let list = sources::in_force(store, cfg)
-                .await
-                .map_err(|e| e.to_string())?;
-            match ops::logged_call(store, &list, &source, &message_id)
-                .await
-                .map_err(|e| e.to_string())?
-            {
+            let list = sources::in_force(store, cfg).await?;
+            match ops::logged_call(store, &list, &source, &message_id).await? {
                 Some(report) => {
-                    out(&serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?);
+                    out(&serde_json::to_string_pretty(&report)
+                        .map_err(|e| argument(e.to_string()))?);
                 }
-                None => return Err(format!("no stored call {message_id:?} of {source:?}")),
+                None => {
+                    return Err(OpError::NotFound(format!(
+                        "no stored call {message_id:?} of {source:?}"
+                    ))
+                    .into())
+                }
             }
         }
         Command::Apply { .. } => {
             if cfg.source_docs.is_empty() {
-                return Err(
+                return Err(argument(
                     "the file gives no sources: applying it would remove every source \
-                            (remove them one by one with `delete-source`)"
-                        .into(),
-                );
+                     (remove them one by one with `delete-source`)",
+                ));
             }
-            crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks)
-                .await
-                .map_err(|e| e.to_string())?;
-            let changes = sources::apply(store, cfg.secret_key.as_deref(), &cfg.source_docs)
-                .await
-                .map_err(|e| e.to_string())?;
+            crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks).await?;
+            let changes =
+                sources::apply(store, cfg.secret_key.as_deref(), &cfg.source_docs).await?;
             for line in changes.lines() {
                 out(&line);
             }
@@ -809,12 +649,8 @@ async fn command_on(
         Command::PutSource { file } => sources_command(store, cfg, Some(Ok(file))).await?,
         Command::DeleteSource { name } => sources_command(store, cfg, Some(Err(name))).await?,
         Command::Delete { user_id } => {
-            let list = sources::in_force(store, cfg)
-                .await
-                .map_err(|e| e.to_string())?;
-            let sources = ops::delete_user(store, &list, clock, &user_id)
-                .await
-                .map_err(|e| e.to_string())?;
+            let list = sources::in_force(store, cfg).await?;
+            let sources = ops::delete_user(store, &list, clock, &user_id).await?;
             let list = if sources.is_empty() {
                 "none".to_owned()
             } else {
@@ -831,24 +667,20 @@ async fn command_on(
             members,
         } => {
             let members = members_of(&members)?;
-            let list = sources::in_force(store, cfg)
-                .await
-                .map_err(|e| e.to_string())?;
-            let n = ops::sync_audience(store, &list, clock, &source, &audience, members)
-                .await
-                .map_err(|e| e.to_string())?;
+            let list = sources::in_force(store, cfg).await?;
+            let n = ops::sync_audience(store, &list, clock, &source, &audience, members).await?;
             out(&format!(
                 "{n} identify call(s) stored for audience {audience:?}"
             ));
         }
         Command::DeadLetters { limit } => {
-            for row in store.dead_letters(limit).await.map_err(|e| e.to_string())? {
-                out(&serde_json::to_string(&row).map_err(|e| e.to_string())?);
+            for row in store.dead_letters(limit).await? {
+                out_json(&row)?;
             }
         }
         Command::Rejected { limit } => {
-            for row in store.rejected(limit).await.map_err(|e| e.to_string())? {
-                out(&serde_json::to_string(&row).map_err(|e| e.to_string())?);
+            for row in store.rejected(limit).await? {
+                out_json(&row)?;
             }
         }
     }
@@ -861,36 +693,32 @@ async fn sources_command(
     store: &dyn store::Store,
     cfg: &Config,
     change: Option<Result<String, String>>,
-) -> Result<(), String> {
+) -> Result<(), CommandError> {
     let key = cfg.secret_key.as_deref();
     let changes = match change {
         None => {
-            let list = sources::in_force(store, cfg)
-                .await
-                .map_err(|e| e.to_string())?;
-            let protections = config::checked_set(&list).map_err(|e| e.to_string())?;
-            let set = crate::app::Sources::new(list, protections, 0);
+            let list = sources::in_force(store, cfg).await?;
+            let protections = config::checked_set(&list)?;
+            let set = Sources::new(list, protections, 0);
             for report in ops::sources_report(&set) {
-                out(&serde_json::to_string(&report).map_err(|e| e.to_string())?);
+                out_json(&report)?;
             }
             return Ok(());
         }
         Some(Ok(file)) => {
             let text = if file == "-" {
                 std::io::read_to_string(std::io::stdin())
-                    .map_err(|e| format!("cannot read stdin: {e}"))?
+                    .map_err(|e| argument(format!("cannot read stdin: {e}")))?
             } else {
-                std::fs::read_to_string(&file).map_err(|e| format!("cannot read {file}: {e}"))?
+                std::fs::read_to_string(&file)
+                    .map_err(|e| argument(format!("cannot read {file}: {e}")))?
             };
-            let doc = config::SourceDoc::from_json(&text).map_err(|e| e.to_string())?;
-            sources::check_one(&doc, cfg.allow_private_networks)
-                .await
-                .map_err(|e| e.message)?;
-            sources::put(store, key, doc).await
+            let doc = config::SourceDoc::from_json(&text)?;
+            sources::check_one(&doc, cfg.allow_private_networks).await?;
+            sources::put(store, key, doc).await?
         }
-        Some(Err(name)) => sources::remove(store, key, &name).await,
-    }
-    .map_err(|e| e.to_string())?;
+        Some(Err(name)) => sources::remove(store, key, &name).await?,
+    };
     for line in changes.lines() {
         out(&line);
     }

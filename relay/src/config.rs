@@ -10,8 +10,7 @@
 //! environment, never from flags, which any user of the machine can read
 //! in `ps`.
 
-use crate::sources::SealKey;
-use crate::store::{Retention, Synchronous};
+use crate::seal::{SealError, SealKey};
 use callpost_core::filter::Filters;
 use callpost_core::notify::DEAD_LETTER_WINDOW_RANGE_MS;
 use callpost_core::protection::ProtectionConfig;
@@ -20,7 +19,7 @@ use callpost_core::webhooks::{
     Batching, EndpointConfig, Mode, Signing, Webhooks, MAX_BATCH_BYTES, MAX_BATCH_CALLS,
     MIN_BATCH_BYTES,
 };
-use callpost_core::NotifierConfig;
+use callpost_core::{Code, NotifierConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -113,22 +112,96 @@ impl fmt::Debug for Secret {
     }
 }
 
-/// A setting that cannot work; the message names it. Printed at start
-/// with the core's code `invalid_config`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError(pub String);
+/// A setting that cannot work: the message names it, and the code is the
+/// registry's. At start the relay prints both and exits 2.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A relay setting (file, environment or flag) that is malformed, out
+    /// of range or missing: change the setting the message names.
+    #[error("{0}")]
+    Invalid(String),
+    /// A source's or destination's setting that the core's rules refuse
+    /// (its code is the core's: `invalid_settings`, `unsupported_scheme`,
+    /// `private_address`, …): change the setting the message names.
+    #[error("{message}")]
+    Settings {
+        /// The core's code.
+        code: Code,
+        /// What is wrong, and where.
+        message: String,
+    },
+}
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl ConfigError {
+    /// The registry's code.
+    pub fn code(&self) -> Code {
+        match self {
+            Self::Invalid(_) => Code::InvalidConfig,
+            Self::Settings { code, .. } => *code,
+        }
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl From<SealError> for ConfigError {
+    fn from(e: SealError) -> Self {
+        match e.code() {
+            Code::InvalidConfig => Self::Invalid(e.to_string()),
+            code => Self::Settings {
+                code,
+                message: e.to_string(),
+            },
+        }
+    }
+}
 
 fn bad(message: impl Into<String>) -> ConfigError {
-    ConfigError(message.into())
+    ConfigError::Invalid(message.into())
 }
+
+/// A source's setting the core refuses with `code`.
+fn refused(code: Code, message: impl Into<String>) -> ConfigError {
+    ConfigError::Settings {
+        code,
+        message: message.into(),
+    }
+}
+
+/// How long each kind of finished row is kept (retention), ms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Delivered calls (the deduplication window needs at least 24 h).
+    pub delivered_ms: i64,
+    /// Undeliverable calls.
+    pub undeliverable_ms: i64,
+    /// Dead letters.
+    pub dead_ms: i64,
+    /// Refused calls.
+    pub rejected_ms: i64,
+}
+
+/// SQLite's durability setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synchronous {
+    /// fsync at every commit: nothing acknowledged is lost on power loss.
+    Full,
+    /// WAL's NORMAL: a power loss may lose the last commits (a crash of
+    /// the process does not).
+    Normal,
+}
+
+impl Synchronous {
+    /// As SQLite spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "FULL",
+            Self::Normal => "NORMAL",
+        }
+    }
+}
+
+/// The default `service.name` of the relay's spans (`[tracing]`).
+pub const DEFAULT_SERVICE_NAME: &str = "callpost-relay";
 
 /// A source: the write keys its senders use, and its Webhooks destination.
 #[derive(Debug, Clone)]
@@ -813,7 +886,7 @@ fn tracing_of(
             "{what} takes no query: spans go to its path + /v1/traces"
         )));
     }
-    let service_name = service_name.unwrap_or_else(|| crate::trace::DEFAULT_SERVICE_NAME.into());
+    let service_name = service_name.unwrap_or_else(|| DEFAULT_SERVICE_NAME.into());
     if service_name.trim().is_empty() {
         return Err(bad("tracing.service_name must be a non-empty string"));
     }
@@ -858,13 +931,14 @@ fn webhooks_of(
     let mode = match mode {
         None => Mode::default(),
         Some(m) => Mode::parse(m).ok_or_else(|| {
-            bad(format!(
-                "source {name:?}: webhooks.mode must be parallel or failover, not {m:?} (invalid_settings)"
-            ))
+            refused(
+                Code::InvalidSettings,
+                format!("source {name:?}: webhooks.mode must be parallel or failover, not {m:?}"),
+            )
         })?,
     };
     Webhooks::with_mode(endpoints, secret.map(str::as_bytes), mode)
-        .map_err(|e| bad(format!("source {name:?}: {e} ({})", e.code().as_str())))
+        .map_err(|e| refused(e.code(), format!("source {name:?}: {e}")))
 }
 
 /// The destination signing as `webhooks.signature` and
@@ -877,10 +951,13 @@ fn signing_of(
     let signing = match hooks.signature.as_deref() {
         None => Signing::default(),
         Some(v) => Signing::parse(v).ok_or_else(|| {
-            bad(format!(
-                "source {name:?}: webhooks.signature must be segment, standard or both, not {v:?} \
-                 (invalid_settings)"
-            ))
+            refused(
+                Code::InvalidSettings,
+                format!(
+                    "source {name:?}: webhooks.signature must be segment, standard or both, not \
+                     {v:?}"
+                ),
+            )
         })?,
     };
     let secrets: Vec<&str> = hooks
@@ -890,11 +967,14 @@ fn signing_of(
         .map(String::as_str)
         .collect();
     webhooks.with_signing(signing, &secrets).map_err(|_| {
-        bad(format!(
-            "source {name:?}: webhooks.signature = \"{}\" needs webhooks.signing_secrets, one or \
-             more whsec_ secrets (and segment takes none) (invalid_settings)",
-            signing.as_str()
-        ))
+        refused(
+            Code::InvalidSettings,
+            format!(
+                "source {name:?}: webhooks.signature = \"{}\" needs webhooks.signing_secrets, one \
+                 or more whsec_ secrets (and segment takes none)",
+                signing.as_str()
+            ),
+        )
     })
 }
 
@@ -910,10 +990,13 @@ fn filters_of(
         None => webhooks,
         Some(b) => {
             let batching = Batching::new(b.max_calls, b.max_bytes).map_err(|e| {
-                bad(format!(
-                    "source {name:?}: webhooks.batch: max_calls is 1 to {MAX_BATCH_CALLS} and                      max_bytes {MIN_BATCH_BYTES} to {MAX_BATCH_BYTES} ({e}; {})",
-                    e.code().as_str()
-                ))
+                refused(
+                    e.code(),
+                    format!(
+                        "source {name:?}: webhooks.batch: max_calls is 1 to {MAX_BATCH_CALLS} and \
+                         max_bytes {MIN_BATCH_BYTES} to {MAX_BATCH_BYTES} ({e})"
+                    ),
+                )
             })?;
             webhooks.with_batching(Some(batching))
         }
@@ -922,21 +1005,18 @@ fn filters_of(
         return Ok(webhooks);
     };
     // serde_json writes what it read; the core's parser takes it back.
-    let text = serde_json::to_vec(rules).map_err(|e| bad(e.to_string()))?;
+    let text =
+        serde_json::to_vec(rules).map_err(|e| refused(Code::InvalidSettings, e.to_string()))?;
     let value = callpost_core::Value::from_json_slice(&text)
-        .map_err(|e| bad(format!("source {name:?}: webhooks.filters: {e}")))?;
-    let filters = Filters::from_value(&value).map_err(|e| {
-        bad(format!(
-            "source {name:?}: webhooks.{e} ({})",
-            e.code().as_str()
-        ))
-    })?;
+        .map_err(|e| refused(e.code(), format!("source {name:?}: webhooks.filters: {e}")))?;
+    let filters = Filters::from_value(&value)
+        .map_err(|e| refused(e.code(), format!("source {name:?}: webhooks.{e}")))?;
     Ok(webhooks.with_filters(filters))
 }
 
 /// A source the core's rules refuse, as a configuration error.
 fn source_error(e: SourceError) -> ConfigError {
-    bad(format!("{e} ({})", e.code().as_str()))
+    refused(e.code(), e.to_string())
 }
 
 fn endpoints_of(urls: &[FileUrl]) -> Vec<EndpointConfig> {
@@ -961,7 +1041,7 @@ fn operator_from_file(o: &FileOperator) -> Result<Operator, ConfigError> {
         &endpoints_of(&o.urls),
         o.shared_secret.as_deref().map(str::as_bytes),
     )
-    .map_err(|e| bad(format!("operator: {e} ({})", e.code().as_str())))?;
+    .map_err(|e| refused(e.code(), format!("operator: {e}")))?;
     let (low, high) = DEAD_LETTER_WINDOW_RANGE_MS;
     let window = match o.dead_letter_window_seconds {
         None => NotifierConfig::default().dead_letter_window_ms,
@@ -980,7 +1060,7 @@ fn operator_from_file(o: &FileOperator) -> Result<Operator, ConfigError> {
     };
     notify
         .validate()
-        .map_err(|e| bad(format!("operator.{e} ({})", e.code().as_str())))?;
+        .map_err(|e| refused(e.code(), format!("operator.{e}")))?;
     Ok(Operator { webhooks, notify })
 }
 
@@ -1007,14 +1087,14 @@ impl SourceDoc {
     pub fn from_json(json: &str) -> Result<Self, ConfigError> {
         serde_json::from_str(json)
             .map(Self)
-            .map_err(|e| bad(format!("not a valid source: {e} (invalid_settings)")))
+            .map_err(|e| refused(Code::InvalidSettings, format!("not a valid source: {e}")))
     }
 
     /// Reads a source from a JSON value, as [`SourceDoc::from_json`].
     pub fn from_value(value: serde_json::Value) -> Result<Self, ConfigError> {
         serde_json::from_value(value)
             .map(Self)
-            .map_err(|e| bad(format!("not a valid source: {e} (invalid_settings)")))
+            .map_err(|e| refused(Code::InvalidSettings, format!("not a valid source: {e}")))
     }
 
     /// As JSON (with its secrets: seal it before it leaves the process).
@@ -1028,7 +1108,10 @@ impl SourceDoc {
     pub fn check(&self, at: &str) -> Result<Source, ConfigError> {
         let s = &self.0;
         if s.name.is_empty() {
-            return Err(bad(format!("{at}.name must be a non-empty string")));
+            return Err(refused(
+                Code::InvalidSettings,
+                format!("{at}.name must be a non-empty string"),
+            ));
         }
         check_source(&s.name, &s.write_keys).map_err(source_error)?;
         let (webhooks, enabled, protection) = match &s.webhooks {
@@ -1044,11 +1127,10 @@ impl SourceDoc {
                 let webhooks = filters_of(&s.name, webhooks, hooks)?;
                 if let Some(p) = hooks.protection {
                     p.validate().map_err(|e| {
-                        bad(format!(
-                            "source {:?}: webhooks.protection.{e} ({})",
-                            s.name,
-                            e.code().as_str()
-                        ))
+                        refused(
+                            e.code(),
+                            format!("source {:?}: webhooks.protection.{e}", s.name),
+                        )
                     })?;
                 }
                 (
@@ -1132,15 +1214,15 @@ shared_secret = "s3cret"
     #[test]
     fn unknown_settings_and_bad_values_name_the_setting() {
         let e = load_text("nonsense = 1", &[]).unwrap_err();
-        assert!(e.0.contains("nonsense"), "{e}");
+        assert!(e.to_string().contains("nonsense"), "{e}");
         let e = load_text("[storage]\nretention_hours = 2", &[]).unwrap_err();
-        assert!(e.0.contains("storage.retention_hours"), "{e}");
+        assert!(e.to_string().contains("storage.retention_hours"), "{e}");
         let e = load_text(&ONE.replace("https://a.example.com/hook", "ftp://x"), &[]).unwrap_err();
-        assert!(e.0.contains("unsupported_scheme"), "{e}");
+        assert_eq!(e.code(), Code::UnsupportedScheme, "{e}");
         let e = load_text(&format!("{ONE}signature = \"standard\"\n"), &[]).unwrap_err();
-        assert!(e.0.contains("webhooks.signing_secrets"), "{e}");
+        assert!(e.to_string().contains("webhooks.signing_secrets"), "{e}");
         let e = load_text(&format!("{ONE}signature = \"svix\"\n"), &[]).unwrap_err();
-        assert!(e.0.contains("webhooks.signature"), "{e}");
+        assert!(e.to_string().contains("webhooks.signature"), "{e}");
         let secret = "whsec_c2VjcmV0LWtleS1vZi10aGUtdGVzdA==";
         let both = format!("{ONE}signature = \"both\"\nsigning_secrets = [\"{secret}\"]\n");
         let cfg = load_text(&both, &[]).unwrap();
@@ -1165,7 +1247,9 @@ shared_secret = "s3cret"
         ));
         let e = load_text(&filters.replace("drop_fields", "drop_some"), &[]).unwrap_err();
         assert!(
-            e.0.contains("webhooks.filters[1]: unknown action") && e.0.contains("invalid_settings"),
+            e.to_string()
+                .contains("webhooks.filters[1]: unknown action")
+                && e.code() == Code::InvalidSettings,
             "{e}"
         );
         // Batching: an empty table takes the core's limits; bad ones name
@@ -1179,15 +1263,15 @@ shared_secret = "s3cret"
         )
         .unwrap_err();
         assert!(
-            e.0.contains("webhooks.batch") && e.0.contains("4000"),
+            e.to_string().contains("webhooks.batch") && e.to_string().contains("4000"),
             "{e}"
         );
         let e = load_text(&format!("{ONE}[sources.webhooks.batch]\nsize = 5\n"), &[]).unwrap_err();
-        assert!(e.0.contains("size"), "{e}");
+        assert!(e.to_string().contains("size"), "{e}");
         let e = load_text("admin_token = \"short\"", &[]).unwrap_err();
-        assert!(e.0.contains("admin_token"), "{e}");
+        assert!(e.to_string().contains("admin_token"), "{e}");
         assert!(
-            !e.0.contains("short"),
+            !e.to_string().contains("short"),
             "the token itself is never echoed: {e}"
         );
     }
@@ -1225,12 +1309,15 @@ shared_secret = "s3cret"
             "http://h/?x=1",
         ] {
             let e = load_text(&format!("[tracing]\notlp_endpoint = {bad:?}\n"), &[]).unwrap_err();
-            assert!(e.0.contains("tracing.otlp_endpoint"), "{bad}: {e}");
+            assert!(
+                e.to_string().contains("tracing.otlp_endpoint"),
+                "{bad}: {e}"
+            );
         }
         let e = load_text("[tracing]\nservice_name = \"x\"\n", &[]).unwrap_err();
-        assert!(e.0.contains("tracing.service_name"), "{e}");
+        assert!(e.to_string().contains("tracing.service_name"), "{e}");
         let e = load_text("[tracing]\nendpoint = \"http://x\"\n", &[]).unwrap_err();
-        assert!(e.0.contains("endpoint"), "{e}");
+        assert!(e.to_string().contains("endpoint"), "{e}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! Postgres over TLS: the system's roots plus those of `[security]
 //! ca_file`, which adds to them rather than replacing them.
 
+use crate::config::ConfigError;
 use rustls::pki_types::pem::PemObject as _;
 use rustls::pki_types::CertificateDer;
 use std::path::Path;
@@ -9,7 +10,7 @@ use std::path::Path;
 /// The system's CA certificates and every PEM certificate in `ca_file`.
 /// An unreadable `ca_file`, or one with no certificate, is an error whose
 /// message names it.
-pub fn roots(ca_file: Option<&Path>) -> Result<rustls::RootCertStore, String> {
+pub fn roots(ca_file: Option<&Path>) -> Result<rustls::RootCertStore, ConfigError> {
     let mut roots = rustls::RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     for e in &native.errors {
@@ -17,8 +18,9 @@ pub fn roots(ca_file: Option<&Path>) -> Result<rustls::RootCertStore, String> {
     }
     roots.add_parsable_certificates(native.certs);
     if let Some(path) = ca_file {
-        let bad =
-            |e: &dyn std::fmt::Display| format!("ca_file {} cannot be used: {e}", path.display());
+        let bad = |e: &dyn std::fmt::Display| {
+            ConfigError::Invalid(format!("ca_file {} cannot be used: {e}", path.display()))
+        };
         let certs = CertificateDer::pem_file_iter(path)
             .map_err(|e| bad(&e))?
             .collect::<Result<Vec<_>, _>>()

@@ -26,6 +26,7 @@
 //! delivery only ever push to the queue: a slow or down collector costs
 //! that queue, no latency.
 
+use crate::config::ConfigError;
 use crate::metrics::Metrics;
 use bytes::Bytes;
 use http::{Request, Uri};
@@ -269,15 +270,17 @@ impl Tracer {
         cfg: &crate::config::Tracing,
         ca_file: Option<&str>,
         metrics: Arc<Metrics>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ConfigError> {
         let url: Uri = format!("{}{TRACES_PATH}", cfg.otlp_endpoint.trim_end_matches('/'))
             .parse()
-            .map_err(|e| format!("tracing.otlp_endpoint cannot be used: {e}"))?;
+            .map_err(|e| {
+                ConfigError::Invalid(format!("tracing.otlp_endpoint cannot be used: {e}"))
+            })?;
         let roots = crate::tls::roots(ca_file.map(std::path::Path::new))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .map_err(|e| ConfigError::Invalid(format!("TLS for tracing: {e}")))?
             .with_root_certificates(roots)
             .with_no_client_auth();
         // The collector is the operator's own (often on localhost): the

@@ -23,6 +23,7 @@ __all__ = [
     "MessageTooLargeError",
     "NotJSONError",
     "QueueFullError",
+    "RelayError",
     "SettingsError",
     "SignatureError",
     "StateError",
@@ -107,3 +108,9 @@ class IngestError(CallpostError, ValueError):
 
     status: int = 400
     retry_after: int | None = None
+
+
+class RelayError(CallpostError):
+    """A request the relay's admin API or console refuses (token, route, body), or an
+    operation it cannot do (an unknown source, a lost race, its database). The relay
+    answers with it; the package raises it for none of its own calls."""

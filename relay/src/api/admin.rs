@@ -24,23 +24,21 @@
 //!   routes (`relay/openapi.json`, which a test holds to [`ROUTES`]).
 
 use super::{
-    body_failed, body_timeout, closing, error, header, json, json_value, read_body, with, Answer,
+    body_failed, body_timeout, closing, header, json, json_value, read_body, refusal, with, Answer,
     Api, BodyError, Throttle,
 };
 use crate::config::SourceDoc;
 use crate::config::MAX_ADMIN_BODY_BYTES;
-use crate::ops::{self, OpError};
-use crate::sources;
-use crate::store::{Cursor, LogFilter, ReplayFilter, Status};
+use crate::ops::{self, sources, OpError};
+use crate::store::{Cursor, LogFilter, LogStatus, ReplayFilter, Status};
 use bytes::Bytes;
-use callpost_core::Timestamp;
+use callpost_core::{Code, Timestamp};
 use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, WWW_AUTHENTICATE};
 use http::{HeaderMap, Method, Request};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq as _;
 
@@ -54,14 +52,9 @@ pub const MAX_LIMIT: usize = 1000;
 /// Rows returned when `limit` is not given.
 pub const DEFAULT_LIMIT: usize = 100;
 
-type AudienceLocks = HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>;
-
 /// What the admin API keeps between requests.
 #[derive(Debug, Default)]
 pub(crate) struct AdminState {
-    /// One lock per (source, audience): syncs of one audience must not
-    /// interleave (each reads the state the previous one stored).
-    audiences: Mutex<AudienceLocks>,
     failures: Throttle,
 }
 
@@ -152,9 +145,8 @@ pub(crate) async fn authorize(
     remote: SocketAddr,
 ) -> Result<(), Answer> {
     let Some(token) = &api.relay.cfg.admin_token else {
-        return Err(error(
-            403,
-            "admin_disabled",
+        return Err(refusal(
+            Code::AdminDisabled,
             "set admin_token to use the admin API",
         ));
     };
@@ -175,7 +167,7 @@ pub(crate) async fn authorize(
     }
     tokio::time::sleep(AUTH_FAILURE_DELAY).await;
     Err(closing(with(
-        error(401, "unauthorized", "admin token required"),
+        refusal(Code::Unauthorized, "admin token required"),
         WWW_AUTHENTICATE,
         HeaderValue::from_static("Bearer"),
     )))
@@ -200,8 +192,8 @@ pub(crate) async fn handle(
     };
     match run(api, route, &path, query.as_deref(), fields).await {
         Ok(a) => a,
-        Err(Refused::Bad(message)) => error(400, "invalid_argument", &message),
-        Err(Refused::Op(e)) => error(e.status, e.code, &e.message),
+        Err(Refused::Bad(message)) => refusal(Code::InvalidArgument, &message),
+        Err(Refused::Op(e)) => refusal(e.code(), &e.to_string()),
     }
 }
 
@@ -234,9 +226,8 @@ async fn body(api: &Api, req: Request<Incoming>, headers_in: Instant) -> Result<
     let raw = match read_body(req.into_body(), MAX_ADMIN_BODY_BYTES, declared, deadline).await {
         Ok(b) => b,
         Err(BodyError::TooLarge) => {
-            return Err(closing(error(
-                413,
-                "payload_too_large",
+            return Err(closing(refusal(
+                Code::PayloadTooLarge,
                 &format!("the request body is over {MAX_ADMIN_BODY_BYTES} bytes"),
             )))
         }
@@ -248,14 +239,12 @@ async fn body(api: &Api, req: Request<Incoming>, headers_in: Instant) -> Result<
     }
     match serde_json::from_slice::<Value>(&raw) {
         Ok(Value::Object(m)) => Ok(Fields(m)),
-        Ok(_) => Err(error(
-            400,
-            "invalid_argument",
+        Ok(_) => Err(refusal(
+            Code::InvalidArgument,
             "the body must be a JSON object",
         )),
-        Err(e) => Err(error(
-            400,
-            "invalid_argument",
+        Err(e) => Err(refusal(
+            Code::InvalidArgument,
             &format!("the body is not valid JSON: {e}"),
         )),
     }
@@ -315,14 +304,8 @@ async fn run(
                 Some(Value::String(n)) if *n == name => {}
                 Some(_) => return bad("name, when given, must be the name in the path"),
             }
-            let doc =
-                SourceDoc::from_value(Value::Object(std::mem::take(&mut f.0))).map_err(|e| {
-                    Refused::Op(OpError {
-                        status: 400,
-                        code: "invalid_settings",
-                        message: e.to_string(),
-                    })
-                })?;
+            let doc = SourceDoc::from_value(Value::Object(std::mem::take(&mut f.0)))
+                .map_err(|e| Refused::Op(e.into()))?;
             let changes = sources::put_live(relay, doc).await?;
             let report = ops::sources_report(&relay.sources())
                 .into_iter()
@@ -351,7 +334,7 @@ async fn run(
             // guard knows (held back, never recorded) is enabled too.
             let here = relay.guards.enable(&url, relay.clock.now());
             match ops::enable_endpoint(store, &relay.clock, &url).await {
-                Err(e) if e.status == 404 && !here.is_empty() => {}
+                Err(OpError::NotFound(_)) if !here.is_empty() => {}
                 other => {
                     other?;
                 }
@@ -401,38 +384,15 @@ async fn run(
             let Some(members) = members else {
                 return bad("members must be a list of user ids");
             };
-            let key = (source, audience);
-            let lock = Arc::clone(
-                api.admin
-                    .audiences
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .entry(key.clone())
-                    .or_default(),
-            );
-            let n = {
-                let _held = lock.lock().await;
-                ops::sync_audience(
-                    store,
-                    &relay.sources().list,
-                    &relay.clock,
-                    &key.0,
-                    &key.1,
-                    members,
-                )
-                .await
-            };
-            // The map keeps a lock only while someone holds or waits for it.
-            {
-                let mut locks = api
-                    .admin
-                    .audiences
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if Arc::strong_count(&lock) == 2 {
-                    locks.remove(&key);
-                }
-            }
+            let n = ops::sync_audience(
+                store,
+                &relay.sources().list,
+                &relay.clock,
+                &source,
+                &audience,
+                members,
+            )
+            .await;
             let n = n?;
             relay.wake.notify_one();
             Ok(json_value(200, &json!({ "calls": n })))
@@ -450,11 +410,7 @@ async fn run(
         Route::Log => {
             f.done()?;
             let mut q = Query::parse(query)?;
-            let calls = LogFilter {
-                message_ids: q.take("messageId").map(|id| vec![id]),
-                ..log_filter(&mut q)?
-            };
-            let rejected = q.take("status").is_some_and(|s| s == "rejected");
+            let (calls, rejected) = log_filter(&mut q)?;
             let after = match q.take("cursor") {
                 None => None,
                 Some(c) => Some(Cursor::parse(&c).ok_or_else(|| {
@@ -493,9 +449,8 @@ async fn run(
             let sources = relay.sources();
             match ops::logged_call(store, &sources.list, &source, &message_id).await? {
                 Some(report) => Ok(json_value(200, &report)),
-                None => Ok(error(
-                    404,
-                    "not_found",
+                None => Ok(refusal(
+                    Code::NotFound,
                     "no stored call has that source and messageId (it may have been purged)",
                 )),
             }
@@ -506,9 +461,8 @@ async fn run(
             let offset = f.int("offsetMs")?;
             f.done()?;
             if relay.cfg.test_clock.is_none() {
-                return Ok(error(
-                    404,
-                    "not_found",
+                return Ok(refusal(
+                    Code::NotFound,
                     "start the relay with --test-clock to move its clock",
                 ));
             }
@@ -573,27 +527,27 @@ fn replay_filter(f: &mut Fields) -> Result<(ReplayFilter, bool, bool)> {
     ))
 }
 
-/// A search's filters but `messageId` and `status = rejected`.
-fn log_filter(q: &mut Query) -> Result<LogFilter> {
-    let status = match q.peek("status") {
-        None | Some("rejected") => None,
-        Some(name) => Some(Status::named(name).ok_or_else(|| {
-            Refused::Bad(
-                "status must be one of pending, delivered, dead, undeliverable, rejected".into(),
-            )
-        })?),
-    };
-    Ok(LogFilter {
-        message_ids: None,
+/// A search's filters, and whether it asks for refused calls.
+fn log_filter(q: &mut Query) -> Result<(LogFilter, bool)> {
+    let status = q
+        .take("status")
+        .map(|name| LogStatus::parse(&name).map_err(Refused::Bad))
+        .transpose()?;
+    let filter = LogFilter {
+        message_ids: q.take("messageId").map(|id| vec![id]),
         user_id: q.take("userId"),
         anonymous_id: q.take("anonymousId"),
         event: q.take("event"),
         kind: q.take("type"),
         source: q.take("source"),
-        status,
+        status: match status {
+            Some(LogStatus::Calls(s)) => Some(s),
+            _ => None,
+        },
         since: q.time("since")?,
         until: q.time("until")?,
-    })
+    };
+    Ok((filter, status == Some(LogStatus::Rejected)))
 }
 
 /// A search's answer: its rows and the cursor of the next page.
@@ -628,10 +582,6 @@ impl Query {
             }
         }
         Ok(Self(map))
-    }
-
-    fn peek(&self, name: &str) -> Option<&str> {
-        self.0.get(name).map(String::as_str)
     }
 
     /// A parameter; empty is the same as leaving it out.
@@ -685,11 +635,9 @@ fn source_name(path: &str) -> Result<String> {
 }
 
 fn no_source(name: &str) -> Refused {
-    Refused::Op(OpError {
-        status: 404,
-        code: "not_found",
-        message: format!("there is no source {name:?} in force"),
-    })
+    Refused::Op(OpError::NotFound(format!(
+        "there is no source {name:?} in force"
+    )))
 }
 
 fn no_query(query: Option<&str>) -> Result<()> {

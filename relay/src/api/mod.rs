@@ -25,9 +25,10 @@ pub mod listener;
 pub mod probes;
 pub mod tracking;
 
-use crate::app::Relay;
-use crate::history::{self, History};
+use crate::housekeeping::history::History;
+use crate::state::Relay;
 use bytes::{Bytes, BytesMut};
+use callpost_core::Code;
 use http::header::{HeaderName, HeaderValue, CONNECTION, CONTENT_TYPE};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt as _, Full};
@@ -77,12 +78,12 @@ pub struct Api {
 }
 
 impl Api {
-    /// The handlers over `relay`.
-    pub fn new(relay: Arc<Relay>) -> Self {
+    /// The handlers over `relay`; the console charts `history`.
+    pub fn new(relay: Arc<Relay>, history: Arc<History>) -> Self {
         Self {
             relay,
             admin: admin::AdminState::default(),
-            history: Arc::default(),
+            history,
         }
     }
 
@@ -130,8 +131,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds the listeners the configuration names.
-    pub async fn bind(relay: Arc<Relay>) -> io::Result<Self> {
+    /// Binds the listeners the configuration names; the console charts
+    /// `history`.
+    pub async fn bind(relay: Arc<Relay>, history: Arc<History>) -> io::Result<Self> {
         let cfg = Arc::clone(&relay.cfg);
         let api_at = cfg.listen_addr().map_err(io::Error::other)?;
         let admin_at = cfg.admin_addr().map_err(io::Error::other)?;
@@ -164,7 +166,7 @@ impl Server {
         Ok(Self {
             api_addr,
             admin_addr,
-            api: Arc::new(Api::new(relay)),
+            api: Arc::new(Api::new(relay, history)),
             listeners,
         })
     }
@@ -178,13 +180,7 @@ impl Server {
                 "admin API, console, /metrics and probes on http://{addr} (admin_listen)"
             );
         }
-        // The console's charts start with the listeners that serve them.
-        let sampling = tokio::spawn(history::run(
-            Arc::clone(&self.api.relay),
-            Arc::clone(&self.api.history),
-        ));
         listener::serve(self.api, self.listeners, shutdown).await;
-        sampling.abort();
     }
 }
 
@@ -203,19 +199,37 @@ pub(crate) fn json(status: u16, body: impl Into<Bytes>) -> Answer {
 pub(crate) fn json_value<T: serde::Serialize>(status: u16, value: &T) -> Answer {
     match serde_json::to_vec(value) {
         Ok(body) => json(status, body),
-        Err(e) => error(
-            500,
-            "internal",
+        Err(e) => refusal(
+            Code::Internal,
             &format!("the answer could not be written: {e}"),
         ),
     }
 }
 
-/// `{"code": ..., "message": ...}`.
-pub(crate) fn error(status: u16, code: &str, message: &str) -> Answer {
+/// The HTTP status the relay answers each code with: the one table where
+/// a code becomes a status (the Tracking API's refusals carry the core's
+/// own, `IngestError::status`, which Segment's API fixes).
+pub(crate) fn status_of(code: Code) -> u16 {
+    match code {
+        Code::Unauthorized => 401,
+        Code::AdminDisabled | Code::OriginNotAllowed => 403,
+        Code::NotFound | Code::UnknownRoute => 404,
+        Code::MethodNotAllowed => 405,
+        Code::RequestTimeout => 408,
+        Code::Conflict | Code::NoSecretKey | Code::WrongSecretKey => 409,
+        Code::PayloadTooLarge | Code::BatchTooLarge | Code::CallTooLarge => 413,
+        Code::Unavailable | Code::Overloaded | Code::DatabaseRefused => 503,
+        Code::Internal => 500,
+        // Arguments, settings and calls the request got wrong.
+        _ => 400,
+    }
+}
+
+/// `{"code": ..., "message": ...}`, with the status of its code.
+pub(crate) fn refusal(code: Code, message: &str) -> Answer {
     json_value(
-        status,
-        &serde_json::json!({"code": code, "message": message}),
+        status_of(code),
+        &serde_json::json!({"code": code.as_str(), "message": message}),
     )
 }
 
@@ -232,10 +246,7 @@ pub(crate) fn closing(a: Answer) -> Answer {
 }
 
 pub(crate) fn not_found() -> Answer {
-    json(
-        404,
-        Bytes::from_static(br#"{"code":"not_found","message":"no such endpoint"}"#),
-    )
+    refusal(Code::NotFound, "no such endpoint")
 }
 
 /// A header as text (`None` when absent or not visible ASCII/UTF-8).
@@ -308,9 +319,8 @@ pub(crate) async fn read_body(
 /// The 408 answer for a body that was too slow.
 pub(crate) fn body_timeout(relay: &Relay) -> Answer {
     relay.metrics.timeout("body");
-    closing(error(
-        408,
-        "request_timeout",
+    closing(refusal(
+        Code::RequestTimeout,
         &format!(
             "the request body did not arrive within {} ms (limits.body_timeout_ms)",
             relay.cfg.limits.body_timeout.as_millis()
@@ -320,9 +330,8 @@ pub(crate) fn body_timeout(relay: &Relay) -> Answer {
 
 /// The answer for a body the connection failed to deliver.
 pub(crate) fn body_failed() -> Answer {
-    closing(error(
-        400,
-        "invalid_body",
+    closing(refusal(
+        Code::InvalidBody,
         "the request body could not be read",
     ))
 }

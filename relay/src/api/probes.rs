@@ -7,7 +7,7 @@
 //! work: the queue gauges come from counts read on an interval.
 
 use super::{admin, json, Answer, Api};
-use crate::app::Relay;
+use crate::state::Relay;
 use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE};
 use http::HeaderMap;

@@ -24,14 +24,16 @@
 //! its context is stored with its calls.
 
 use super::{
-    body_failed, body_timeout, header, json, read_body, with, Answer, Api, BodyError, Throttle,
+    body_failed, body_timeout, header, json, read_body, refusal, with, Answer, Api, BodyError,
+    Throttle,
 };
-use crate::app::Relay;
 use crate::config::Source;
+use crate::state::Relay;
 use crate::store::{RejectedRow, Row, Status};
 use crate::trace::Span;
 use bytes::Bytes;
 use callpost_core::ingest::{self, IngestError, Route};
+use callpost_core::Code;
 use http::header::{
     HeaderName, HeaderValue, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
     ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_MAX_AGE, ACCESS_CONTROL_REQUEST_HEADERS, ALLOW,
@@ -77,10 +79,7 @@ pub(crate) async fn handle(api: &Api, req: Request<Incoming>, headers_in: Instan
         }
         Method::OPTIONS => return preflight(relay, req.headers(), cors),
         _ => with(
-            json(
-                405,
-                Bytes::from_static(br#"{"code":"method_not_allowed","message":"use POST"}"#),
-            ),
+            refusal(Code::MethodNotAllowed, "use POST"),
             ALLOW,
             HeaderValue::from_static("POST, OPTIONS"),
         ),
@@ -283,10 +282,7 @@ fn add(mut a: Answer, headers: Headers) -> Answer {
 /// for, or 403 for an origin not listed.
 fn preflight(relay: &Relay, headers: &HeaderMap, cors: Headers) -> Answer {
     if cors.is_empty() {
-        let a = json(
-            403,
-            Bytes::from_static(br#"{"code":"cors","message":"origin not allowed"}"#),
-        );
+        let a = refusal(Code::OriginNotAllowed, "origin not allowed");
         relay.metrics.request(403);
         return a;
     }

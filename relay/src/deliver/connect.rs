@@ -13,6 +13,7 @@
 
 use crate::config::{ConfigError, Source};
 use callpost_core::webhooks::is_public_address;
+use callpost_core::Code;
 use http::Uri;
 use hyper_util::rt::TokioIo;
 use std::fmt;
@@ -182,12 +183,15 @@ pub async fn check_destinations(
             refused.sort();
             refused.dedup();
             if !refused.is_empty() {
-                return Err(ConfigError(format!(
-                    "source {:?}: the webhook host {host} is at a private or loopback address \
-                     ({}); set [security] allow_private_networks = true to allow it",
-                    source.name,
-                    refused.join(", ")
-                )));
+                return Err(ConfigError::Settings {
+                    code: Code::PrivateAddress,
+                    message: format!(
+                        "source {:?}: the webhook host {host} is at a private or loopback \
+                         address ({}); set [security] allow_private_networks = true to allow it",
+                        source.name,
+                        refused.join(", ")
+                    ),
+                });
             }
         }
     }

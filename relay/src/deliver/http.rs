@@ -8,9 +8,9 @@
 //! proxy is taken from the environment: the relay posts where it is told.
 
 use super::connect::{Connector, PrivateAddress};
-use super::guards::{Guarded, Guards};
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::guards::{Guarded, Guards};
 use crate::trace::Span;
 use bytes::Bytes;
 use callpost_core::protection::{Permit, MAX_BREAKER_OPEN_MS};

@@ -36,8 +36,9 @@
 //!
 //! # Relays on one database
 //! Each delivering relay says so every [`SENDER_HEARTBEAT_MS`] and counts
-//! those heard from lately; its guards take their part of each URL's rate
-//! limit and cap (the core's rule, [`callpost_core::protection`]). A relay
+//! those heard from lately (`housekeeping::heartbeat`); its guards take
+//! their part of each URL's rate limit and cap (the core's rule,
+//! [`callpost_core::protection`]). A relay
 //! on a shared database with such limits waits one heartbeat before it
 //! first claims, so the others have counted it by then. A pause or an open
 //! circuit is written to the database when a guard decides it, read by
@@ -46,22 +47,18 @@
 
 mod batch;
 mod connect;
-mod guards;
 mod http;
 
 pub use self::http::{ANSWER_BODY_TIMEOUT, ANSWER_BYTES, HOLD_AFTER, POOL_IDLE_TIMEOUT};
 pub use connect::check_destinations;
-pub use guards::{EndpointReport, Guards};
 
 use self::http::{AnswerStart, Http};
-use crate::app::Relay;
+use crate::state::Relay;
 use crate::store::{Claimed, Finish, StoreError};
 use crate::trace::{Kind, Span, SpanContext, ATTEMPT_SPAN};
-use callpost_core::protection::{
-    EndpointState, Hold, HOLD_SYNC_MS, SENDER_EXPIRY_MS, SENDER_HEARTBEAT_MS,
-};
+use callpost_core::protection::{EndpointState, Hold, HOLD_SYNC_MS, SENDER_HEARTBEAT_MS};
 use callpost_core::{Call, Delivery, DeliveryConfig, DeliveryOutcome, KeyCase, Outcome, Timestamp};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -286,7 +283,6 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
     let (finish_tx, finish_rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(store_results(Arc::clone(&shared), finish_rx));
     let renewer = tokio::spawn(renew_leases(Arc::clone(&shared)));
-    let heart = tokio::spawn(heartbeat(Arc::clone(&relay)));
     // The holds kept from before a restart (or held by other relays) are
     // in force before the first claim: a receiver that asked to wait, or
     // whose circuit is open, is not sent a backlog at start.
@@ -457,7 +453,6 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
     }
     renewer.abort();
     holds.abort();
-    heart.abort();
     let rest: Vec<Finish> = shared
         .book()
         .held
@@ -570,60 +565,6 @@ async fn store_results(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Fini
     }
 }
 
-/// Says every [`SENDER_HEARTBEAT_MS`] that this relay delivers, and hands
-/// the number of relays that do to the guards. A failed call keeps the
-/// last number.
-async fn heartbeat(relay: Arc<Relay>) {
-    let mut random = [0u8; 8];
-    // Without OS randomness, the process id and the time: two relays
-    // would count as one only if both matched.
-    let id = if getrandom::fill(&mut random).is_ok() {
-        random.iter().map(|b| format!("{b:02x}")).collect()
-    } else {
-        format!("{}-{}", std::process::id(), relay.clock.now_ms())
-    };
-    let expiry = i64::try_from(SENDER_EXPIRY_MS).unwrap_or(i64::MAX);
-    let mut senders = 1;
-    let mut known = HashSet::new();
-    let mut every = tokio::time::interval(Duration::from_millis(SENDER_HEARTBEAT_MS));
-    loop {
-        let beat = tokio::select! {
-            _ = every.tick() => true,
-            () = relay.guards.disabled_now.notified() => false,
-        };
-        if let Err(e) = sync_disabled(&relay, &mut known).await {
-            tracing::warn!("recording or reading the disabled endpoints failed: {e}");
-        }
-        if !beat {
-            continue;
-        }
-        let now = relay.clock.now_ms();
-        match relay
-            .store
-            .heartbeat(&id, now, now.saturating_sub(expiry))
-            .await
-        {
-            Ok(n) if n != senders => {
-                senders = n;
-                relay.guards.set_senders(n);
-                if n == 1 {
-                    tracing::info!(
-                        "this relay alone delivers from this database: it takes every \
-                         endpoint's whole rate limit and cap"
-                    );
-                } else {
-                    tracing::info!(
-                        "{n} relays deliver from this database: each takes 1/{n} of every \
-                         endpoint's rate limit and cap"
-                    );
-                }
-            }
-            Ok(_) => {}
-            Err(e) => tracing::debug!("saying this relay delivers failed: {e}"),
-        }
-    }
-}
-
 /// Shares what this relay's guards hold back through the database, and
 /// takes what other relays' hold back, every [`HOLD_SYNC_MS`] and at once
 /// when a guard here starts holding back. `seen` is each URL's hold as
@@ -660,39 +601,6 @@ async fn sync_holds(relay: &Relay, seen: &mut HashMap<String, Hold>) -> Result<(
         }
     }
     seen.retain(|_, h| h.paused_until.max(h.open_until).is_some_and(|t| t > now));
-    Ok(())
-}
-
-/// Brings the guards and the database's disabled endpoints together: a
-/// URL this relay's guard disabled is recorded; one the database holds is
-/// disabled here too (at start, or another relay disabled it); one that
-/// was recorded and is gone was enabled by an operator through another
-/// relay. `known` is what the database held at the last look.
-async fn sync_disabled(relay: &Relay, known: &mut HashSet<String>) -> Result<(), StoreError> {
-    let stored: HashSet<String> = relay
-        .store
-        .disabled_endpoints()
-        .await?
-        .into_iter()
-        .collect();
-    let now = relay.clock.now();
-    let local: HashSet<String> = relay.guards.disabled().into_iter().collect();
-    let mut seen = stored.clone();
-    for url in local.difference(&stored) {
-        if known.contains(url) {
-            relay.guards.enable(url, now);
-        } else {
-            relay
-                .store
-                .set_endpoint_disabled(url, true, now.as_millis())
-                .await?;
-            seen.insert(url.clone());
-        }
-    }
-    for url in stored.difference(&local) {
-        relay.guards.disable_quietly(url, now);
-    }
-    *known = seen;
     Ok(())
 }
 

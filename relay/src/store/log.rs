@@ -18,6 +18,32 @@ use std::fmt;
 /// reason.
 pub const MAX_PAGE: usize = 1000;
 
+/// What a search's `status` names: the stored calls in one state, or the
+/// calls refused inside accepted batches (kept apart, searched by source
+/// and time only). The admin API and the command line read it here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogStatus {
+    /// Stored calls in this state.
+    Calls(Status),
+    /// Refused calls.
+    Rejected,
+}
+
+impl LogStatus {
+    /// The names it reads, for messages.
+    pub const NAMES: &'static str = "pending, delivered, dead, undeliverable, rejected";
+
+    /// The status named `name`; the message says which names there are.
+    pub fn parse(name: &str) -> Result<Self, String> {
+        if name == "rejected" {
+            return Ok(Self::Rejected);
+        }
+        Status::named(name)
+            .map(Self::Calls)
+            .ok_or_else(|| format!("status must be one of {}, not {name:?}", Self::NAMES))
+    }
+}
+
 /// Which stored calls a search or a replay names: every field given must
 /// match (`None`: any).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -710,6 +710,7 @@ impl Store for MemoryStore {
         &self,
         source: &str,
         audience: &str,
+        read: Option<String>,
         state: String,
         rows: Vec<Row>,
         _now: i64,
@@ -719,9 +720,11 @@ impl Store for MemoryStore {
         let calls = rows.len();
         let new = {
             let mut inner = lock(&self.inner);
-            inner
-                .audiences
-                .insert((source.to_owned(), audience.to_owned()), state);
+            let key = (source.to_owned(), audience.to_owned());
+            if inner.audiences.get(&key) != read.as_ref() {
+                return Err(StoreError::Conflict(AUDIENCE_CHANGED.into()));
+            }
+            inner.audiences.insert(key, state);
             inner.insert_rows(rows, None)
         };
         self.committed(started.elapsed(), calls);

@@ -27,10 +27,11 @@ pub mod memory;
 pub mod postgres;
 pub mod sqlite;
 
+pub use crate::config::{Retention, Synchronous};
 use async_trait::async_trait;
 pub use callpost_core::protection::Hold;
 use callpost_core::Timestamp;
-pub use log::{Cursor, LogEntry, LogFilter, LoggedCall, Page, RejectedEntry};
+pub use log::{Cursor, LogEntry, LogFilter, LogStatus, LoggedCall, Page, RejectedEntry};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -370,20 +371,6 @@ pub struct RejectedRecord {
     pub text: String,
 }
 
-/// How long each kind of finished row is kept (retention), ms. `None`:
-/// kept until replayed or deleted by hand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Retention {
-    /// Delivered calls (the deduplication window needs at least 24 h).
-    pub delivered_ms: i64,
-    /// Undeliverable calls.
-    pub undeliverable_ms: i64,
-    /// Dead letters.
-    pub dead_ms: i64,
-    /// Refused calls.
-    pub rejected_ms: i64,
-}
-
 /// Rows deleted by a purge, by kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Purged {
@@ -398,32 +385,41 @@ pub struct Purged {
 }
 
 /// Why a store call failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
-    /// The database did not answer within [`StoreOptions::timeout`].
+    /// The database did not answer within [`StoreOptions::timeout`]: try
+    /// again later (ingest answers 503 with `Retry-After`).
+    #[error("the database did not answer in time")]
     Timeout,
     /// The database is unreachable or refused the work (the message is
     /// the driver's, with no secrets: connection strings never appear).
+    #[error("the database failed: {0}")]
     Unavailable(String),
     /// The store is shutting down.
+    #[error("the store is closed")]
     Closed,
     /// Another relay holds the SQLite file, or the schema is newer than
-    /// this relay's.
+    /// this relay's: run one relay per SQLite file, or upgrade the relay.
+    #[error("{0}")]
     Refused(String),
+    /// A change made on what another change had already replaced (the
+    /// value it expected is gone): read again and try again.
+    #[error("{0}")]
+    Conflict(String),
 }
 
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl StoreError {
+    /// The registry's code.
+    pub fn code(&self) -> callpost_core::Code {
+        use callpost_core::Code;
         match self {
-            Self::Timeout => f.write_str("the database did not answer in time"),
-            Self::Unavailable(m) => write!(f, "the database failed: {m}"),
-            Self::Closed => f.write_str("the store is closed"),
-            Self::Refused(m) => f.write_str(m),
+            Self::Timeout | Self::Unavailable(_) | Self::Closed => Code::Unavailable,
+            Self::Refused(_) => Code::DatabaseRefused,
+            Self::Conflict(_) => Code::Conflict,
         }
     }
 }
-
-impl std::error::Error for StoreError {}
 
 /// Store settings.
 #[derive(Debug, Clone)]
@@ -439,26 +435,6 @@ pub struct StoreOptions {
     /// Postgres: PEM certificates trusted for TLS besides the system's
     /// (`[security] ca_file`).
     pub ca_file: Option<std::path::PathBuf>,
-}
-
-/// SQLite's durability setting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Synchronous {
-    /// fsync at every commit: nothing acknowledged is lost on power loss.
-    Full,
-    /// WAL's NORMAL: a power loss may lose the last commits (a crash of
-    /// the process does not).
-    Normal,
-}
-
-impl Synchronous {
-    /// As SQLite spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Full => "FULL",
-            Self::Normal => "NORMAL",
-        }
-    }
 }
 
 /// What the relay needs from storage.
@@ -573,11 +549,14 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Option<String>, StoreError>;
 
     /// Stores an audience's new state and its identify calls in one
-    /// transaction; returns how many calls were new.
+    /// transaction, if the stored state is still `read` (`None`: none
+    /// stored); returns how many calls were new. Another state stored
+    /// since is [`StoreError::Conflict`], and nothing is written.
     async fn audience_sync(
         &self,
         source: &str,
         audience: &str,
+        read: Option<String>,
         state: String,
         rows: Vec<Row>,
         now: i64,
@@ -641,6 +620,10 @@ pub trait Store: Send + Sync + 'static {
     async fn close(&self);
 }
 
+/// Why an audience sync found the audience's state changed.
+pub(crate) const AUDIENCE_CHANGED: &str =
+    "the audience's state changed since it was read (another sync stored one)";
+
 /// A fresh claim token: 62 random bits, positive in any signed 64-bit
 /// column (Postgres's BIGINT included), as the Python relay's were.
 /// A hold as the tables keep it: (paused_until, open_until, open_ms), ms,
@@ -676,7 +659,7 @@ pub type CommitObserver = Arc<dyn Fn(Duration, usize) + Send + Sync>;
 /// `postgresql://…`) and runs its migrations.
 pub async fn open(database: &str, options: StoreOptions) -> Result<Arc<dyn Store>, StoreError> {
     if database.starts_with("sqlite://") {
-        let path = sqlite::path_of(database).map_err(StoreError::Refused)?;
+        let path = sqlite::path_of(database)?;
         let store: Arc<dyn Store> = Arc::new(sqlite::SqliteStore::open(path, options).await?);
         Ok(store)
     } else if database.starts_with("postgresql://") || database.starts_with("postgres://") {

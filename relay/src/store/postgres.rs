@@ -192,9 +192,10 @@ const DEAD_LETTERS: &str = "SELECT source, message_id, kind, received_at, finish
 const REJECTED: &str =
     "SELECT source, received_at, code, reason, text FROM rejected ORDER BY id DESC LIMIT $1";
 const AUDIENCE_STATE: &str = "SELECT state FROM audiences WHERE source = $1 AND audience = $2";
-const AUDIENCE_SAVE: &str = "INSERT INTO audiences (source, audience, state, updated_at) \
-     VALUES ($1, $2, $3, $4) ON CONFLICT (source, audience) \
-     DO UPDATE SET state = excluded.state, updated_at = excluded.updated_at";
+const AUDIENCE_CREATE: &str = "INSERT INTO audiences (source, audience, state, updated_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (source, audience) DO NOTHING";
+const AUDIENCE_SWAP: &str = "UPDATE audiences SET state = $1, updated_at = $2 \
+     WHERE source = $3 AND audience = $4 AND state = $5";
 
 /// Several relays, one outbox (see the module docs).
 pub struct PostgresStore {
@@ -388,6 +389,7 @@ enum Work {
     AudienceSync {
         source: String,
         audience: String,
+        read: Option<String>,
         state: String,
         rows: Vec<Row>,
         now: i64,
@@ -398,6 +400,8 @@ enum Work {
 enum Done {
     Count(u64),
     Claimed(Vec<Claimed>),
+    /// A compare-and-swap found another value: nothing was written.
+    Conflict,
 }
 
 impl Done {
@@ -405,6 +409,7 @@ impl Done {
         match self {
             Self::Count(n) => n,
             Self::Claimed(c) => c.len() as u64,
+            Self::Conflict => 0,
         }
     }
 }
@@ -525,7 +530,7 @@ impl Connector {
         // to refuse it.
         let roots = match mode {
             SslMode::Disable => rustls::RootCertStore::empty(),
-            _ => crate::tls::roots(ca_file).map_err(StoreError::Refused)?,
+            _ => crate::tls::roots(ca_file).map_err(|e| StoreError::Refused(e.to_string()))?,
         };
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
@@ -1217,12 +1222,26 @@ impl Inner {
             Work::AudienceSync {
                 source,
                 audience,
+                read,
                 state,
                 rows,
                 now,
             } => {
-                self.execute(tx, AUDIENCE_SAVE, &[source, audience, state, now])
-                    .await?;
+                // Over the state read, or nothing: the calls go in only
+                // with the state that decided them.
+                let swapped = match read {
+                    None => {
+                        self.execute(tx, AUDIENCE_CREATE, &[source, audience, state, now])
+                            .await?
+                    }
+                    Some(read) => {
+                        self.execute(tx, AUDIENCE_SWAP, &[state, now, source, audience, read])
+                            .await?
+                    }
+                };
+                if swapped == 0 {
+                    return Ok(Done::Conflict);
+                }
                 let calls = Calls::new([(0, rows.as_slice(), &[][..], None)]);
                 let mut new = [0];
                 self.store_calls(tx, &calls, &calls.statements(), &mut new)
@@ -1589,7 +1608,7 @@ impl Store for PostgresStore {
         };
         match self.write(work, 0).await? {
             Done::Claimed(claimed) => Ok(claimed),
-            Done::Count(_) => Ok(Vec::new()),
+            Done::Count(_) | Done::Conflict => Ok(Vec::new()),
         }
     }
 
@@ -1924,6 +1943,7 @@ impl Store for PostgresStore {
         &self,
         source: &str,
         audience: &str,
+        read: Option<String>,
         state: String,
         rows: Vec<Row>,
         now: i64,
@@ -1932,12 +1952,15 @@ impl Store for PostgresStore {
         let work = Work::AudienceSync {
             source: source.to_owned(),
             audience: audience.to_owned(),
+            read,
             state,
             rows,
             now,
         };
-        let new = self.write(work, calls).await?.count();
-        Ok(usize::try_from(new).unwrap_or(usize::MAX))
+        match self.write(work, calls).await? {
+            Done::Conflict => Err(StoreError::Conflict(AUDIENCE_CHANGED.into())),
+            done => Ok(usize::try_from(done.count()).unwrap_or(usize::MAX)),
+        }
     }
 
     fn statements(&self) -> u64 {

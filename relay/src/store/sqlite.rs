@@ -36,11 +36,13 @@ use tokio::sync::oneshot;
 /// The file of a `sqlite:///path` URL (`sqlite:////abs/path` for an
 /// absolute path, as SQLAlchemy writes them; `:memory:` is refused: the
 /// relay's promise is durability).
-pub fn path_of(url: &str) -> Result<PathBuf, String> {
+pub fn path_of(url: &str) -> Result<PathBuf, StoreError> {
     let rest = url.strip_prefix("sqlite://").unwrap_or(url);
     let path = rest.strip_prefix('/').unwrap_or(rest);
     if path.is_empty() || path == ":memory:" {
-        return Err("the relay needs a database file: sqlite:///path/to/relay.db".into());
+        return Err(StoreError::Refused(
+            "the relay needs a database file: sqlite:///path/to/relay.db".into(),
+        ));
     }
     Ok(PathBuf::from(path))
 }
@@ -1480,24 +1482,38 @@ impl Store for SqliteStore {
         &self,
         source: &str,
         audience: &str,
+        read: Option<String>,
         state: String,
         rows: Vec<Row>,
         now: i64,
     ) -> Result<usize, StoreError> {
         let (source, audience) = (source.to_owned(), audience.to_owned());
-        self.write(rows.len(), move |db| {
-            db.exec(
-                "INSERT INTO audiences (source, audience, state, updated_at) VALUES (?,?,?,?) \
-                 ON CONFLICT (source, audience) DO UPDATE \
-                 SET state = excluded.state, updated_at = excluded.updated_at",
-                params![source, audience, state, now],
-            )?;
-            Ok(store_calls(db, &[(&rows, &[], None)])?
-                .first()
-                .copied()
-                .unwrap_or(0))
-        })
-        .await
+        let stored = self
+            .write(rows.len(), move |db| {
+                // Over the state read, or nothing: the calls go in only
+                // with the state that decided them.
+                let swapped = match &read {
+                    None => db.exec(
+                        "INSERT INTO audiences (source, audience, state, updated_at) \
+                         VALUES (?,?,?,?) ON CONFLICT (source, audience) DO NOTHING",
+                        params![source, audience, state, now],
+                    )?,
+                    Some(read) => db.exec(
+                        "UPDATE audiences SET state = ?, updated_at = ? \
+                         WHERE source = ? AND audience = ? AND state = ?",
+                        params![state, now, source, audience, read],
+                    )?,
+                };
+                if swapped == 0 {
+                    return Ok(None);
+                }
+                Ok(store_calls(db, &[(&rows, &[], None)])?.first().copied())
+            })
+            .await?;
+        match stored {
+            Some(new) => Ok(new),
+            None => Err(StoreError::Conflict(AUDIENCE_CHANGED.into())),
+        }
     }
 
     /// One relay holds the file (its lock refuses a second), so it

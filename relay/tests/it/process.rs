@@ -1,6 +1,5 @@
 //! The relay as its own process: how it starts and stops.
 // Test code: a panic is how it reports.
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

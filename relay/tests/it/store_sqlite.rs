@@ -9,9 +9,7 @@
     clippy::print_stderr
 )]
 
-#[path = "store_contract/mod.rs"]
-#[macro_use]
-mod contract;
+use crate::store_contract as contract;
 
 use callpost_relay::store::sqlite::SqliteStore;
 use callpost_relay::store::{Store, StoreOptions, Synchronous};
@@ -59,7 +57,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
-const V1_SCHEMA: &str = include_str!("../migrations/sqlite/0001_init.sql");
+const V1_SCHEMA: &str = include_str!("../../migrations/sqlite/0001_init.sql");
 
 async fn open_at(path: &Path, exclusive: bool) -> Result<SqliteStore, StoreError> {
     SqliteStore::open(

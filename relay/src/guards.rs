@@ -34,21 +34,21 @@ pub struct Guards {
     metrics: Arc<Metrics>,
     operator: Option<Arc<Operator>>,
     /// A guard disabled its URL: the delivery workers record it at once.
-    pub(super) disabled_now: Notify,
+    pub(crate) disabled_now: Notify,
     /// A guard holds its URL back (a pause, an open circuit): the delivery
     /// workers share it at once.
-    pub(super) held_now: Notify,
+    pub(crate) held_now: Notify,
 }
 
 /// One endpoint URL's guard, and a wake-up for requests waiting for an
 /// answer to it.
-pub(super) struct Guarded {
+pub(crate) struct Guarded {
     url: String,
     guard: Mutex<EndpointGuard>,
     /// Its latest answers, oldest first; apart from the guard, which
     /// decides nothing with them.
     recent: Mutex<Recent>,
-    pub(super) answered: Notify,
+    pub(crate) answered: Notify,
 }
 
 /// An endpoint's latest [`RECENT_ANSWERS`] answers: whether each was a
@@ -133,7 +133,7 @@ impl Guards {
     }
 
     /// The guard of `url`, made on its first use.
-    pub(super) fn get(&self, url: &str, now: Timestamp) -> Arc<Guarded> {
+    pub(crate) fn get(&self, url: &str, now: Timestamp) -> Arc<Guarded> {
         let mut map = self.map.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(g) = map.get(url) {
             return Arc::clone(g);
@@ -229,7 +229,7 @@ impl Guards {
     /// out, or failed) at `now`: its guard hears the outcome, and the
     /// recent answers keep it. Call it before freeing the request's slot,
     /// so the next request to its URL is judged with it.
-    pub(super) fn answered(&self, g: &Guarded, sent: Timestamp, now: Timestamp, outcome: &Outcome) {
+    pub(crate) fn answered(&self, g: &Guarded, sent: Timestamp, now: Timestamp, outcome: &Outcome) {
         self.with(g, now, |guard| guard.handle_outcome(now, outcome));
         let latency_ms = u64::try_from(now.millis_since(sent)).unwrap_or(0);
         g.recent
@@ -239,7 +239,7 @@ impl Guards {
     }
 
     /// Runs `f` on `g`'s guard, then reports each state change it made.
-    pub(super) fn with<T>(
+    pub(crate) fn with<T>(
         &self,
         g: &Guarded,
         now: Timestamp,

@@ -22,122 +22,17 @@
 //!   reload's does; a removed source's pending calls are set aside as
 //!   undeliverable.
 
-use crate::app::Relay;
+use super::OpError;
 use crate::config::{checked_set, ConfigError, Source, SourceDoc};
-use crate::ops::OpError;
+use crate::seal::SealKey;
+use crate::state::Relay;
 use crate::store::Store;
-use base64::Engine as _;
-use callpost_core::code::Code;
 use callpost_core::protection::ProtectionConfig;
 pub use callpost_core::sources::SOURCES_POLL_MS;
-use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
+use callpost_core::Code;
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The environment variable that holds the key.
-pub const SECRET_KEY_VAR: &str = "CALLPOST_RELAY_SECRET_KEY";
-
-/// What a sealed document starts with: the format, so another can follow.
-const SEALED_PREFIX: &str = "v1.";
-
-/// The key that seals the sources kept in the database.
-pub struct SealKey(LessSafeKey);
-
-impl fmt::Debug for SealKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SealKey(***)")
-    }
-}
-
-impl SealKey {
-    /// A key from its base64 form (32 bytes: `openssl rand -base64 32`).
-    pub fn parse(text: &str) -> Result<Self, ConfigError> {
-        let refused = || {
-            ConfigError(format!(
-                "{SECRET_KEY_VAR} must be 32 random bytes in base64 (openssl rand -base64 32)"
-            ))
-        };
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text.trim())
-            .map_err(|_| refused())?;
-        let key = UnboundKey::new(&CHACHA20_POLY1305, &bytes).map_err(|_| refused())?;
-        Ok(Self(LessSafeKey::new(key)))
-    }
-
-    /// Seals `plain` under `name`. Fails only when the OS gives no random
-    /// bytes for the nonce.
-    pub fn seal(&self, name: &str, plain: &str) -> Result<String, OpError> {
-        let mut nonce = [0u8; NONCE_LEN];
-        getrandom::fill(&mut nonce).map_err(|_| OpError {
-            status: 503,
-            code: Code::Unavailable.as_str(),
-            message: "the operating system gave no random bytes to seal the source with".into(),
-        })?;
-        let mut data = plain.as_bytes().to_vec();
-        self.0
-            .seal_in_place_append_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(name.as_bytes()),
-                &mut data,
-            )
-            .map_err(|_| key_error(name))?;
-        let mut out = nonce.to_vec();
-        out.extend_from_slice(&data);
-        Ok(format!(
-            "{SEALED_PREFIX}{}",
-            base64::engine::general_purpose::STANDARD.encode(out)
-        ))
-    }
-
-    /// Opens what [`SealKey::seal`] sealed under `name`.
-    pub fn open(&self, name: &str, sealed: &str) -> Result<String, OpError> {
-        let bytes = sealed
-            .strip_prefix(SEALED_PREFIX)
-            .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-            .filter(|b| b.len() > NONCE_LEN)
-            .ok_or_else(|| key_error(name))?;
-        let (nonce, data) = bytes.split_at(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| key_error(name))?;
-        let mut data = data.to_vec();
-        let plain = self
-            .0
-            .open_in_place(nonce, Aad::from(name.as_bytes()), &mut data)
-            .map_err(|_| key_error(name))?;
-        String::from_utf8(plain.to_vec()).map_err(|_| key_error(name))
-    }
-}
-
-fn key_error(name: &str) -> OpError {
-    OpError {
-        status: 409,
-        code: Code::InvalidConfig.as_str(),
-        message: format!(
-            "the stored source {name:?} does not open with this relay's {SECRET_KEY_VAR} \
-             (every relay on one database needs the same key)"
-        ),
-    }
-}
-
-fn no_key() -> OpError {
-    OpError {
-        status: 409,
-        code: Code::InvalidConfig.as_str(),
-        message: format!(
-            "this relay has no {SECRET_KEY_VAR}: sources are kept in the database only sealed \
-             with one (openssl rand -base64 32), and without it the relay runs from its file"
-        ),
-    }
-}
-
-fn invalid(e: &ConfigError) -> OpError {
-    OpError {
-        status: 400,
-        code: Code::InvalidSettings.as_str(),
-        message: e.to_string(),
-    }
-}
 
 /// The sources kept in the database, opened, by name.
 pub async fn stored(store: &dyn Store, key: &SealKey) -> Result<Vec<SourceDoc>, OpError> {
@@ -148,11 +43,16 @@ pub async fn stored(store: &dyn Store, key: &SealKey) -> Result<Vec<SourceDoc>, 
 fn open_rows(key: &SealKey, rows: &[(String, String)]) -> Result<Vec<SourceDoc>, OpError> {
     rows.iter()
         .map(|(name, sealed)| {
-            let doc = SourceDoc::from_json(&key.open(name, sealed)?).map_err(|e| invalid(&e))?;
+            let doc = SourceDoc::from_json(&key.open(name, sealed)?)?;
             if doc.name() == name {
                 Ok(doc)
             } else {
-                Err(key_error(name))
+                // Sealed under its name, so only a writer of the table
+                // with the key could have put it under another.
+                Err(OpError::Seal(crate::seal::SealError::WrongKey {
+                    what: "source",
+                    name: name.to_owned(),
+                }))
             }
         })
         .collect()
@@ -226,14 +126,17 @@ async fn write(
     for doc in next {
         after.insert(doc.name().to_owned(), doc.clone());
         if !given.insert(doc.name()) {
-            return Err(invalid(&ConfigError(format!(
-                "source names must be unique: {:?} is given twice (invalid_settings)",
-                doc.name()
-            ))));
+            return Err(OpError::Config(ConfigError::Settings {
+                code: Code::InvalidSettings,
+                message: format!(
+                    "source names must be unique: {:?} is given twice",
+                    doc.name()
+                ),
+            }));
         }
     }
     let docs: Vec<SourceDoc> = after.values().cloned().collect();
-    build(&docs).map_err(|e| invalid(&e))?;
+    build(&docs)?;
     let mut changes = Changes::default();
     let mut put = Vec::new();
     for (name, doc) in &after {
@@ -263,18 +166,15 @@ pub async fn apply(
     key: Option<&SealKey>,
     docs: &[SourceDoc],
 ) -> Result<Changes, OpError> {
-    write(store, key.ok_or_else(no_key)?, docs, &[], true).await
+    write(store, key.ok_or(OpError::NoSecretKey)?, docs, &[], true).await
 }
 
 /// Checks one source as the file's are: the core's rules, then the
 /// private-network rule for its URLs (unless `allow_private`).
 pub async fn check_one(doc: &SourceDoc, allow_private: bool) -> Result<(), OpError> {
-    let source = doc
-        .check(&format!("source {:?}", doc.name()))
-        .map_err(|e| invalid(&e))?;
-    crate::deliver::check_destinations(&[Arc::new(source)], allow_private)
-        .await
-        .map_err(|e| invalid(&e))
+    let source = doc.check(&format!("source {:?}", doc.name()))?;
+    crate::deliver::check_destinations(&[Arc::new(source)], allow_private).await?;
+    Ok(())
 }
 
 /// Creates or replaces one source.
@@ -283,7 +183,7 @@ pub async fn put(
     key: Option<&SealKey>,
     doc: SourceDoc,
 ) -> Result<Changes, OpError> {
-    write(store, key.ok_or_else(no_key)?, &[doc], &[], false).await
+    write(store, key.ok_or(OpError::NoSecretKey)?, &[doc], &[], false).await
 }
 
 /// Removes one source: `not_found` when there is none of that name.
@@ -294,18 +194,16 @@ pub async fn remove(
 ) -> Result<Changes, OpError> {
     let changes = write(
         store,
-        key.ok_or_else(no_key)?,
+        key.ok_or(OpError::NoSecretKey)?,
         &[],
         &[name.to_owned()],
         false,
     )
     .await?;
     if changes.removed.is_empty() {
-        return Err(OpError {
-            status: 404,
-            code: "not_found",
-            message: format!("there is no source {name:?} in the database"),
-        });
+        return Err(OpError::NotFound(format!(
+            "there is no source {name:?} in the database"
+        )));
     }
     Ok(changes)
 }
@@ -346,7 +244,7 @@ pub async fn in_force(
         None => Ok(cfg.sources.clone()),
         Some(key) => {
             let docs = stored(store, key).await?;
-            Ok(build(&docs).map_err(|e| invalid(&e))?.0)
+            Ok(build(&docs)?.0)
         }
     }
 }
@@ -363,10 +261,8 @@ pub async fn sync(relay: &Relay) -> Result<bool, OpError> {
     }
     let result: Result<_, OpError> = async {
         let docs = open_rows(key, &rows)?;
-        let (list, protections) = build(&docs).map_err(|e| invalid(&e))?;
-        crate::deliver::check_destinations(&list, relay.cfg.allow_private_networks)
-            .await
-            .map_err(|e| invalid(&e))?;
+        let (list, protections) = build(&docs)?;
+        crate::deliver::check_destinations(&list, relay.cfg.allow_private_networks).await?;
         Ok((list, protections))
     }
     .await;
@@ -427,31 +323,6 @@ mod tests {
 
     const KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
 
-    #[test]
-    fn a_sealed_source_opens_under_its_name_only_and_shows_nothing() {
-        let key = SealKey::parse(KEY).unwrap();
-        let sealed = key.seal("shop", "{\"shared_secret\":\"hunter2\"}").unwrap();
-        assert!(sealed.starts_with(SEALED_PREFIX));
-        assert!(!sealed.contains("hunter2"));
-        assert_eq!(
-            key.open("shop", &sealed).unwrap(),
-            "{\"shared_secret\":\"hunter2\"}"
-        );
-        // Moved under another name, or opened with another key: refused.
-        assert_eq!(
-            key.open("other", &sealed).unwrap_err().code,
-            "invalid_config"
-        );
-        let other = SealKey::parse("ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=").unwrap();
-        assert!(other.open("shop", &sealed).is_err());
-        // Two seals of one text differ (a fresh nonce each time).
-        assert_ne!(
-            sealed,
-            key.seal("shop", "{\"shared_secret\":\"hunter2\"}").unwrap()
-        );
-        assert_eq!(format!("{key:?}"), "SealKey(***)");
-    }
-
     fn doc(json: &str) -> SourceDoc {
         SourceDoc::from_json(json).unwrap()
     }
@@ -468,7 +339,7 @@ mod tests {
         let e = apply(&store, None, std::slice::from_ref(&a))
             .await
             .unwrap_err();
-        assert_eq!((e.status, e.code), (409, "invalid_config"));
+        assert_eq!(e.code(), Code::NoSecretKey);
         let first = apply(&store, Some(&key), &[a.clone(), b.clone()])
             .await
             .unwrap();
@@ -499,7 +370,7 @@ mod tests {
         // A set the core refuses is not kept.
         let clash = doc(r#"{"name":"d","write_keys":["ka"]}"#);
         let e = put(&store, Some(&key), clash).await.unwrap_err();
-        assert_eq!((e.status, e.code), (400, "invalid_settings"));
+        assert_eq!(e.code(), Code::InvalidSettings);
         assert_eq!(stored(&store, &key).await.unwrap(), vec![a, b]);
         // Filters come in the JSON of a put and are checked by the core.
         let filtered = doc(
@@ -519,16 +390,19 @@ mod tests {
                 "filters":[{"action":"drop","if":{"field":"type","eq":"page"}}]}}"#,
         );
         let e = put(&store, Some(&key), bad).await.unwrap_err();
-        assert_eq!((e.status, e.code), (400, "invalid_settings"), "{e}");
-        assert!(e.message.contains("filters[0].if.eq: unknown test"), "{e}");
+        assert_eq!(e.code(), Code::InvalidSettings, "{e}");
+        assert!(
+            e.to_string().contains("filters[0].if.eq: unknown test"),
+            "{e}"
+        );
         assert_eq!(
             remove(&store, Some(&key), "f").await.unwrap().removed,
             ["f"]
         );
         // Removing what is not there is not_found.
         assert_eq!(
-            remove(&store, Some(&key), "zz").await.unwrap_err().status,
-            404
+            remove(&store, Some(&key), "zz").await.unwrap_err().code(),
+            Code::NotFound
         );
         assert_eq!(
             remove(&store, Some(&key), "a").await.unwrap().removed,
@@ -537,16 +411,8 @@ mod tests {
         // Another key opens nothing.
         let other = SealKey::parse("ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=").unwrap();
         assert_eq!(
-            stored(&store, &other).await.unwrap_err().code,
-            "invalid_config"
+            stored(&store, &other).await.unwrap_err().code(),
+            Code::WrongSecretKey
         );
-    }
-
-    #[test]
-    fn a_key_must_be_32_bytes_of_base64() {
-        assert!(SealKey::parse("c2hvcnQ=").is_err());
-        assert!(SealKey::parse("not base64 at all!").is_err());
-        let e = SealKey::parse("c2hvcnQ=").unwrap_err();
-        assert!(e.0.contains(SECRET_KEY_VAR), "{e}");
     }
 }

@@ -5,55 +5,82 @@
 //! `messageId`, `receivedAt`) and stored like received ones, so they are
 //! delivered, retried and dead-lettered the same way.
 
-use crate::app::{Relay, Sources};
 use crate::clock::Clock;
 use crate::config;
-use crate::config::Source;
+use crate::config::{ConfigError, Source};
+use crate::seal::SealError;
+use crate::state::{Relay, Sources};
 use crate::store::{ReplayFilter, Row, Stats, Status, Store, StoreError};
 use callpost_core::ingest::{self, Accepted};
 use callpost_core::webhooks::{delete_notifications, DeleteSource};
 use callpost_core::{AudienceSync, Call, Code, Map, Value};
 use serde_json::Value as Json;
-use std::fmt;
 use std::sync::Arc;
 
-/// Why an operation failed: the HTTP status, the code and the message the
-/// admin API answers with (the CLI prints the message).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpError {
-    /// 400 for bad input, 404 for an unknown source, 503 when the
-    /// database failed.
-    pub status: u16,
-    /// A stable code: the core's, or `unavailable` / `not_found`.
-    pub code: &'static str,
-    /// What went wrong.
-    pub message: String,
+pub mod sources;
+
+/// Why an operation failed. Each has the registry's code; the admin API
+/// answers with the status its code has there (`api::status_of`), the
+/// command line prints the message and the code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpError {
+    /// The database failed or did not answer in time: try again.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A setting or a source that cannot work: change what the message
+    /// names.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A sealed source that does not open, or a seal that could not be
+    /// made.
+    #[error(transparent)]
+    Seal(#[from] SealError),
+    /// An argument the operation does not take, with the core's code
+    /// (`invalid_argument`, `missing_user_id`, …): change it.
+    #[error("{message}")]
+    Invalid {
+        /// The core's code.
+        code: Code,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// What the operation names does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// Sources are kept in the database only with a key.
+    #[error(
+        "this relay has no {}: sources are kept in the database only sealed with one \
+         (openssl rand -base64 32), and without it the relay runs from its file",
+        crate::seal::SECRET_KEY_VAR
+    )]
+    NoSecretKey,
+    /// Another change met this one at the same moment: try again.
+    #[error("{0}")]
+    Conflict(String),
+    /// The operating system gave no random bytes: try again.
+    #[error("the operating system gave no random bytes")]
+    NoRandomness,
 }
 
-impl fmt::Display for OpError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.message, self.code)
-    }
-}
-
-impl std::error::Error for OpError {}
-
-impl From<StoreError> for OpError {
-    fn from(e: StoreError) -> Self {
-        Self {
-            status: 503,
-            code: Code::Unavailable.as_str(),
-            message: e.to_string(),
+impl OpError {
+    /// The registry's code.
+    pub fn code(&self) -> Code {
+        match self {
+            Self::Store(e) => e.code(),
+            Self::Config(e) => e.code(),
+            Self::Seal(e) => e.code(),
+            Self::Invalid { code, .. } => *code,
+            Self::NotFound(_) => Code::NotFound,
+            Self::NoSecretKey => Code::NoSecretKey,
+            Self::Conflict(_) => Code::Conflict,
+            Self::NoRandomness => Code::Unavailable,
         }
     }
 }
 
 fn core_error(code: Code, message: String) -> OpError {
-    OpError {
-        status: 400,
-        code: code.as_str(),
-        message,
-    }
+    OpError::Invalid { code, message }
 }
 
 /// Runs `f` with sixteen OS-random bytes for each `messageId` the core
@@ -73,15 +100,7 @@ pub(crate) fn with_random_ids<T>(f: impl FnOnce(&mut dyn FnMut() -> [u8; 16]) ->
 }
 
 fn with_ids<T>(f: impl FnOnce(&mut dyn FnMut() -> [u8; 16]) -> T) -> Result<T, OpError> {
-    with_random_ids(f).ok_or_else(|| OpError {
-        status: 503,
-        code: Code::Unavailable.as_str(),
-        message: "the operating system gave no random bytes".into(),
-    })
-}
-
-fn row(source: &str, a: Accepted, now: i64, status: Status) -> Row {
-    Row::accepted(source.to_owned(), a, now, status)
+    with_random_ids(f).ok_or(OpError::NoRandomness)
 }
 
 /// Stores one delete notification per source whose Webhooks destination
@@ -119,19 +138,32 @@ pub async fn delete_user(
     for (source, call) in calls {
         let accepted = with_ids(|ids| ingest::originate(call, now, ids))?
             .map_err(|e| core_error(e.code(), e.to_string()))?;
-        rows.push(row(&source, accepted, now.as_millis(), Status::Pending));
+        rows.push(Row::accepted(
+            source,
+            accepted,
+            now.as_millis(),
+            Status::Pending,
+        ));
     }
     let names = rows.iter().map(|r| r.source.clone()).collect();
     store.insert(rows, Vec::new()).await?;
     Ok(names)
 }
 
+/// How many times an audience sync reads the state again after another
+/// sync of the same audience stored a new one first: syncs of one
+/// audience come from one operator's job, so more than a couple at once is
+/// a mistake worth reporting (`conflict`), not a queue to wait in.
+pub const AUDIENCE_SYNC_TRIES: usize = 3;
+
 /// Takes an audience's current member set, and stores an identify call for
 /// each user who joined (trait `true`) or left (`false`) since the last
 /// sync (the core's `AudienceSync`; the first sync sends everyone). The new
-/// state and the calls are stored in one transaction. Returns how many
-/// calls were stored. Syncs of one audience must not interleave: the
-/// caller holds a lock per (source, audience).
+/// state and the calls are stored in one transaction, and only over the
+/// state this sync read: syncs of one audience that run at once, through
+/// any relay on the database or the command line, never interleave (the
+/// one that finds the state changed reads it again, at most
+/// [`AUDIENCE_SYNC_TRIES`] times). Returns how many calls were stored.
 pub async fn sync_audience(
     store: &dyn Store,
     sources: &[Arc<Source>],
@@ -141,35 +173,54 @@ pub async fn sync_audience(
     members: Vec<String>,
 ) -> Result<usize, OpError> {
     let Some(src) = sources.iter().find(|s| s.name == source) else {
-        return Err(OpError {
-            status: 404,
-            code: "not_found",
-            message: format!("no source named {source:?}"),
-        });
+        return Err(OpError::NotFound(format!("no source named {source:?}")));
     };
-    let mut sync = match store.audience_state(source, audience).await? {
-        Some(state) => {
-            AudienceSync::from_json(&state).map_err(|e| core_error(e.code(), e.to_string()))?
-        }
-        None => AudienceSync::new(audience).map_err(|e| core_error(e.code(), e.to_string()))?,
-    };
-    let now = clock.now();
-    sync.handle_sync(now, members);
     let status = if src.destination().is_some() {
         Status::Pending
     } else {
         Status::Undeliverable
     };
-    let mut rows = Vec::new();
-    while let Some(call) = sync.poll_call() {
-        let accepted = originate(call, now)?;
-        rows.push(row(source, accepted, now.as_millis(), status));
+    for _ in 0..AUDIENCE_SYNC_TRIES {
+        let read = store.audience_state(source, audience).await?;
+        let mut sync = match &read {
+            Some(state) => {
+                AudienceSync::from_json(state).map_err(|e| core_error(e.code(), e.to_string()))?
+            }
+            None => AudienceSync::new(audience).map_err(|e| core_error(e.code(), e.to_string()))?,
+        };
+        let now = clock.now();
+        sync.handle_sync(now, members.clone());
+        let mut rows = Vec::new();
+        while let Some(call) = sync.poll_call() {
+            let accepted = originate(call, now)?;
+            rows.push(Row::accepted(
+                source.to_owned(),
+                accepted,
+                now.as_millis(),
+                status,
+            ));
+        }
+        let n = rows.len();
+        match store
+            .audience_sync(
+                source,
+                audience,
+                read,
+                sync.to_json(),
+                rows,
+                now.as_millis(),
+            )
+            .await
+        {
+            Ok(_) => return Ok(n),
+            Err(StoreError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
-    let n = rows.len();
-    store
-        .audience_sync(source, audience, sync.to_json(), rows, now.as_millis())
-        .await?;
-    Ok(n)
+    Err(OpError::Conflict(format!(
+        "audience {audience:?} of source {source:?} was synced by another sync {AUDIENCE_SYNC_TRIES} \
+         times while this one ran: run one sync of an audience at a time"
+    )))
 }
 
 fn originate(call: Call, now: callpost_core::Timestamp) -> Result<Accepted, OpError> {
@@ -313,7 +364,7 @@ pub struct StatusReport {
     /// has posted to: kept in that relay's memory, so the admin API shows
     /// it and `status` from the command line (the database alone) does not.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub endpoints: Option<Vec<crate::deliver::EndpointReport>>,
+    pub endpoints: Option<Vec<crate::guards::EndpointReport>>,
     /// The endpoint URLs disabled for failing too long (from the database,
     /// shown without credentials or query).
     pub disabled_endpoints: Vec<String>,
@@ -358,25 +409,19 @@ pub struct Reloaded {
 /// a SIGHUP and `POST /admin/reload` alike. Other settings take effect at
 /// the next start.
 pub async fn reload(relay: &Relay) -> Result<Reloaded, OpError> {
-    let invalid = |message: String| OpError {
-        status: 400,
-        code: "invalid_config",
-        message,
-    };
     let result = async {
         let overrides = relay.reload_from.get().ok_or_else(|| {
-            invalid("this relay was not started from a configuration it can read again".into())
+            ConfigError::Invalid(
+                "this relay was not started from a configuration it can read again".into(),
+            )
         })?;
-        let cfg = config::load(overrides, &|k| std::env::var(k).ok())
-            .map_err(|e| invalid(e.to_string()))?;
-        crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks)
-            .await
-            .map_err(|e| invalid(e.to_string()))?;
+        let cfg = config::load(overrides, &|k| std::env::var(k).ok())?;
+        crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks).await?;
         let before = relay.sources().names();
         if relay.cfg.secret_key.is_some() {
             // The file's sources go to the database, whose set is put in
             // force (the key itself is the one the relay started with).
-            crate::sources::start(relay, &cfg.source_docs).await?;
+            sources::start(relay, &cfg.source_docs).await?;
         } else {
             relay.put_sources(
                 cfg.sources.clone(),
@@ -514,14 +559,10 @@ pub async fn enable_endpoint(
         .filter(|u| u == url || callpost_core::ops::shown_url(u) == url)
         .collect();
     if matched.is_empty() {
-        return Err(OpError {
-            status: 404,
-            code: "not_found",
-            message: format!(
-                "{} is not a disabled endpoint",
-                callpost_core::ops::shown_url(url)
-            ),
-        });
+        return Err(OpError::NotFound(format!(
+            "{} is not a disabled endpoint",
+            callpost_core::ops::shown_url(url)
+        )));
     }
     for u in &matched {
         store

@@ -6,9 +6,6 @@
 //! Timeouts in these tests are hang guards, never performance claims: a
 //! protection that is missing shows as a guard firing.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-use callpost_relay::api::Server;
 use callpost_relay::clock::Clock;
 use callpost_relay::config::{self, Overrides};
 use callpost_relay::store::memory::MemoryStore;
@@ -17,7 +14,7 @@ use callpost_relay::store::{
     Page, Purged, RejectedEntry, RejectedRecord, RejectedRow, ReplayFilter, Retention, Row, Stats,
     Status, Store, StoreError,
 };
-use callpost_relay::Relay;
+use callpost_relay::{App, Relay};
 use serde_json::{json, Value};
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -26,8 +23,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 const TOKEN: &str = "api-test-admin-token-0123456789abcdef";
 const KEY: &str = "wk-web";
@@ -110,6 +105,10 @@ write_keys = ["{NOWHERE_KEY}"]
 
 [security]
 allow_private_networks = true
+
+# The listeners are the subject: calls stay where ingest put them.
+[delivery]
+enabled = false
 {tables}
 "#,
             top = self.top,
@@ -129,21 +128,15 @@ allow_private_networks = true
             Some(w) => w,
             None => self.store.clone(),
         };
-        let relay = Arc::new(Relay::new(cfg, store, Arc::new(Clock::new())));
-        let server = Server::bind(Arc::clone(&relay)).await.unwrap();
-        let (api, admin) = (server.api_addr, server.admin_addr);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let served = tokio::spawn(server.run(async move {
-            let _ = stopped.await;
-        }));
-        relay.set_ready(true);
+        let app = App::start(cfg, store, Arc::new(Clock::new()), None)
+            .await
+            .unwrap();
         TestRelay {
-            relay,
+            relay: Arc::clone(app.relay()),
             store: self.store,
-            api,
-            admin,
-            stop: Some(stop),
-            served,
+            api: app.api_addr(),
+            admin: app.admin_addr(),
+            app: Some(app),
             _dir: dir,
         }
     }
@@ -154,8 +147,7 @@ struct TestRelay {
     store: Arc<MemoryStore>,
     api: SocketAddr,
     admin: Option<SocketAddr>,
-    stop: Option<oneshot::Sender<()>>,
-    served: JoinHandle<()>,
+    app: Option<App>,
     _dir: tempfile::TempDir,
 }
 
@@ -198,10 +190,9 @@ impl TestRelay {
     }
 
     async fn shutdown(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
+        if let Some(app) = self.app.take() {
+            guard(app.stop()).await;
         }
-        guard(&mut self.served).await.unwrap();
     }
 }
 
@@ -672,7 +663,7 @@ async fn cors_answers_and_preflights_follow_the_origin_list() {
         b"",
     )
     .await;
-    assert_eq!((r.status, r.code()), (403, "cors".to_owned()));
+    assert_eq!((r.status, r.code()), (403, "origin_not_allowed".to_owned()));
     let r = call(
         listed.api,
         "OPTIONS",
@@ -860,12 +851,13 @@ impl Store for Observed {
         &self,
         source: &str,
         audience: &str,
+        read: Option<String>,
         state: String,
         rows: Vec<Row>,
         now: i64,
     ) -> Result<usize, StoreError> {
         self.inner
-            .audience_sync(source, audience, state, rows, now)
+            .audience_sync(source, audience, read, state, rows, now)
             .await
     }
     async fn heartbeat(&self, relay: &str, now: i64, expired: i64) -> Result<u32, StoreError> {
@@ -1220,19 +1212,14 @@ async fn shutdown_lets_a_request_in_progress_finish_and_takes_no_new_connection(
         }
     })
     .await;
-    let TestRelay {
-        mut stop,
-        served,
-        store,
-        ..
-    } = t;
-    stop.take().unwrap().send(()).unwrap();
+    let TestRelay { mut app, store, .. } = t;
+    let stopping = tokio::spawn(app.take().unwrap().stop());
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!served.is_finished(), "waits for the request in progress");
+    assert!(!stopping.is_finished(), "waits for the request in progress");
     store.set_stalled(false);
     let r = guard(pending).await.unwrap();
     assert_eq!(r.status, 200);
-    guard(served).await.unwrap();
+    guard(stopping).await.unwrap();
     assert!(
         TcpStream::connect(api).await.is_err(),
         "the listener is closed"

@@ -20,9 +20,7 @@
     clippy::print_stderr
 )]
 
-#[path = "store_contract/mod.rs"]
-#[macro_use]
-mod contract;
+use crate::store_contract as contract;
 
 use callpost_relay::store::postgres::PostgresStore;
 use callpost_relay::store::{
@@ -203,7 +201,7 @@ async fn migrates_a_python_relay_database() {
     let db = Db::new(&admin).await;
     let client = db.client().await;
     client
-        .batch_execute(include_str!("../migrations/postgres/0001_init.sql"))
+        .batch_execute(include_str!("../../migrations/postgres/0001_init.sql"))
         .await
         .unwrap();
     client

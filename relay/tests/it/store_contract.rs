@@ -1,6 +1,6 @@
 //! The contract every [`Store`] keeps, as async test functions over any
-//! backend: `store_sqlite.rs` and `store_postgres.rs` run them all, each
-//! on a store of its own.
+//! backend: `store_sqlite.rs`, `store_postgres.rs` and the memory store
+//! (`deliver.rs`) run them all, each on a store of its own.
 //!
 //! Each function takes a fresh, empty store (no rows, no rejected calls,
 //! no audiences) and may leave it dirty; the caller closes it. The
@@ -8,10 +8,6 @@
 //! factory, so a backend cannot forget one:
 //!
 //! ```ignore
-//! #[path = "store_contract/mod.rs"]
-//! #[macro_use]
-//! mod contract;
-//!
 //! async fn fresh() -> (Arc<dyn Store>, Guard) { … }
 //! contract_tests!(fresh);
 //! ```
@@ -32,7 +28,7 @@
 
 use callpost_relay::store::{
     Claimed, Cursor, Finish, Hold, LogFilter, Purged, RejectedRow, ReplayFilter, Retention, Row,
-    Status, Store,
+    Status, Store, StoreError,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -97,7 +93,7 @@ macro_rules! contract_tests {
                 }
                 // The guard lives to the end, after the close.
                 let (store, _guard) = $factory().await;
-                $crate::contract::$name(store.clone()).await;
+                $crate::store_contract::$name(store.clone()).await;
                 store.close().await;
             }
         )*
@@ -1264,14 +1260,16 @@ pub(crate) async fn sources_are_written_and_removed_together(store: Arc<dyn Stor
     );
 }
 
-/// An audience's state and its identify calls are stored together; the
-/// calls are deduplicated like any others.
+/// An audience's state and its identify calls are stored together, only
+/// over the state the sync read; the calls are deduplicated like any
+/// others.
 pub(crate) async fn audience_state_and_sync(store: Arc<dyn Store>) {
     assert_eq!(store.audience_state("a", "vip").await.unwrap(), None);
     let n = store
         .audience_sync(
             "a",
             "vip",
+            None,
             r#"{"v":1}"#.into(),
             vec![row("a", "i1", T0), row("a", "i2", T0)],
             T0,
@@ -1287,6 +1285,7 @@ pub(crate) async fn audience_state_and_sync(store: Arc<dyn Store>) {
         .audience_sync(
             "a",
             "vip",
+            Some(r#"{"v":1}"#.into()),
             r#"{"v":2}"#.into(),
             vec![row("a", "i2", T0 + 1), row("a", "i3", T0 + 1)],
             T0 + 1,
@@ -1298,8 +1297,33 @@ pub(crate) async fn audience_state_and_sync(store: Arc<dyn Store>) {
         store.audience_state("a", "vip").await.unwrap().as_deref(),
         Some(r#"{"v":2}"#)
     );
+    // A sync that read a state another sync has replaced since writes
+    // nothing: neither its state nor its calls.
+    for read in [None, Some(r#"{"v":1}"#.to_owned())] {
+        let e = store
+            .audience_sync(
+                "a",
+                "vip",
+                read,
+                r#"{"v":"lost"}"#.into(),
+                vec![row("a", "lost", T0 + 2)],
+                T0 + 2,
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(e, StoreError::Conflict(_)), "{e:?}");
+    }
+    assert_eq!(
+        store.audience_state("a", "vip").await.unwrap().as_deref(),
+        Some(r#"{"v":2}"#)
+    );
+    let lost = LogFilter {
+        message_ids: Some(vec!["lost".into()]),
+        ..LogFilter::default()
+    };
+    assert!(store.search(lost, None, 10).await.unwrap().rows.is_empty());
     let n = store
-        .audience_sync("a", "other", "{}".into(), vec![], T0)
+        .audience_sync("a", "other", None, "{}".into(), vec![], T0)
         .await
         .unwrap();
     assert_eq!(n, 0);

@@ -12,7 +12,7 @@
 //! relay behind one address keeps its own (the store's counts are the
 //! same for all of them; the ingest counter is this relay's).
 
-use crate::app::Relay;
+use crate::state::Relay;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -100,21 +100,16 @@ impl History {
 /// The relay's counts now.
 pub fn sample(relay: &Relay) -> Sample {
     let at = relay.clock.now_ms();
-    let counts = relay
-        .stats
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .as_ref()
-        .map(|s| Counts {
-            delivered: s.delivered,
-            pending: s.pending,
-            dead: s.dead,
-            undeliverable: s.undeliverable,
-            rejected: s.rejected,
-            oldest_pending_age_seconds: s
-                .oldest_pending_received_at
-                .map(|t| (at - t).max(0) as f64 / 1000.0),
-        });
+    let counts = relay.stats().map(|s| Counts {
+        delivered: s.delivered,
+        pending: s.pending,
+        dead: s.dead,
+        undeliverable: s.undeliverable,
+        rejected: s.rejected,
+        oldest_pending_age_seconds: s
+            .oldest_pending_received_at
+            .map(|t| (at - t).max(0) as f64 / 1000.0),
+    });
     Sample {
         at,
         ingested: relay.metrics.committed_calls(),
