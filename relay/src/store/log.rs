@@ -10,6 +10,7 @@
 //! except when it combines fields and the first index's rows mostly fail
 //! the others.
 
+use super::sql::{Dialect, Value};
 use super::Status;
 use std::fmt;
 
@@ -112,31 +113,31 @@ impl LogFilter {
     }
 
     /// The `WHERE` conditions (joined by `AND`, empty for none) and their
-    /// values, with `dialect`'s placeholders.
-    pub(crate) fn sql(&self, dialect: &mut dyn Dialect) -> (Vec<String>, Vec<SqlValue>) {
+    /// values, with `?` placeholders, as `d` writes them.
+    pub(crate) fn sql(&self, d: Dialect) -> (Vec<String>, Vec<Value>) {
         let mut conds = Vec::new();
         let mut values = Vec::new();
-        let mut text = |col: &str, v: &Option<String>, d: &mut dyn Dialect| {
+        let mut text = |col: &str, v: &Option<String>| {
             if let Some(v) = v {
-                conds.push(format!("{} = {}", d.column(col), d.mark()));
-                values.push(SqlValue::Text(v.clone()));
+                conds.push(format!("{} = ?", d.column(col)));
+                values.push(Value::Text(v.clone()));
             }
         };
-        text("user_id", &self.user_id, dialect);
-        text("anonymous_id", &self.anonymous_id, dialect);
-        text("event", &self.event, dialect);
-        text("kind", &self.kind, dialect);
-        text("source", &self.source, dialect);
+        text("user_id", &self.user_id);
+        text("anonymous_id", &self.anonymous_id);
+        text("event", &self.event);
+        text("kind", &self.kind);
+        text("source", &self.source);
         if let Some(ids) = &self.message_ids {
-            conds.push(dialect.in_list("message_id"));
-            values.push(SqlValue::List(ids.clone()));
+            conds.push(d.in_list("message_id"));
+            values.push(Value::Texts(ids.clone()));
         }
         if let Some(s) = self.status {
-            // The state is written as a number, not bound: a partial index
-            // serves a query only where its condition is the query's own
-            // text (`deliveries_dead` is `status = 2`, the finished rows'
-            // index `status <> 0`), and a bound value is unknown when the
-            // statement is planned. The number is the enum's, never input.
+            // The state is written as a number, not bound (`store::sql`):
+            // `deliveries_dead` is `status = 2`, the finished rows' index
+            // `status <> 0`. Delivered calls are most of the table, so a
+            // search of them reads the time or field index instead. The
+            // number is the enum's, never input.
             conds.push(match s {
                 Status::Pending | Status::Delivered => format!("status = {}", s.as_i64()),
                 Status::Dead | Status::Undeliverable => {
@@ -145,36 +146,14 @@ impl LogFilter {
             });
         }
         if let Some(t) = self.since {
-            conds.push(format!("received_at >= {}", dialect.mark()));
-            values.push(SqlValue::Int(t));
+            conds.push("received_at >= ?".into());
+            values.push(Value::Int(t));
         }
         if let Some(t) = self.until {
-            conds.push(format!("received_at < {}", dialect.mark()));
-            values.push(SqlValue::Int(t));
+            conds.push("received_at < ?".into());
+            values.push(Value::Int(t));
         }
         (conds, values)
-    }
-}
-
-/// A value bound to a search's statement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SqlValue {
-    Int(i64),
-    Text(String),
-    /// A list of strings, bound as the dialect's `in_list` takes it.
-    List(Vec<String>),
-}
-
-/// How a database writes what [`LogFilter::sql`] needs.
-pub(crate) trait Dialect {
-    /// The next placeholder.
-    fn mark(&mut self) -> String;
-    /// `column` is one of a list bound as one value.
-    fn in_list(&mut self, column: &str) -> String;
-    /// How a condition names `column`: as it is, unless the database is
-    /// better off not reading it through an index.
-    fn column(&self, column: &str) -> String {
-        column.to_owned()
     }
 }
 

@@ -6,6 +6,7 @@
 //! read every row as stored ([`MemoryStore::rows`]).
 
 use super::*;
+use std::fmt;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -207,6 +208,15 @@ pub struct MemoryStore {
     statements: AtomicU64,
     observer: Mutex<Option<CommitObserver>>,
     timeout: Duration,
+}
+
+/// Customer data stays out of it.
+impl fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("rows", &lock(&self.inner).rows.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for MemoryStore {

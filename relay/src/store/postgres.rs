@@ -26,7 +26,8 @@
 //! verified, chain and host name, against the system's roots plus
 //! [`StoreOptions::ca_file`].
 
-use super::log::{Dialect, SqlValue};
+use super::engine::{Engine, SqlStore, Written};
+use super::sql::{Cells, Dialect, Stmt, Value};
 use super::*;
 use deadpool_postgres::{
     Connect, GenericClient, HookError, Manager, ManagerConfig, Object, Pool, PoolError,
@@ -43,7 +44,7 @@ use std::time::Instant;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_postgres::config::SslMode;
-use tokio_postgres::types::ToSql;
+use tokio_postgres::types::{IsNull, ToSql, Type};
 use tokio_postgres::NoTls;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -68,11 +69,6 @@ const MIGRATION_LOCK: i64 = 0x6361_6C6C_706F_7374;
 /// A migration may build an index over a large table: it is not held to
 /// the per-call limit, only to this.
 const MIGRATION_TIMEOUT: Duration = Duration::from_secs(600);
-/// Rows deleted per purge statement: each is its own short transaction, so
-/// a purge of millions never holds locks or WAL for long.
-const PURGE_CHUNK: i64 = 10_000;
-/// The outcome of a call parked because its source has no destination.
-const NO_DESTINATION: &str = r#"{"kind":"undeliverable","reason":"no_destination"}"#;
 
 /// A group's calls go in by one statement, each column as one array
 /// parameter. Parameters travel in binary, each text as its length and its
@@ -106,10 +102,6 @@ const INSERT_CALLS_AND_REJECTED: &str = "WITH refused AS (INSERT INTO rejected \
 const STATEMENT_BYTES: usize = 16 << 20;
 const INSERT_REJECTED: &str = "INSERT INTO rejected (source, received_at, code, reason, text) \
      SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[])";
-const CLAIM: &str = "UPDATE deliveries SET lease_until = $1, claim = $2 WHERE id IN (\
-     SELECT id FROM deliveries WHERE status = 0 AND source = $3 AND due_at <= $4 \
-     AND (lease_until IS NULL OR lease_until <= $4) ORDER BY due_at LIMIT $5 FOR UPDATE SKIP LOCKED) \
-     RETURNING id, source, message_id, message, state, attempts, due_at, trace_parent";
 const FINISH_DELIVERED: &str = "UPDATE deliveries d SET status = 1, finished_at = $1, \
      attempts = f.attempts, outcome = f.outcome, state = NULL, lease_until = NULL, claim = NULL \
      FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::text[]) \
@@ -130,75 +122,16 @@ const FINISH_UNDELIVERABLE: &str = "UPDATE deliveries d SET status = 3, outcome 
 const FINISH_RELEASE: &str = "UPDATE deliveries d SET lease_until = NULL, claim = NULL \
      FROM unnest($1::bigint[], $2::bigint[]) AS f(id, claim) \
      WHERE d.id = f.id AND d.claim = f.claim";
-const RENEW: &str =
-    "UPDATE deliveries SET lease_until = $1 WHERE status = 0 AND claim = ANY($2::bigint[])";
-/// Two index searches (deliveries_due in due order, stopping at the first
-/// unleased call; deliveries_leased), never a scan of the pending calls.
-/// LEAST ignores a NULL.
-const NEXT_DUE: &str = "SELECT LEAST(\
-     (SELECT due_at FROM deliveries WHERE status = 0 \
-     AND (lease_until IS NULL OR lease_until <= $1) ORDER BY due_at LIMIT 1), \
-     (SELECT min(lease_until) FROM deliveries WHERE status = 0 AND lease_until > $1))";
-// Single statements, run on a pooled connection as reads are: a change to
-// one endpoint's row needs no transaction of the writer's.
-const DISABLED_ENDPOINTS: &str = "SELECT url FROM disabled_endpoints ORDER BY url";
-const DISABLE_ENDPOINT: &str = "INSERT INTO disabled_endpoints (url, since) VALUES ($1, $2) \
-     ON CONFLICT (url) DO NOTHING";
-const ENABLE_ENDPOINT: &str = "DELETE FROM disabled_endpoints WHERE url = $1";
-const HOLDS: &str = "SELECT url, paused_until, open_until, open_ms FROM endpoint_holds \
-     WHERE paused_until > $1 OR open_until > $1 ORDER BY url";
-// In an UPDATE's SET every column reads the row as it was, so open_ms
-// compares with the stored open_until before it changes.
-const PUT_HOLD: &str = "INSERT INTO endpoint_holds (url, paused_until, open_until, open_ms) \
-     VALUES ($1, $2, $3, $4) ON CONFLICT (url) DO UPDATE SET \
-     paused_until = GREATEST(endpoint_holds.paused_until, excluded.paused_until), \
-     open_ms = CASE WHEN excluded.open_until > endpoint_holds.open_until \
-         THEN excluded.open_ms ELSE endpoint_holds.open_ms END, \
-     open_until = GREATEST(endpoint_holds.open_until, excluded.open_until)";
-const STORED_SOURCES: &str = "SELECT name, sealed FROM sources ORDER BY name";
-// One statement, so every relay reads the set before or after the change,
-// never half of it.
-const WRITE_SOURCES: &str = "WITH gone AS (DELETE FROM sources WHERE name = ANY($3::text[])) \
-     INSERT INTO sources (name, sealed) SELECT * FROM unnest($1::text[], $2::text[]) \
-     ON CONFLICT (name) DO UPDATE SET sealed = excluded.sealed";
-// One statement: this relay's row, the old ones gone, and the others
-// counted (a data-modifying CTE's changes are not visible to the SELECT,
-// so this relay is counted by the caller, not here).
-const HEARTBEAT: &str = "WITH seen AS (\
-     INSERT INTO senders (relay, seen_at) VALUES ($1, $2) \
-     ON CONFLICT (relay) DO UPDATE SET seen_at = excluded.seen_at), \
-     gone AS (DELETE FROM senders WHERE seen_at < $3) \
-     SELECT count(*) FROM senders WHERE relay <> $1 AND seen_at >= $3";
-const PARK: &str = "UPDATE deliveries SET status = 3, finished_at = $1, outcome = $2, \
-     lease_until = NULL, claim = NULL WHERE status = 0 \
-     AND (lease_until IS NULL OR lease_until <= $1) AND source <> ALL($3::text[])";
-// A finished row's age counts from `finished_at`; rows stored finished by an
-// older relay (undeliverable at ingest) may have none, and count from when
-// they were received.
-const PURGE_DELIVERED: &str = "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries \
-     WHERE status = 1 AND (finished_at < $1 OR (finished_at IS NULL AND received_at < $1)) LIMIT $2)";
-const PURGE_DEAD: &str = "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries \
-     WHERE status = 2 AND (finished_at < $1 OR (finished_at IS NULL AND received_at < $1)) LIMIT $2)";
-const PURGE_UNDELIVERABLE: &str = "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries \
-     WHERE status = 3 AND (finished_at < $1 OR (finished_at IS NULL AND received_at < $1)) LIMIT $2)";
-const PURGE_REJECTED: &str = "DELETE FROM rejected WHERE id IN (SELECT id FROM rejected \
-     WHERE received_at < $1 LIMIT $2)";
-const STATS_STATUS: &str = "SELECT status, count(*) FROM deliveries GROUP BY status";
-const STATS_PENDING: &str = "SELECT min(received_at), min(due_at), \
-     count(*) FILTER (WHERE lease_until > $1) FROM deliveries WHERE status = 0";
-const STATS_REJECTED: &str = "SELECT count(*) FROM rejected";
-const DEAD_LETTERS: &str = "SELECT source, message_id, kind, received_at, finished_at, attempts, \
-     outcome FROM deliveries WHERE status = 2 ORDER BY received_at, id LIMIT $1";
-const REJECTED: &str =
-    "SELECT source, received_at, code, reason, text FROM rejected ORDER BY id DESC LIMIT $1";
-const AUDIENCE_STATE: &str = "SELECT state FROM audiences WHERE source = $1 AND audience = $2";
-const AUDIENCE_CREATE: &str = "INSERT INTO audiences (source, audience, state, updated_at) \
-     VALUES ($1, $2, $3, $4) ON CONFLICT (source, audience) DO NOTHING";
-const AUDIENCE_SWAP: &str = "UPDATE audiences SET state = $1, updated_at = $2 \
-     WHERE source = $3 AND audience = $4 AND state = $5";
+
+/// Connects to the database `url` names and runs its migrations, under an
+/// advisory lock (relays starting together take turns; the first
+/// migrates, the others find the schema current).
+pub async fn open(url: &str, options: StoreOptions) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(Arc::new(SqlStore::new(Postgres::open(url, options).await?)))
+}
 
 /// Several relays, one outbox (see the module docs).
-pub struct PostgresStore {
+pub(crate) struct Postgres {
     inner: Arc<Inner>,
     queue: Mutex<Option<mpsc::UnboundedSender<Op>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -219,10 +152,10 @@ struct Inner {
 }
 
 /// The database URL and password stay out of it.
-impl fmt::Debug for PostgresStore {
+impl fmt::Debug for Postgres {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let status = self.inner.pool.status();
-        f.debug_struct("PostgresStore")
+        f.debug_struct("Postgres")
             .field("connections", &status.size)
             .field("timeout", &self.inner.timeout)
             .field("migrated", &self.inner.migrated)
@@ -231,11 +164,9 @@ impl fmt::Debug for PostgresStore {
     }
 }
 
-impl PostgresStore {
-    /// Connects, and runs the migrations under an advisory lock (relays
-    /// starting together take turns; the first migrates, the others find
-    /// the schema current).
-    pub async fn open(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
+impl Postgres {
+    /// Connects, and runs the migrations under an advisory lock.
+    async fn open(url: &str, options: StoreOptions) -> Result<Self, StoreError> {
         let mut secrets = vec![url.to_owned()];
         let mut pg: tokio_postgres::Config =
             verified_modes_as_require(url).parse().map_err(|_| {
@@ -354,61 +285,37 @@ struct Op {
 /// What a write does. Held by reference while its transaction runs, so a
 /// transaction aborted by a conflict can run again whole.
 enum Work {
+    /// Calls and refused calls (merged with the group's other inserts).
     Insert {
         rows: Vec<Row>,
         rejected: Vec<RejectedRow>,
         trace_parent: Option<String>,
     },
-    Claim {
-        now: i64,
-        source: String,
-        limit: i64,
-        lease_until: i64,
-        token: i64,
-    },
-    Finish {
-        items: Vec<Finish>,
-        now: i64,
-    },
-    Renew {
-        tokens: Vec<i64>,
-        until: i64,
-    },
-    Park {
-        now: i64,
-        routed: Vec<String>,
-    },
-    Purge {
-        sql: &'static str,
-        before: i64,
-    },
-    Replay {
-        now: i64,
-        filter: ReplayFilter,
-    },
-    AudienceSync {
-        source: String,
-        audience: String,
-        read: Option<String>,
-        state: String,
-        rows: Vec<Row>,
-        now: i64,
-    },
+    /// Statements, in order.
+    Statements(Vec<Stmt>),
+    /// A statement, then, if it changed a row, calls (an audience sync
+    /// over the state it read).
+    SwapInsert { swap: Stmt, rows: Vec<Row> },
+    /// How claimed rows ended.
+    Finish { items: Vec<Finish>, now: i64 },
 }
 
 /// A write's result.
 enum Done {
+    /// New calls, or rows refused (a finish).
     Count(u64),
-    Claimed(Vec<Claimed>),
-    /// A compare-and-swap found another value: nothing was written.
+    /// Each statement's result.
+    Written(Vec<Written>),
+    /// A [`Work::SwapInsert`] whose statement changed nothing: nothing was
+    /// written.
     Conflict,
 }
 
 impl Done {
-    fn count(self) -> u64 {
+    fn count(&self) -> u64 {
         match self {
-            Self::Count(n) => n,
-            Self::Claimed(c) => c.len() as u64,
+            Self::Count(n) => *n,
+            Self::Written(w) => w.iter().map(|w| w.count).sum(),
             Self::Conflict => 0,
         }
     }
@@ -858,8 +765,6 @@ fn settled<T>(
 }
 
 type PgResult<T> = Result<T, tokio_postgres::Error>;
-/// A read's statements and their parameters.
-type Reads<'a> = [(&'a str, &'a [&'a (dyn ToSql + Sync)])];
 
 fn int4(n: i64) -> i32 {
     i32::try_from(n).unwrap_or(if n < 0 { i32::MIN } else { i32::MAX })
@@ -970,18 +875,14 @@ impl Work {
     /// its own (inserts are counted with their group's calls).
     fn is_one_statement(&self) -> bool {
         match self {
-            Self::Claim { .. }
-            | Self::Renew { .. }
-            | Self::Park { .. }
-            | Self::Purge { .. }
-            | Self::Replay { .. } => true,
+            Self::Statements(stmts) => stmts.len() == 1,
             Self::Finish { items, .. } => {
                 let kind = |f: &Finish| std::mem::discriminant(f);
                 items
                     .first()
                     .is_some_and(|first| items.iter().all(|f| kind(f) == kind(first)))
             }
-            Self::Insert { .. } | Self::AudienceSync { .. } => false,
+            Self::Insert { .. } | Self::SwapInsert { .. } => false,
         }
     }
 }
@@ -1159,87 +1060,16 @@ impl Inner {
                     .await?;
                 Ok(Done::Count(new[0]))
             }
-            Work::Claim {
-                now,
-                source,
-                limit,
-                lease_until,
-                token,
-            } => {
-                let statement = tx.prepare_cached(CLAIM).await?;
-                self.count(1);
-                let rows = tx
-                    .query(&statement, &[lease_until, token, source, now, limit])
-                    .await?;
-                let mut claimed = Vec::with_capacity(rows.len());
-                for row in rows {
-                    let due_at: i64 = row.try_get(6)?;
-                    let attempts: i32 = row.try_get(5)?;
-                    claimed.push((
-                        due_at,
-                        Claimed {
-                            id: row.try_get(0)?,
-                            claim: *token,
-                            source: row.try_get(1)?,
-                            message_id: row.try_get(2)?,
-                            message: row.try_get(3)?,
-                            state: row.try_get(4)?,
-                            attempts: i64::from(attempts),
-                            trace_parent: row.try_get(7)?,
-                        },
-                    ));
+            Work::Statements(stmts) => {
+                let mut out = Vec::with_capacity(stmts.len());
+                for stmt in stmts {
+                    out.push(self.statement(tx, stmt).await?);
                 }
-                // RETURNING keeps no order: oldest due first, as claimed.
-                claimed.sort_by_key(|(due_at, c)| (*due_at, c.id));
-                Ok(Done::Claimed(claimed.into_iter().map(|(_, c)| c).collect()))
+                Ok(Done::Written(out))
             }
-            Work::Finish { items, now } => Ok(Done::Count(self.finish(tx, items, *now).await?)),
-            Work::Renew { tokens, until } => Ok(Done::Count(
-                self.execute(tx, RENEW, &[until, tokens]).await?,
-            )),
-            Work::Park { now, routed } => Ok(Done::Count(
-                self.execute(tx, PARK, &[now, &NO_DESTINATION, routed])
-                    .await?,
-            )),
-            Work::Purge { sql, before } => Ok(Done::Count(
-                self.execute(tx, sql, &[before, &PURGE_CHUNK]).await?,
-            )),
-            Work::Replay { now, filter } => {
-                let mut n = 0;
-                for status in filter.statuses() {
-                    let (cond, values) = replay_where(filter, status, 1);
-                    let sql = format!(
-                        "UPDATE deliveries SET status = 0, due_at = $1, attempts = 0, \
-                         state = NULL, outcome = NULL, finished_at = NULL, lease_until = NULL, \
-                         claim = NULL{cond}"
-                    );
-                    let mut params: Vec<&(dyn ToSql + Sync)> = vec![now];
-                    params.extend(values.iter().map(Bound::as_param));
-                    n += self.execute(tx, &sql, &params).await?;
-                }
-                Ok(Done::Count(n))
-            }
-            Work::AudienceSync {
-                source,
-                audience,
-                read,
-                state,
-                rows,
-                now,
-            } => {
-                // Over the state read, or nothing: the calls go in only
-                // with the state that decided them.
-                let swapped = match read {
-                    None => {
-                        self.execute(tx, AUDIENCE_CREATE, &[source, audience, state, now])
-                            .await?
-                    }
-                    Some(read) => {
-                        self.execute(tx, AUDIENCE_SWAP, &[state, now, source, audience, read])
-                            .await?
-                    }
-                };
-                if swapped == 0 {
+            Work::SwapInsert { swap, rows } => {
+                // The calls go in only with the state that decided them.
+                if self.statement(tx, swap).await?.count == 0 {
                     return Ok(Done::Conflict);
                 }
                 let calls = Calls::new([(0, rows.as_slice(), &[][..], None)]);
@@ -1248,7 +1078,36 @@ impl Inner {
                     .await?;
                 Ok(Done::Count(new[0]))
             }
+            Work::Finish { items, now } => Ok(Done::Count(self.finish(tx, items, *now).await?)),
         }
+    }
+
+    /// Runs `stmt`: its rows when it returns any (a `SELECT`, a
+    /// `RETURNING`), else the rows it changed.
+    async fn statement<C: GenericClient>(&self, c: &C, stmt: &Stmt) -> PgResult<Written> {
+        let prepared = c.prepare_cached(&Dialect::Postgres.text(&stmt.sql)).await?;
+        self.count(1);
+        let params: Vec<&(dyn ToSql + Sync)> = stmt.values.iter().map(|v| {
+            let p: &(dyn ToSql + Sync) = v;
+            p
+        }).collect();
+        if prepared.columns().is_empty() {
+            let count = c.execute(&prepared, &params).await?;
+            return Ok(Written {
+                count,
+                rows: Vec::new(),
+            });
+        }
+        let rows = c
+            .query(&prepared, &params)
+            .await?
+            .iter()
+            .map(cells)
+            .collect::<PgResult<Vec<_>>>()?;
+        Ok(Written {
+            count: rows.len() as u64,
+            rows,
+        })
     }
 
     /// One `UPDATE … FROM unnest(…)` per kind of end; returns how many were
@@ -1383,173 +1242,95 @@ impl Inner {
 
     /// Reads on one pooled connection, outside the writers' queue, within
     /// the store's timeout. Their success makes the store healthy again.
-    async fn read(&self, reads: &Reads<'_>) -> Result<Vec<Vec<tokio_postgres::Row>>, StoreError> {
-        let rows = self.read_aside(reads).await?;
+    async fn read(&self, stmts: &[Stmt]) -> Result<Vec<Written>, StoreError> {
+        let rows = self.read_aside(stmts).await?;
         self.healthy.store(true, Ordering::Release);
         Ok(rows)
     }
 
     /// As [`Inner::read`], for the small tables beside the queue (relays'
-    /// heartbeats, disabled endpoints): their success says nothing of the
-    /// queue's tables, so it leaves the store's health as it is (a queue
-    /// another session has locked stays unhealthy), and a failure still
-    /// makes it unhealthy.
-    async fn read_aside(
-        &self,
-        reads: &Reads<'_>,
-    ) -> Result<Vec<Vec<tokio_postgres::Row>>, StoreError> {
+    /// heartbeats, disabled endpoints, holds), whose single statements may
+    /// write too: their success says nothing of the queue's tables, so it
+    /// leaves the store's health as it is (a queue another session has
+    /// locked stays unhealthy), and a failure still makes it unhealthy.
+    async fn read_aside(&self, stmts: &[Stmt]) -> Result<Vec<Written>, StoreError> {
         let deadline = tokio::time::Instant::now() + self.timeout;
         let result = match self.conn(deadline).await {
             Ok(conn) => {
-                let result = tokio::time::timeout_at(deadline, self.run_reads(&conn, reads)).await;
+                let run = async {
+                    let mut out = Vec::with_capacity(stmts.len());
+                    for stmt in stmts {
+                        out.push(self.statement(&conn, stmt).await?);
+                    }
+                    Ok(out)
+                };
+                let result = tokio::time::timeout_at(deadline, run).await;
                 settled(conn, result)
             }
             Err(failure) => Err(failure),
         };
         result.map_err(|failure| self.fail(&failure))
     }
+}
 
-    async fn run_reads(
+/// A row of Postgres's, as [`Cells`]: every integer type an integer.
+fn cells(row: &tokio_postgres::Row) -> PgResult<Cells> {
+    let mut out = Vec::with_capacity(row.len());
+    for (i, column) in row.columns().iter().enumerate() {
+        let value = match *column.type_() {
+            Type::INT2 => row.try_get::<_, Option<i16>>(i)?.map(i64::from).into(),
+            Type::INT4 => row.try_get::<_, Option<i32>>(i)?.map(i64::from).into(),
+            Type::INT8 => row.try_get::<_, Option<i64>>(i)?.into(),
+            _ => row.try_get::<_, Option<String>>(i)?.into(),
+        };
+        out.push(value);
+    }
+    Ok(Cells(out))
+}
+
+/// A value bound as the parameter's type asks: the schema's `smallint`
+/// and `integer` columns take an integer as readily as `bigint` ones, and a
+/// list is an array.
+impl ToSql for Value {
+    fn to_sql(
         &self,
-        conn: &Object,
-        reads: &Reads<'_>,
-    ) -> PgResult<Vec<Vec<tokio_postgres::Row>>> {
-        let mut results = Vec::with_capacity(reads.len());
-        for (sql, params) in reads {
-            let statement = conn.prepare_cached(sql).await?;
-            self.count(1);
-            results.push(conn.query(&statement, params).await?);
-        }
-        Ok(results)
-    }
-}
-
-/// A read's rows, or the error of a column that did not convert.
-fn column<'a, T: tokio_postgres::types::FromSql<'a>>(
-    inner: &Inner,
-    row: &'a tokio_postgres::Row,
-    i: usize,
-) -> Result<T, StoreError> {
-    row.try_get(i)
-        .map_err(|e| StoreError::Unavailable(inner.redact(describe(&e))))
-}
-
-/// Postgres's numbered placeholders, from `next`.
-struct Pg {
-    next: usize,
-}
-
-impl Dialect for Pg {
-    fn mark(&mut self) -> String {
-        self.next += 1;
-        format!("${}", self.next)
-    }
-
-    fn in_list(&mut self, column: &str) -> String {
-        self.next += 1;
-        format!("{column} = ANY(${}::text[])", self.next)
-    }
-}
-
-/// A search's value, owned, as the driver binds it.
-enum Bound {
-    Int(i64),
-    Small(i16),
-    Text(String),
-    List(Vec<String>),
-}
-
-impl Bound {
-    fn of(values: Vec<SqlValue>) -> Vec<Self> {
-        values
-            .into_iter()
-            .map(|v| match v {
-                SqlValue::Int(n) => Self::Int(n),
-                SqlValue::Text(t) => Self::Text(t),
-                SqlValue::List(l) => Self::List(l),
-            })
-            .collect()
-    }
-
-    fn as_param(&self) -> &(dyn ToSql + Sync) {
+        ty: &Type,
+        out: &mut bytes::BytesMut,
+    ) -> Result<IsNull, Box<dyn std::error::Error + Sync + Send>> {
         match self {
-            Self::Int(n) => n,
-            Self::Small(n) => n,
-            Self::Text(t) => t,
-            Self::List(l) => l,
+            Self::Null => Ok(IsNull::Yes),
+            Self::Int(n) => match *ty {
+                Type::INT2 => i16::try_from(*n)?.to_sql(ty, out),
+                Type::INT4 => i32::try_from(*n)?.to_sql(ty, out),
+                _ => n.to_sql(ty, out),
+            },
+            Self::Text(t) => t.to_sql(ty, out),
+            Self::Texts(l) => l.to_sql(ty, out),
+            Self::Ints(l) => match *ty {
+                Type::INT4_ARRAY => l
+                    .iter()
+                    .map(|n| i32::try_from(*n))
+                    .collect::<Result<Vec<_>, _>>()?
+                    .to_sql(ty, out),
+                _ => l.to_sql(ty, out),
+            },
         }
     }
-}
 
-/// The conditions of `filter` for one replayed `status`, their
-/// placeholders numbered after the first `taken`.
-fn replay_where(filter: &ReplayFilter, status: Status, taken: usize) -> (String, Vec<Bound>) {
-    let mut calls = filter.calls.clone();
-    calls.status = None;
-    let mut pg = Pg { next: taken + 1 };
-    let (conds, values) = calls.sql(&mut pg);
-    let mut sql = format!(" WHERE status = ${}", taken + 1);
-    for c in conds {
-        sql.push_str(" AND ");
-        sql.push_str(&c);
+    fn accepts(_: &Type) -> bool {
+        // Checked in `to_sql`, against the type the server gave.
+        true
     }
-    let mut all = vec![Bound::Small(status.as_i16())];
-    all.extend(Bound::of(values));
-    (sql, all)
-}
 
-/// As the SQLite store's: `filter`'s conditions after `after`, newest first,
-/// one row more than `limit`.
-fn page_sql(filter: &LogFilter, after: Option<Cursor>, limit: usize) -> (String, Vec<Bound>) {
-    let mut pg = Pg { next: 0 };
-    let (mut conds, values) = filter.sql(&mut pg);
-    let mut values = Bound::of(values);
-    if let Some(c) = after {
-        let (a, b) = (pg.mark(), pg.mark());
-        conds.push(format!("(received_at, id) < ({a}, {b})"));
-        values.push(Bound::Int(c.received_at));
-        values.push(Bound::Int(c.id));
-    }
-    let mut sql = String::new();
-    if !conds.is_empty() {
-        sql.push_str(" WHERE ");
-        sql.push_str(&conds.join(" AND "));
-    }
-    sql.push_str(&format!(
-        " ORDER BY received_at DESC, id DESC LIMIT {}",
-        pg.mark()
-    ));
-    values.push(Bound::Int(limit_of(limit.saturating_add(1))));
-    (sql, values)
-}
-
-const ENTRY_COLUMNS: &str = "source, message_id, kind, event, user_id, anonymous_id, \
-                             received_at, status, attempts, finished_at, id";
-
-fn entry_of(inner: &Inner, row: &tokio_postgres::Row) -> Result<LogEntry, StoreError> {
-    let status: i16 = column(inner, row, 7)?;
-    let attempts: i32 = column(inner, row, 8)?;
-    Ok(LogEntry {
-        source: column(inner, row, 0)?,
-        message_id: column(inner, row, 1)?,
-        kind: column(inner, row, 2)?,
-        event: column(inner, row, 3)?,
-        user_id: column(inner, row, 4)?,
-        anonymous_id: column(inner, row, 5)?,
-        received_at: column(inner, row, 6)?,
-        status: Status::from_i64(i64::from(status)).map_or("unknown", Status::name),
-        attempts: i64::from(attempts),
-        finished_at: column(inner, row, 9)?,
-        id: column(inner, row, 10)?,
-    })
-}
-
-fn limit_of(limit: usize) -> i64 {
-    i64::try_from(limit).unwrap_or(i64::MAX)
+    tokio_postgres::types::to_sql_checked!();
 }
 
 #[async_trait]
-impl Store for PostgresStore {
+impl Engine for Postgres {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
     fn migrated(&self) -> (i64, i64) {
         self.inner.migrated
     }
@@ -1562,407 +1343,6 @@ impl Store for PostgresStore {
         self.inner.healthy.load(Ordering::Acquire)
     }
 
-    async fn insert(
-        &self,
-        rows: Vec<Row>,
-        rejected: Vec<RejectedRow>,
-    ) -> Result<usize, StoreError> {
-        self.insert_traced(rows, rejected, None).await
-    }
-
-    async fn insert_traced(
-        &self,
-        rows: Vec<Row>,
-        rejected: Vec<RejectedRow>,
-        trace_parent: Option<String>,
-    ) -> Result<usize, StoreError> {
-        if rows.is_empty() && rejected.is_empty() {
-            return Ok(0);
-        }
-        let calls = rows.len() + rejected.len();
-        let work = Work::Insert {
-            rows,
-            rejected,
-            trace_parent,
-        };
-        let new = self.write(work, calls).await?.count();
-        Ok(usize::try_from(new).unwrap_or(usize::MAX))
-    }
-
-    async fn claim(
-        &self,
-        now: i64,
-        source: &str,
-        limit: usize,
-        lease_ms: i64,
-    ) -> Result<Vec<Claimed>, StoreError> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let work = Work::Claim {
-            now,
-            source: source.to_owned(),
-            limit: limit_of(limit),
-            lease_until: now.saturating_add(lease_ms),
-            token: claim_token()?,
-        };
-        match self.write(work, 0).await? {
-            Done::Claimed(claimed) => Ok(claimed),
-            Done::Count(_) | Done::Conflict => Ok(Vec::new()),
-        }
-    }
-
-    async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError> {
-        if items.is_empty() {
-            return Ok(0);
-        }
-        let refused = self.write(Work::Finish { items, now }, 0).await?.count();
-        Ok(usize::try_from(refused).unwrap_or(usize::MAX))
-    }
-
-    async fn renew(&self, tokens: Vec<i64>, until: i64) -> Result<(), StoreError> {
-        if tokens.is_empty() {
-            return Ok(());
-        }
-        self.write(Work::Renew { tokens, until }, 0).await?;
-        Ok(())
-    }
-
-    async fn next_due(&self, now: i64) -> Result<Option<i64>, StoreError> {
-        let rows = self.inner.read(&[(NEXT_DUE, &[&now])]).await?;
-        match rows.first().and_then(|r| r.first()) {
-            Some(row) => column(&self.inner, row, 0),
-            None => Ok(None),
-        }
-    }
-
-    async fn park_unrouted(&self, now: i64, routed: Vec<String>) -> Result<u64, StoreError> {
-        Ok(self.write(Work::Park { now, routed }, 0).await?.count())
-    }
-
-    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
-        let mut purged = Purged::default();
-        let kinds: [(&'static str, i64, &mut u64); 4] = [
-            (
-                PURGE_DELIVERED,
-                retention.delivered_ms,
-                &mut purged.delivered,
-            ),
-            (
-                PURGE_UNDELIVERABLE,
-                retention.undeliverable_ms,
-                &mut purged.undeliverable,
-            ),
-            (PURGE_DEAD, retention.dead_ms, &mut purged.dead),
-            (PURGE_REJECTED, retention.rejected_ms, &mut purged.rejected),
-        ];
-        for (sql, keep_ms, total) in kinds {
-            let before = now.saturating_sub(keep_ms);
-            loop {
-                let n = self.write(Work::Purge { sql, before }, 0).await?.count();
-                *total += n;
-                if n < PURGE_CHUNK as u64 {
-                    break;
-                }
-            }
-        }
-        Ok(purged)
-    }
-
-    async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError> {
-        Ok(self.write(Work::Replay { now, filter }, 0).await?.count())
-    }
-
-    async fn replayable(&self, filter: ReplayFilter) -> Result<u64, StoreError> {
-        let mut n: i64 = 0;
-        for status in filter.statuses() {
-            let (cond, values) = replay_where(&filter, status, 0);
-            let sql = format!("SELECT count(*) FROM deliveries{cond}");
-            let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(Bound::as_param).collect();
-            let rows = self.inner.read(&[(&sql, &params)]).await?;
-            if let Some(row) = rows.iter().flatten().next() {
-                n += column::<i64>(&self.inner, row, 0)?;
-            }
-        }
-        Ok(u64::try_from(n).unwrap_or(0))
-    }
-
-    async fn search(
-        &self,
-        filter: LogFilter,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page<LogEntry>, StoreError> {
-        let (tail, values) = page_sql(&filter, after, limit);
-        let sql = format!("SELECT {ENTRY_COLUMNS} FROM deliveries{tail}");
-        let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(Bound::as_param).collect();
-        let rows = self.inner.read(&[(&sql, &params)]).await?;
-        let entries = rows
-            .iter()
-            .flatten()
-            .map(|row| entry_of(&self.inner, row))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Page::of(entries, limit, LogEntry::cursor))
-    }
-
-    async fn search_rejected(
-        &self,
-        filter: LogFilter,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page<RejectedEntry>, StoreError> {
-        let only = filter.source_and_times();
-        let (tail, values) = page_sql(&only, after, limit);
-        let sql = format!("SELECT source, received_at, code, reason, id FROM rejected{tail}");
-        let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(Bound::as_param).collect();
-        let rows = self.inner.read(&[(&sql, &params)]).await?;
-        let inner = &self.inner;
-        let entries = rows
-            .iter()
-            .flatten()
-            .map(|row| {
-                Ok(RejectedEntry {
-                    source: column(inner, row, 0)?,
-                    received_at: column(inner, row, 1)?,
-                    status: "rejected",
-                    code: column(inner, row, 2)?,
-                    reason: column(inner, row, 3)?,
-                    id: column(inner, row, 4)?,
-                })
-            })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        Ok(Page::of(entries, limit, RejectedEntry::cursor))
-    }
-
-    async fn logged_call(
-        &self,
-        source: String,
-        message_id: String,
-    ) -> Result<Option<LoggedCall>, StoreError> {
-        let sql = format!(
-            "SELECT {ENTRY_COLUMNS}, message, state, outcome FROM deliveries \
-             WHERE source = $1 AND message_id = $2"
-        );
-        let rows = self.inner.read(&[(&sql, &[&source, &message_id])]).await?;
-        let inner = &self.inner;
-        rows.iter()
-            .flatten()
-            .next()
-            .map(|row| {
-                Ok(LoggedCall {
-                    entry: entry_of(inner, row)?,
-                    message: column(inner, row, 11)?,
-                    state: column(inner, row, 12)?,
-                    outcome: column(inner, row, 13)?,
-                })
-            })
-            .transpose()
-    }
-
-    async fn stats(&self, now: i64) -> Result<Stats, StoreError> {
-        let rows = self
-            .inner
-            .read(&[
-                (STATS_STATUS, &[]),
-                (STATS_PENDING, &[&now]),
-                (STATS_REJECTED, &[]),
-            ])
-            .await?;
-        let mut stats = Stats::default();
-        let inner = &self.inner;
-        if let [by_status, pending, rejected] = rows.as_slice() {
-            for row in by_status {
-                let status: i16 = column(inner, row, 0)?;
-                let n: i64 = column(inner, row, 1)?;
-                match Status::from_i64(i64::from(status)) {
-                    Some(Status::Pending) => stats.pending = n,
-                    Some(Status::Delivered) => stats.delivered = n,
-                    Some(Status::Dead) => stats.dead = n,
-                    Some(Status::Undeliverable) => stats.undeliverable = n,
-                    None => {}
-                }
-            }
-            if let Some(row) = pending.first() {
-                stats.oldest_pending_received_at = column(inner, row, 0)?;
-                stats.next_due_at = column(inner, row, 1)?;
-                stats.in_flight = column(inner, row, 2)?;
-            }
-            if let Some(row) = rejected.first() {
-                stats.rejected = column(inner, row, 0)?;
-            }
-        }
-        Ok(stats)
-    }
-
-    async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
-        let limit = limit_of(limit);
-        let rows = self.inner.read(&[(DEAD_LETTERS, &[&limit])]).await?;
-        let inner = &self.inner;
-        rows.iter()
-            .flatten()
-            .map(|row| {
-                let attempts: i32 = column(inner, row, 5)?;
-                Ok(DeadLetter {
-                    source: column(inner, row, 0)?,
-                    message_id: column(inner, row, 1)?,
-                    kind: column(inner, row, 2)?,
-                    received_at: column(inner, row, 3)?,
-                    finished_at: column(inner, row, 4)?,
-                    attempts: i64::from(attempts),
-                    outcome: column(inner, row, 6)?,
-                })
-            })
-            .collect()
-    }
-
-    async fn rejected(&self, limit: usize) -> Result<Vec<RejectedRecord>, StoreError> {
-        let limit = limit_of(limit);
-        let rows = self.inner.read(&[(REJECTED, &[&limit])]).await?;
-        let inner = &self.inner;
-        rows.iter()
-            .flatten()
-            .map(|row| {
-                Ok(RejectedRecord {
-                    source: column(inner, row, 0)?,
-                    received_at: column(inner, row, 1)?,
-                    code: column(inner, row, 2)?,
-                    reason: column(inner, row, 3)?,
-                    text: column(inner, row, 4)?,
-                })
-            })
-            .collect()
-    }
-
-    async fn audience_state(
-        &self,
-        source: &str,
-        audience: &str,
-    ) -> Result<Option<String>, StoreError> {
-        let rows = self
-            .inner
-            .read(&[(AUDIENCE_STATE, &[&source, &audience])])
-            .await?;
-        match rows.first().and_then(|r| r.first()) {
-            Some(row) => column(&self.inner, row, 0).map(Some),
-            None => Ok(None),
-        }
-    }
-
-    fn shared(&self) -> bool {
-        true
-    }
-
-    async fn disabled_endpoints(&self) -> Result<Vec<String>, StoreError> {
-        let rows = self.inner.read_aside(&[(DISABLED_ENDPOINTS, &[])]).await?;
-        rows.first().map_or_else(
-            || Ok(Vec::new()),
-            |rows| {
-                rows.iter()
-                    .map(|row| column(&self.inner, row, 0))
-                    .collect::<Result<Vec<String>, _>>()
-            },
-        )
-    }
-
-    async fn set_endpoint_disabled(
-        &self,
-        url: &str,
-        disabled: bool,
-        now: i64,
-    ) -> Result<(), StoreError> {
-        if disabled {
-            self.inner
-                .read_aside(&[(DISABLE_ENDPOINT, &[&url, &now])])
-                .await?;
-        } else {
-            self.inner.read_aside(&[(ENABLE_ENDPOINT, &[&url])]).await?;
-        }
-        Ok(())
-    }
-
-    async fn holds(&self, now: i64) -> Result<Vec<(String, Hold)>, StoreError> {
-        let rows = self.inner.read_aside(&[(HOLDS, &[&now])]).await?;
-        rows.first().map_or_else(
-            || Ok(Vec::new()),
-            |rows| {
-                rows.iter()
-                    .map(|row| {
-                        let c = |i| column::<i64>(&self.inner, row, i);
-                        Ok((column(&self.inner, row, 0)?, hold_of(c(1)?, c(2)?, c(3)?)))
-                    })
-                    .collect()
-            },
-        )
-    }
-
-    async fn put_hold(&self, url: &str, hold: Hold) -> Result<(), StoreError> {
-        let (paused, open, open_ms) = hold_columns(&hold);
-        self.inner
-            .read_aside(&[(PUT_HOLD, &[&url, &paused, &open, &open_ms])])
-            .await?;
-        Ok(())
-    }
-
-    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let rows = self.inner.read_aside(&[(STORED_SOURCES, &[])]).await?;
-        rows.first().map_or_else(
-            || Ok(Vec::new()),
-            |rows| {
-                rows.iter()
-                    .map(|row| Ok((column(&self.inner, row, 0)?, column(&self.inner, row, 1)?)))
-                    .collect()
-            },
-        )
-    }
-
-    async fn write_sources(
-        &self,
-        put: Vec<(String, String)>,
-        remove: Vec<String>,
-    ) -> Result<(), StoreError> {
-        let (names, sealed): (Vec<String>, Vec<String>) = put.into_iter().unzip();
-        self.inner
-            .read_aside(&[(WRITE_SOURCES, &[&names, &sealed, &remove])])
-            .await?;
-        Ok(())
-    }
-
-    async fn heartbeat(&self, relay: &str, now: i64, expired: i64) -> Result<u32, StoreError> {
-        let rows = self
-            .inner
-            .read_aside(&[(HEARTBEAT, &[&relay, &now, &expired])])
-            .await?;
-        let others: i64 = match rows.first().and_then(|r| r.first()) {
-            Some(row) => column(&self.inner, row, 0)?,
-            None => 0,
-        };
-        Ok(u32::try_from(others).unwrap_or(u32::MAX).saturating_add(1))
-    }
-
-    async fn audience_sync(
-        &self,
-        source: &str,
-        audience: &str,
-        read: Option<String>,
-        state: String,
-        rows: Vec<Row>,
-        now: i64,
-    ) -> Result<usize, StoreError> {
-        let calls = rows.len();
-        let work = Work::AudienceSync {
-            source: source.to_owned(),
-            audience: audience.to_owned(),
-            read,
-            state,
-            rows,
-            now,
-        };
-        match self.write(work, calls).await? {
-            Done::Conflict => Err(StoreError::Conflict(AUDIENCE_CHANGED.into())),
-            done => Ok(usize::try_from(done.count()).unwrap_or(usize::MAX)),
-        }
-    }
-
     fn statements(&self) -> u64 {
         self.inner.statements.load(Ordering::Relaxed)
     }
@@ -1971,10 +1351,73 @@ impl Store for PostgresStore {
         self.inner.conflicts.load(Ordering::Relaxed)
     }
 
+    fn shared(&self) -> bool {
+        true
+    }
+
     fn set_commit_observer(&self, observer: CommitObserver) {
         if let Ok(mut slot) = self.inner.observer.write() {
             *slot = Some(observer);
         }
+    }
+
+    async fn read(&self, stmts: Vec<Stmt>) -> Result<Vec<Vec<Cells>>, StoreError> {
+        Ok(self
+            .inner
+            .read(&stmts)
+            .await?
+            .into_iter()
+            .map(|w| w.rows)
+            .collect())
+    }
+
+    async fn aside(&self, stmt: Stmt) -> Result<Written, StoreError> {
+        // Single statements on one endpoint's, one relay's or one hold's
+        // row need no transaction of the writers'.
+        self.inner
+            .read_aside(std::slice::from_ref(&stmt))
+            .await?
+            .pop()
+            .ok_or(StoreError::Closed)
+    }
+
+    async fn write(&self, stmts: Vec<Stmt>) -> Result<Vec<Written>, StoreError> {
+        match self.write(Work::Statements(stmts), 0).await? {
+            Done::Written(w) => Ok(w),
+            Done::Count(_) | Done::Conflict => Ok(Vec::new()),
+        }
+    }
+
+    async fn insert(
+        &self,
+        rows: Vec<Row>,
+        rejected: Vec<RejectedRow>,
+        trace_parent: Option<String>,
+    ) -> Result<usize, StoreError> {
+        let calls = rows.len() + rejected.len();
+        let work = Work::Insert {
+            rows,
+            rejected,
+            trace_parent,
+        };
+        Ok(usize::try_from(self.write(work, calls).await?.count()).unwrap_or(usize::MAX))
+    }
+
+    async fn swap_and_insert(
+        &self,
+        swap: Stmt,
+        rows: Vec<Row>,
+    ) -> Result<Option<usize>, StoreError> {
+        let calls = rows.len();
+        match self.write(Work::SwapInsert { swap, rows }, calls).await? {
+            Done::Conflict => Ok(None),
+            done => Ok(Some(usize::try_from(done.count()).unwrap_or(usize::MAX))),
+        }
+    }
+
+    async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError> {
+        let refused = self.write(Work::Finish { items, now }, 0).await?.count();
+        Ok(usize::try_from(refused).unwrap_or(usize::MAX))
     }
 
     async fn close(&self) {

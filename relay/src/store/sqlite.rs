@@ -18,10 +18,11 @@
 //! channel nobody listens to. An operation whose caller has already gone
 //! when the writer reaches it is dropped unrun.
 
-use super::log::{Dialect, SqlValue};
+use super::engine::{Engine, SqlStore, Written};
+use super::sql::{Cells, Dialect, Stmt, Value};
 use super::*;
-use rusqlite::types::Value;
-use rusqlite::{params, params_from_iter, Connection, ErrorCode, OptionalExtension};
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 use std::collections::hash_map::{Entry, HashMap};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::os::unix::fs::OpenOptionsExt;
@@ -54,14 +55,6 @@ const INSERT_CHUNK: usize = 500;
 /// Refused calls per multi-row INSERT: 5 parameters each.
 const REJECTED_CHUNK: usize = 500;
 
-/// Tokens per renewal statement.
-const IN_CHUNK: usize = 500;
-
-/// Rows deleted per purge statement. Each chunk is a transaction of its
-/// own, so ingest waits behind a purge for one chunk at most (about 10 ms
-/// on the machines in BENCHMARKS.md), never for the whole purge.
-const PURGE_CHUNK: i64 = 10_000;
-
 /// A group stops taking operations once it carries this many calls: the
 /// commit's latency stays well under the callers' time limit even when
 /// a large backlog waits.
@@ -80,10 +73,6 @@ const PROBE_INTERVAL: Duration = Duration::from_secs(1);
 /// Prepared statements kept per connection: the fixed statements plus a
 /// few sizes of the multi-row INSERT.
 const STATEMENT_CACHE: usize = 64;
-
-/// The outcome recorded on a call parked because its source has no
-/// destination (the core has no code for it: it never sees such a call).
-const NO_DESTINATION: &str = r#"{"kind":"undeliverable","reason":"no_destination"}"#;
 
 /// What both connections and the store share.
 struct Shared {
@@ -260,8 +249,18 @@ where
 
 type Queue = Sender<Box<dyn Job>>;
 
+/// Opens (creating it 0600) and migrates the SQLite file at `path`.
+///
+/// With [`StoreOptions::exclusive`] it also takes `<path>.lock` (a second
+/// relay on the same file is refused) and takes back every lease: the only
+/// relay on this file, so whatever was leased belonged to a relay that is
+/// gone, and its attempts are made again now.
+pub async fn open(path: PathBuf, options: StoreOptions) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(Arc::new(SqlStore::new(Sqlite::open(path, options).await?)))
+}
+
 /// One SQLite file, one writer thread (group commit).
-pub struct SqliteStore {
+pub(crate) struct Sqlite {
     shared: Arc<Shared>,
     queue: Mutex<Option<Queue>>,
     writer: Mutex<Option<JoinHandle<()>>>,
@@ -271,14 +270,19 @@ pub struct SqliteStore {
     migrated: (i64, i64),
 }
 
-impl SqliteStore {
-    /// Opens (creating it 0600) and migrates the file.
-    ///
-    /// With [`StoreOptions::exclusive`] it also takes `<path>.lock` (a
-    /// second relay on the same file is refused) and takes back every
-    /// lease: the only relay on this file, so whatever was leased belonged
-    /// to a relay that is gone, and its attempts are made again now.
-    pub async fn open(path: PathBuf, options: StoreOptions) -> Result<Self, StoreError> {
+/// No path, no row.
+impl fmt::Debug for Sqlite {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sqlite")
+            .field("migrated", &self.migrated)
+            .field("healthy", &self.shared.healthy.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Sqlite {
+    /// Opens and migrates the file (see [`open`]).
+    async fn open(path: PathBuf, options: StoreOptions) -> Result<Self, StoreError> {
         let shared = Arc::new(Shared {
             statements: AtomicU64::new(0),
             healthy: AtomicBool::new(true),
@@ -319,7 +323,7 @@ impl SqliteStore {
 
     /// Hands `f` to the writer and waits for its commit, at most the
     /// store's time limit.
-    async fn write<R, F>(&self, calls: usize, f: F) -> Result<R, StoreError>
+    async fn write_with<R, F>(&self, calls: usize, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnMut(&Db) -> rusqlite::Result<R> + Send + 'static,
@@ -365,7 +369,7 @@ impl SqliteStore {
     }
 
     /// Runs `f` on the reader connection, at most the store's time limit.
-    async fn read<R, F>(&self, f: F) -> Result<R, StoreError>
+    async fn read_with<R, F>(&self, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&Db) -> rusqlite::Result<R> + Send + 'static,
@@ -504,6 +508,10 @@ fn optimize(db: &Db) -> rusqlite::Result<()> {
     db.conn.execute_batch("PRAGMA optimize = 0x10002")
 }
 
+/// `meta.numbering` of a database whose migrations are numbered as
+/// `store::MIGRATIONS` numbers them (the same on both databases).
+const NUMBERING: &str = "shared";
+
 /// Runs the migrations after the stored version in one IMMEDIATE
 /// transaction; returns the version before and after.
 fn migrate(db: &Db) -> Result<(i64, i64), StoreError> {
@@ -524,13 +532,27 @@ fn migrate(db: &Db) -> Result<(i64, i64), StoreError> {
             )
             .optional()
             .map_err(|e| store_error(&e))?;
-        let before = match stored {
+        let recorded = match stored {
             None => 0,
             Some(v) => v.trim().parse::<i64>().map_err(|_| {
                 StoreError::Refused(format!(
                     "the database's schema_version is not a number: {v:?}"
                 ))
             })?,
+        };
+        let named: Option<String> = db
+            .query_one("SELECT value FROM meta WHERE key = 'numbering'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(|e| store_error(&e))?;
+        // Relays before the migrations were numbered alike on both
+        // databases had no SQLite migration 3 (`0003_senders`, which
+        // Postgres has): their 3 to 7 are 4 to 8 now.
+        let before = if named.is_none() && recorded >= 3 {
+            recorded + 1
+        } else {
+            recorded
         };
         if before > latest {
             return Err(StoreError::Refused(format!(
@@ -544,12 +566,14 @@ fn migrate(db: &Db) -> Result<(i64, i64), StoreError> {
                 db.conn.execute_batch(sql).map_err(|e| store_error(&e))?;
             }
         }
-        db.exec(
-            "INSERT INTO meta (key, value) VALUES ('schema_version', ?1) \
-             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            [latest.to_string()],
-        )
-        .map_err(|e| store_error(&e))?;
+        for (key, value) in [("schema_version", latest.to_string()), ("numbering", NUMBERING.into())] {
+            db.exec(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2) \
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [key.to_owned(), value],
+            )
+            .map_err(|e| store_error(&e))?;
+        }
         Ok(before)
     };
     match run() {
@@ -827,188 +851,147 @@ fn store_calls(db: &Db, parts: &[Part<'_>]) -> rusqlite::Result<Vec<usize>> {
     Ok(new)
 }
 
-/// `?,?,…` for `n` values.
-fn marks(n: usize) -> String {
-    let mut s = "?,".repeat(n);
-    s.pop();
-    s
-}
 
-fn sql_int(n: usize) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
-}
+// -- statements ------------------------------------------------------------
 
-/// SQLite's placeholders; a list is one JSON parameter, however long.
-struct Sqlite;
-
-impl Dialect for Sqlite {
-    fn mark(&mut self) -> String {
-        "?".into()
-    }
-
-    fn in_list(&mut self, column: &str) -> String {
-        format!("{column} IN (SELECT value FROM json_each(?))")
-    }
-
-    /// `+source`: the source is indexed only as the head of (source,
-    /// messageId) and of the pending calls' due order, and a handful of
-    /// sources each hold a large share of the calls, so that index is
-    /// never the way into a search; the unary `+` keeps SQLite's planner
-    /// from taking it over the time or field index (measured: 150 ms
-    /// against 1 ms for one source's hour in a million calls).
-    fn column(&self, column: &str) -> String {
-        if column == "source" {
-            "+source".into()
-        } else {
-            column.to_owned()
-        }
-    }
-}
-
-fn bind(values: Vec<SqlValue>) -> Vec<Value> {
-    values
-        .into_iter()
-        .map(|v| match v {
-            SqlValue::Int(n) => Value::Integer(n),
-            SqlValue::Text(t) => Value::Text(t),
-            // A list of strings always serializes.
-            SqlValue::List(l) => Value::Text(serde_json::to_string(&l).unwrap_or_default()),
+impl rusqlite::ToSql for Value {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match self {
+            Self::Null => ToSqlOutput::Borrowed(ValueRef::Null),
+            Self::Int(n) => ToSqlOutput::Borrowed(ValueRef::Integer(*n)),
+            Self::Text(t) => ToSqlOutput::Borrowed(ValueRef::Text(t.as_bytes())),
+            // A list is one JSON array, read by `json_each`
+            // (`Dialect::in_list`). Strings and integers always serialise.
+            Self::Texts(l) => ToSqlOutput::from(serde_json::to_string(l).unwrap_or_default()),
+            Self::Ints(l) => ToSqlOutput::from(serde_json::to_string(l).unwrap_or_default()),
         })
-        .collect()
+    }
 }
 
-/// The conditions of `filter` for one replayed `status`, after
-/// `status <> 0` (which lets SQLite read the index of finished rows, never
-/// the whole table).
-fn replay_where(filter: &ReplayFilter, status: Status) -> (String, Vec<Value>) {
-    let mut calls = filter.calls.clone();
-    calls.status = None;
-    let (conds, values) = calls.sql(&mut Sqlite);
-    let mut sql = String::from(" WHERE status <> 0 AND status = ?");
-    for c in conds {
-        sql.push_str(" AND ");
-        sql.push_str(&c);
+/// A row of SQLite's, as [`Cells`].
+fn cells(r: &rusqlite::Row<'_>, n: usize) -> rusqlite::Result<Cells> {
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        out.push(match r.get_ref(i)? {
+            ValueRef::Null => Value::Null,
+            ValueRef::Integer(n) => Value::Int(n),
+            ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+            ValueRef::Real(f) => Value::Text(f.to_string()),
+            ValueRef::Blob(b) => Value::Text(String::from_utf8_lossy(b).into_owned()),
+        });
     }
-    let mut all = vec![Value::Integer(status.as_i64())];
-    all.extend(bind(values));
-    (sql, all)
+    Ok(Cells(out))
 }
 
-/// One UPDATE per replayed status.
-fn replay_rows(db: &Db, now: i64, filter: &ReplayFilter) -> rusqlite::Result<u64> {
-    let mut n = 0;
-    for status in filter.statuses() {
-        let (cond, values) = replay_where(filter, status);
-        let sql = format!(
-            "UPDATE deliveries SET status = 0, due_at = ?, state = NULL, outcome = NULL, \
-             attempts = 0, finished_at = NULL, lease_until = NULL, claim = NULL{cond}"
-        );
-        let mut stmt = db.conn.prepare(&sql)?;
-        db.tick(1);
-        let mut all = vec![Value::Integer(now)];
-        all.extend(values);
-        n += stmt.execute(params_from_iter(&all))? as u64;
+/// Runs `stmt`: its rows when it returns any (a `SELECT`, a `RETURNING`),
+/// else the rows it changed.
+fn run(db: &Db, stmt: &Stmt) -> rusqlite::Result<Written> {
+    let mut prepared = db.conn.prepare_cached(&stmt.sql)?;
+    db.tick(1);
+    let columns = prepared.column_count();
+    if columns == 0 {
+        let count = prepared.execute(rusqlite::params_from_iter(&stmt.values))?;
+        return Ok(Written {
+            count: count as u64,
+            rows: Vec::new(),
+        });
     }
-    Ok(n)
-}
-
-fn replayable_rows(db: &Db, filter: &ReplayFilter) -> rusqlite::Result<u64> {
-    let mut n: i64 = 0;
-    for status in filter.statuses() {
-        let (cond, values) = replay_where(filter, status);
-        let sql = format!("SELECT count(*) FROM deliveries{cond}");
-        db.tick(1);
-        n += db
-            .conn
-            .prepare(&sql)?
-            .query_row(params_from_iter(&values), |r| r.get::<_, i64>(0))?;
-    }
-    Ok(u64::try_from(n).unwrap_or(0))
-}
-
-/// `filter`'s conditions after `after`, newest first: the text after
-/// `FROM <table>` and its values.
-fn page_sql(
-    conds: Vec<String>,
-    values: Vec<SqlValue>,
-    after: Option<Cursor>,
-    limit: usize,
-) -> (String, Vec<Value>) {
-    let mut conds = conds;
-    let mut values = bind(values);
-    if let Some(c) = after {
-        conds.push("(received_at, id) < (?, ?)".into());
-        values.push(Value::Integer(c.received_at));
-        values.push(Value::Integer(c.id));
-    }
-    let mut sql = String::new();
-    if !conds.is_empty() {
-        sql.push_str(" WHERE ");
-        sql.push_str(&conds.join(" AND "));
-    }
-    // One row more than asked: whether it comes says if there is a next
-    // page.
-    sql.push_str(" ORDER BY received_at DESC, id DESC LIMIT ?");
-    values.push(Value::Integer(sql_int(limit.saturating_add(1))));
-    (sql, values)
-}
-
-const ENTRY_COLUMNS: &str = "source, message_id, kind, event, user_id, anonymous_id, \
-                             received_at, status, attempts, finished_at, id";
-
-fn entry_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<LogEntry> {
-    let status: i64 = r.get(7)?;
-    Ok(LogEntry {
-        source: r.get(0)?,
-        message_id: r.get(1)?,
-        kind: r.get(2)?,
-        event: r.get(3)?,
-        user_id: r.get(4)?,
-        anonymous_id: r.get(5)?,
-        received_at: r.get(6)?,
-        status: Status::from_i64(status).map_or("unknown", Status::name),
-        attempts: r.get(8)?,
-        finished_at: r.get(9)?,
-        id: r.get(10)?,
+    let rows = prepared
+        .query_map(rusqlite::params_from_iter(&stmt.values), |r| cells(r, columns))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(Written {
+        count: rows.len() as u64,
+        rows,
     })
 }
 
-fn stats_of(db: &Db, now: i64) -> rusqlite::Result<Stats> {
-    let mut stats = Stats::default();
-    // Each count reads an index that holds only its rows, never the
-    // whole table with its messages.
-    let (pending, in_flight, oldest, next_due) = db.query_one(
-        "SELECT count(*), coalesce(sum(lease_until > ?), 0), min(received_at), min(due_at) \
-         FROM deliveries WHERE status = 0",
-        [now],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )?;
-    stats.pending = pending;
-    stats.in_flight = in_flight;
-    stats.oldest_pending_received_at = oldest;
-    stats.next_due_at = next_due;
-    {
-        let mut stmt = db.conn.prepare_cached(
-            "SELECT status, count(*) FROM deliveries WHERE status <> 0 GROUP BY status",
-        )?;
-        db.tick(1);
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            let n: i64 = r.get(1)?;
-            match Status::from_i64(r.get(0)?) {
-                Some(Status::Delivered) => stats.delivered = n,
-                Some(Status::Dead) => stats.dead = n,
-                Some(Status::Undeliverable) => stats.undeliverable = n,
-                Some(Status::Pending) | None => {}
+fn run_all(db: &Db, stmts: &[Stmt]) -> rusqlite::Result<Vec<Written>> {
+    stmts.iter().map(|s| run(db, s)).collect()
+}
+
+/// The claimed rows that ended one way, as one JSON array of arrays for
+/// `json_each`: one statement per kind of end, however many rows.
+fn finish_rows(db: &Db, items: &[Finish], now: i64) -> rusqlite::Result<usize> {
+    let mut delivered = Vec::new();
+    let mut retry = Vec::new();
+    let mut dead = Vec::new();
+    let mut undeliverable = Vec::new();
+    let mut release = Vec::new();
+    for f in items {
+        match f {
+            Finish::Delivered {
+                id,
+                claim,
+                attempts,
+                outcome,
+            } => delivered.push(serde_json::json!([id, claim, attempts, outcome])),
+            Finish::Retry {
+                id,
+                claim,
+                attempts,
+                state,
+                due_at,
+            } => retry.push(serde_json::json!([id, claim, attempts, state, due_at])),
+            Finish::Dead {
+                id,
+                claim,
+                attempts,
+                state,
+                outcome,
+            } => dead.push(serde_json::json!([id, claim, attempts, state, outcome])),
+            Finish::Undeliverable { id, claim, outcome } => {
+                undeliverable.push(serde_json::json!([id, claim, outcome]));
             }
+            Finish::Release { id, claim } => release.push(serde_json::json!([id, claim])),
         }
     }
-    stats.rejected = db.query_one("SELECT count(*) FROM rejected", [], |r| r.get(0))?;
-    Ok(stats)
+    // Each row found by its primary key and counted only while it holds
+    // the claim; `->>` reads an element of the row's array.
+    let kinds: [(&[serde_json::Value], &str); 5] = [
+        (
+            &delivered,
+            "status = 1, finished_at = ?1, attempts = j.value ->> 2, outcome = j.value ->> 3, \
+             state = NULL",
+        ),
+        (
+            &retry,
+            "attempts = j.value ->> 2, state = j.value ->> 3, due_at = j.value ->> 4",
+        ),
+        (
+            &dead,
+            "status = 2, finished_at = ?1, attempts = j.value ->> 2, state = j.value ->> 3, \
+             outcome = j.value ->> 4",
+        ),
+        (
+            &undeliverable,
+            "status = 3, finished_at = ?1, outcome = j.value ->> 2",
+        ),
+        (&release, "status = status"),
+    ];
+    let mut changed = 0;
+    for (rows, set) in kinds {
+        if rows.is_empty() {
+            continue;
+        }
+        let sql = format!(
+            "UPDATE deliveries SET {set}, lease_until = NULL, claim = NULL \
+             FROM json_each(?2) AS j \
+             WHERE deliveries.id = j.value ->> 0 AND deliveries.claim = j.value ->> 1"
+        );
+        let json = serde_json::to_string(rows).unwrap_or_default();
+        let mut stmt = db.conn.prepare_cached(&sql)?;
+        db.tick(1);
+        changed += stmt.execute(params![now, json])?;
+    }
+    Ok(items.len().saturating_sub(changed))
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl Engine for Sqlite {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
     fn migrated(&self) -> (i64, i64) {
         self.migrated
     }
@@ -1021,24 +1004,50 @@ impl Store for SqliteStore {
         self.shared.healthy.load(Ordering::Acquire)
     }
 
-    async fn insert(
-        &self,
-        rows: Vec<Row>,
-        rejected: Vec<RejectedRow>,
-    ) -> Result<usize, StoreError> {
-        self.insert_traced(rows, rejected, None).await
+    fn statements(&self) -> u64 {
+        self.shared.statements.load(Ordering::Relaxed)
     }
 
-    async fn insert_traced(
+    fn shared(&self) -> bool {
+        false
+    }
+
+    fn set_commit_observer(&self, observer: CommitObserver) {
+        *lock(&self.shared.observer) = Some(observer);
+    }
+
+    async fn read(&self, stmts: Vec<Stmt>) -> Result<Vec<Vec<Cells>>, StoreError> {
+        self.read_with(move |db| {
+            stmts
+                .iter()
+                .map(|s| run(db, s).map(|w| w.rows))
+                .collect()
+        })
+        .await
+    }
+
+    async fn aside(&self, stmt: Stmt) -> Result<Written, StoreError> {
+        // One file, one writer: a statement that changes a row goes
+        // through it; a read goes to the reader.
+        if stmt.sql.trim_start().starts_with("SELECT") {
+            let rows = self.read_with(move |db| run(db, &stmt)).await?;
+            Ok(rows)
+        } else {
+            self.write_with(0, move |db| run(db, &stmt)).await
+        }
+    }
+
+    async fn write(&self, stmts: Vec<Stmt>) -> Result<Vec<Written>, StoreError> {
+        self.write_with(0, move |db| run_all(db, &stmts)).await
+    }
+
+    async fn insert(
         &self,
         rows: Vec<Row>,
         rejected: Vec<RejectedRow>,
         trace_parent: Option<String>,
     ) -> Result<usize, StoreError> {
         let calls = rows.len() + rejected.len();
-        if calls == 0 {
-            return Ok(0);
-        }
         let (tx, rx) = oneshot::channel();
         let job = Box::new(Insert {
             rows,
@@ -1050,584 +1059,26 @@ impl Store for SqliteStore {
         self.submit(job, calls, rx).await
     }
 
-    async fn claim(
+    async fn swap_and_insert(
         &self,
-        now: i64,
-        source: &str,
-        limit: usize,
-        lease_ms: i64,
-    ) -> Result<Vec<Claimed>, StoreError> {
-        let token = claim_token()?;
-        let source = source.to_owned();
-        let limit = sql_int(limit);
-        self.write(0, move |db| {
-            let mut stmt = db.conn.prepare_cached(
-                "UPDATE deliveries SET lease_until = ?, claim = ? WHERE id IN (\
-                 SELECT id FROM deliveries WHERE status = 0 AND source = ? AND due_at <= ? \
-                 AND (lease_until IS NULL OR lease_until <= ?) ORDER BY due_at LIMIT ?) \
-                 RETURNING id, source, message_id, message, state, attempts, due_at, \
-                 trace_parent",
-            )?;
-            db.tick(1);
-            let mut rows = stmt.query(params![
-                now.saturating_add(lease_ms),
-                token,
-                source,
-                now,
-                now,
-                limit
-            ])?;
-            let mut claimed = Vec::new();
-            while let Some(r) = rows.next()? {
-                let due_at: i64 = r.get(6)?;
-                claimed.push((
-                    due_at,
-                    Claimed {
-                        id: r.get(0)?,
-                        claim: token,
-                        source: r.get(1)?,
-                        message_id: r.get(2)?,
-                        message: r.get(3)?,
-                        state: r.get(4)?,
-                        attempts: r.get(5)?,
-                        trace_parent: r.get(7)?,
-                    },
-                ));
+        swap: Stmt,
+        rows: Vec<Row>,
+    ) -> Result<Option<usize>, StoreError> {
+        self.write_with(rows.len(), move |db| {
+            if run(db, &swap)?.count == 0 {
+                return Ok(None);
             }
-            // RETURNING comes in the table's order; workers get the
-            // oldest due first.
-            claimed.sort_by_key(|(due_at, c)| (*due_at, c.id));
-            Ok(claimed.into_iter().map(|(_, c)| c).collect())
+            Ok(store_calls(db, &[(&rows, &[], None)])?.first().copied())
         })
         .await
     }
 
     async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError> {
-        if items.is_empty() {
-            return Ok(0);
-        }
-        self.write(0, move |db| {
-            let mut changed = 0;
-            let mut delivered = Vec::new();
-            let mut retry = Vec::new();
-            let mut dead = Vec::new();
-            let mut undeliverable = Vec::new();
-            let mut release = Vec::new();
-            for f in &items {
-                match f {
-                    Finish::Delivered { .. } => delivered.push(f),
-                    Finish::Retry { .. } => retry.push(f),
-                    Finish::Dead { .. } => dead.push(f),
-                    Finish::Undeliverable { .. } => undeliverable.push(f),
-                    Finish::Release { .. } => release.push(f),
-                }
-            }
-            if !delivered.is_empty() {
-                // The common end, one statement for all of them: the rows
-                // (id, claim token, attempts, outcome) go in as one JSON
-                // array, and each is found by its primary key.
-                let list: Vec<(i64, i64, i64, Option<&str>)> = delivered
-                    .iter()
-                    .filter_map(|f| match f {
-                        Finish::Delivered {
-                            id,
-                            claim,
-                            attempts,
-                            outcome,
-                        } => Some((*id, *claim, *attempts, outcome.as_deref())),
-                        _ => None,
-                    })
-                    .collect();
-                let json = serde_json::to_string(&list).unwrap_or_default();
-                let mut stmt = db.conn.prepare_cached(
-                    "UPDATE deliveries SET status = 1, finished_at = ?1, attempts = j.value ->> 2, \
-                     outcome = j.value ->> 3, state = NULL, lease_until = NULL, claim = NULL \
-                     FROM json_each(?2) AS j \
-                     WHERE deliveries.id = j.value ->> 0 AND deliveries.claim = j.value ->> 1",
-                )?;
-                db.tick(1);
-                changed += stmt.execute(params![now, json])?;
-            }
-            if !retry.is_empty() {
-                let mut stmt = db.conn.prepare_cached(
-                    "UPDATE deliveries SET state = ?, due_at = ?, attempts = ?, \
-                     lease_until = NULL, claim = NULL WHERE id = ? AND claim = ?",
-                )?;
-                for f in retry {
-                    if let Finish::Retry {
-                        id,
-                        claim,
-                        attempts,
-                        state,
-                        due_at,
-                    } = f
-                    {
-                        db.tick(1);
-                        changed += stmt.execute(params![state, due_at, attempts, id, claim])?;
-                    }
-                }
-            }
-            if !dead.is_empty() {
-                let mut stmt = db.conn.prepare_cached(
-                    "UPDATE deliveries SET status = 2, state = ?, outcome = ?, finished_at = ?, \
-                     attempts = ?, lease_until = NULL, claim = NULL WHERE id = ? AND claim = ?",
-                )?;
-                for f in dead {
-                    if let Finish::Dead {
-                        id,
-                        claim,
-                        attempts,
-                        state,
-                        outcome,
-                    } = f
-                    {
-                        db.tick(1);
-                        changed += stmt.execute(params![state, outcome, now, attempts, id, claim])?;
-                    }
-                }
-            }
-            if !undeliverable.is_empty() {
-                let mut stmt = db.conn.prepare_cached(
-                    "UPDATE deliveries SET status = 3, outcome = ?, finished_at = ?, \
-                     lease_until = NULL, claim = NULL WHERE id = ? AND claim = ?",
-                )?;
-                for f in undeliverable {
-                    if let Finish::Undeliverable { id, claim, outcome } = f {
-                        db.tick(1);
-                        changed += stmt.execute(params![outcome, now, id, claim])?;
-                    }
-                }
-            }
-            if !release.is_empty() {
-                let mut stmt = db.conn.prepare_cached(
-                    "UPDATE deliveries SET lease_until = NULL, claim = NULL WHERE id = ? AND claim = ?",
-                )?;
-                for f in release {
-                    if let Finish::Release { id, claim } = f {
-                        db.tick(1);
-                        changed += stmt.execute(params![id, claim])?;
-                    }
-                }
-            }
-            Ok(items.len().saturating_sub(changed))
-        })
-        .await
+        self.write_with(0, move |db| finish_rows(db, &items, now)).await
     }
 
-    async fn renew(&self, tokens: Vec<i64>, until: i64) -> Result<(), StoreError> {
-        if tokens.is_empty() {
-            return Ok(());
-        }
-        self.write(0, move |db| {
-            for chunk in tokens.chunks(IN_CHUNK) {
-                let sql = format!(
-                    "UPDATE deliveries SET lease_until = ? WHERE status = 0 AND claim IN ({})",
-                    marks(chunk.len())
-                );
-                let mut stmt = db.conn.prepare_cached(&sql)?;
-                db.tick(1);
-                stmt.execute(params_from_iter(std::iter::once(&until).chain(chunk)))?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    async fn next_due(&self, now: i64) -> Result<Option<i64>, StoreError> {
-        self.read(move |db| {
-            // Two index searches (deliveries_due in due order, stopping at
-            // the first unleased call; deliveries_leased), never a scan of
-            // the pending calls, however many wait.
-            db.query_one(
-                "SELECT min(t) FROM (\
-                 SELECT due_at AS t FROM (SELECT due_at FROM deliveries WHERE status = 0 \
-                 AND (lease_until IS NULL OR lease_until <= ?1) ORDER BY due_at LIMIT 1) \
-                 UNION ALL SELECT min(lease_until) FROM deliveries \
-                 WHERE status = 0 AND lease_until > ?1)",
-                [now],
-                |r| r.get(0),
-            )
-        })
-        .await
-    }
-
-    async fn park_unrouted(&self, now: i64, routed: Vec<String>) -> Result<u64, StoreError> {
-        self.write(0, move |db| {
-            let mut sql = String::from(
-                "UPDATE deliveries SET status = 3, finished_at = ?, outcome = ?, \
-                 lease_until = NULL, claim = NULL \
-                 WHERE status = 0 AND (lease_until IS NULL OR lease_until <= ?)",
-            );
-            if !routed.is_empty() {
-                sql.push_str(&format!(" AND source NOT IN ({})", marks(routed.len())));
-            }
-            let mut values = vec![
-                Value::Integer(now),
-                Value::Text(NO_DESTINATION.into()),
-                Value::Integer(now),
-            ];
-            values.extend(routed.iter().cloned().map(Value::Text));
-            let mut stmt = db.conn.prepare(&sql)?;
-            db.tick(1);
-            Ok(stmt.execute(params_from_iter(values))? as u64)
-        })
-        .await
-    }
-
-    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
-        let mut purged = Purged::default();
-        let kinds = [
-            (Status::Delivered, retention.delivered_ms),
-            (Status::Undeliverable, retention.undeliverable_ms),
-            (Status::Dead, retention.dead_ms),
-        ];
-        for (status, keep_ms) in kinds {
-            let before = now.saturating_sub(keep_ms);
-            let status = status.as_i64();
-            loop {
-                // `status <> 0` lets SQLite use the partial index of
-                // finished rows.
-                let n = self
-                    .write(0, move |db| {
-                        db.exec(
-                            "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries \
-                             WHERE status <> 0 AND status = ? AND finished_at < ? LIMIT ?)",
-                            params![status, before, PURGE_CHUNK],
-                        )
-                    })
-                    .await?;
-                let n = n as u64;
-                match status {
-                    1 => purged.delivered += n,
-                    2 => purged.dead += n,
-                    _ => purged.undeliverable += n,
-                }
-                if n < PURGE_CHUNK as u64 {
-                    break;
-                }
-            }
-        }
-        let before = now.saturating_sub(retention.rejected_ms);
-        loop {
-            let n = self
-                .write(0, move |db| {
-                    db.exec(
-                        "DELETE FROM rejected WHERE id IN \
-                         (SELECT id FROM rejected WHERE received_at < ? LIMIT ?)",
-                        params![before, PURGE_CHUNK],
-                    )
-                })
-                .await? as u64;
-            purged.rejected += n;
-            if n < PURGE_CHUNK as u64 {
-                break;
-            }
-        }
-        self.write(0, optimize).await?;
-        Ok(purged)
-    }
-
-    async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError> {
-        self.write(0, move |db| replay_rows(db, now, &filter)).await
-    }
-
-    async fn replayable(&self, filter: ReplayFilter) -> Result<u64, StoreError> {
-        self.read(move |db| replayable_rows(db, &filter)).await
-    }
-
-    async fn search(
-        &self,
-        filter: LogFilter,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page<LogEntry>, StoreError> {
-        self.read(move |db| {
-            let (conds, values) = filter.sql(&mut Sqlite);
-            let (tail, values) = page_sql(conds, values, after, limit);
-            let sql = format!("SELECT {ENTRY_COLUMNS} FROM deliveries{tail}");
-            db.tick(1);
-            let mut stmt = db.conn.prepare_cached(&sql)?;
-            let rows = stmt
-                .query_map(params_from_iter(&values), entry_of)?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(Page::of(rows, limit, LogEntry::cursor))
-        })
-        .await
-    }
-
-    async fn search_rejected(
-        &self,
-        filter: LogFilter,
-        after: Option<Cursor>,
-        limit: usize,
-    ) -> Result<Page<RejectedEntry>, StoreError> {
-        self.read(move |db| {
-            let only = filter.source_and_times();
-            let (conds, values) = only.sql(&mut Sqlite);
-            let (tail, values) = page_sql(conds, values, after, limit);
-            let sql = format!("SELECT source, received_at, code, reason, id FROM rejected{tail}");
-            db.tick(1);
-            let mut stmt = db.conn.prepare_cached(&sql)?;
-            let rows = stmt
-                .query_map(params_from_iter(&values), |r| {
-                    Ok(RejectedEntry {
-                        source: r.get(0)?,
-                        received_at: r.get(1)?,
-                        status: "rejected",
-                        code: r.get(2)?,
-                        reason: r.get(3)?,
-                        id: r.get(4)?,
-                    })
-                })?
-                .collect::<rusqlite::Result<Vec<_>>>()?;
-            Ok(Page::of(rows, limit, RejectedEntry::cursor))
-        })
-        .await
-    }
-
-    async fn logged_call(
-        &self,
-        source: String,
-        message_id: String,
-    ) -> Result<Option<LoggedCall>, StoreError> {
-        self.read(move |db| {
-            let sql = format!(
-                "SELECT {ENTRY_COLUMNS}, message, state, outcome FROM deliveries \
-                 WHERE source = ? AND message_id = ?"
-            );
-            db.tick(1);
-            db.conn
-                .prepare_cached(&sql)?
-                .query_row([source, message_id], |r| {
-                    Ok(LoggedCall {
-                        entry: entry_of(r)?,
-                        message: r.get(11)?,
-                        state: r.get(12)?,
-                        outcome: r.get(13)?,
-                    })
-                })
-                .optional()
-        })
-        .await
-    }
-
-    async fn stats(&self, now: i64) -> Result<Stats, StoreError> {
-        self.read(move |db| stats_of(db, now)).await
-    }
-
-    async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
-        let limit = sql_int(limit);
-        self.read(move |db| {
-            let mut stmt = db.conn.prepare_cached(
-                "SELECT source, message_id, kind, received_at, finished_at, attempts, outcome \
-                 FROM deliveries WHERE status = 2 ORDER BY received_at, id LIMIT ?",
-            )?;
-            db.tick(1);
-            let rows = stmt.query_map([limit], |r| {
-                Ok(DeadLetter {
-                    source: r.get(0)?,
-                    message_id: r.get(1)?,
-                    kind: r.get(2)?,
-                    received_at: r.get(3)?,
-                    finished_at: r.get(4)?,
-                    attempts: r.get(5)?,
-                    outcome: r.get(6)?,
-                })
-            })?;
-            rows.collect()
-        })
-        .await
-    }
-
-    async fn rejected(&self, limit: usize) -> Result<Vec<RejectedRecord>, StoreError> {
-        let limit = sql_int(limit);
-        self.read(move |db| {
-            let mut stmt = db.conn.prepare_cached(
-                "SELECT source, received_at, code, reason, text FROM rejected \
-                 ORDER BY id DESC LIMIT ?",
-            )?;
-            db.tick(1);
-            let rows = stmt.query_map([limit], |r| {
-                Ok(RejectedRecord {
-                    source: r.get(0)?,
-                    received_at: r.get(1)?,
-                    code: r.get(2)?,
-                    reason: r.get(3)?,
-                    text: r.get(4)?,
-                })
-            })?;
-            rows.collect()
-        })
-        .await
-    }
-
-    async fn audience_state(
-        &self,
-        source: &str,
-        audience: &str,
-    ) -> Result<Option<String>, StoreError> {
-        let (source, audience) = (source.to_owned(), audience.to_owned());
-        self.read(move |db| {
-            db.query_one(
-                "SELECT state FROM audiences WHERE source = ? AND audience = ?",
-                [source, audience],
-                |r| r.get(0),
-            )
-            .optional()
-        })
-        .await
-    }
-
-    async fn audience_sync(
-        &self,
-        source: &str,
-        audience: &str,
-        read: Option<String>,
-        state: String,
-        rows: Vec<Row>,
-        now: i64,
-    ) -> Result<usize, StoreError> {
-        let (source, audience) = (source.to_owned(), audience.to_owned());
-        let stored = self
-            .write(rows.len(), move |db| {
-                // Over the state read, or nothing: the calls go in only
-                // with the state that decided them.
-                let swapped = match &read {
-                    None => db.exec(
-                        "INSERT INTO audiences (source, audience, state, updated_at) \
-                         VALUES (?,?,?,?) ON CONFLICT (source, audience) DO NOTHING",
-                        params![source, audience, state, now],
-                    )?,
-                    Some(read) => db.exec(
-                        "UPDATE audiences SET state = ?, updated_at = ? \
-                         WHERE source = ? AND audience = ? AND state = ?",
-                        params![state, now, source, audience, read],
-                    )?,
-                };
-                if swapped == 0 {
-                    return Ok(None);
-                }
-                Ok(store_calls(db, &[(&rows, &[], None)])?.first().copied())
-            })
-            .await?;
-        match stored {
-            Some(new) => Ok(new),
-            None => Err(StoreError::Conflict(AUDIENCE_CHANGED.into())),
-        }
-    }
-
-    /// One relay holds the file (its lock refuses a second), so it
-    /// shares no endpoint's limits.
-    async fn heartbeat(&self, _relay: &str, _now: i64, _expired: i64) -> Result<u32, StoreError> {
-        Ok(1)
-    }
-
-    async fn disabled_endpoints(&self) -> Result<Vec<String>, StoreError> {
-        self.read(|db| {
-            let mut stmt = db
-                .conn
-                .prepare_cached("SELECT url FROM disabled_endpoints ORDER BY url")?;
-            db.tick(1);
-            let rows = stmt.query_map([], |r| r.get(0))?;
-            rows.collect()
-        })
-        .await
-    }
-
-    async fn set_endpoint_disabled(
-        &self,
-        url: &str,
-        disabled: bool,
-        now: i64,
-    ) -> Result<(), StoreError> {
-        let url = url.to_owned();
-        self.write(0, move |db| {
-            if disabled {
-                db.exec(
-                    "INSERT INTO disabled_endpoints (url, since) VALUES (?, ?) \
-                     ON CONFLICT (url) DO NOTHING",
-                    params![url, now],
-                )?;
-            } else {
-                db.exec("DELETE FROM disabled_endpoints WHERE url = ?", params![url])?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    async fn holds(&self, now: i64) -> Result<Vec<(String, Hold)>, StoreError> {
-        self.read(move |db| {
-            let mut stmt = db.conn.prepare_cached(
-                "SELECT url, paused_until, open_until, open_ms FROM endpoint_holds \
-                 WHERE paused_until > ?1 OR open_until > ?1 ORDER BY url",
-            )?;
-            db.tick(1);
-            let rows = stmt.query_map(params![now], |r| {
-                Ok((r.get(0)?, hold_of(r.get(1)?, r.get(2)?, r.get(3)?)))
-            })?;
-            rows.collect()
-        })
-        .await
-    }
-
-    async fn put_hold(&self, url: &str, hold: Hold) -> Result<(), StoreError> {
-        let url = url.to_owned();
-        let (paused, open, open_ms) = hold_columns(&hold);
-        self.write(0, move |db| {
-            db.exec(
-                "INSERT INTO endpoint_holds (url, paused_until, open_until, open_ms) \
-                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (url) DO UPDATE SET \
-                 paused_until = max(paused_until, excluded.paused_until), \
-                 open_ms = CASE WHEN excluded.open_until > open_until \
-                     THEN excluded.open_ms ELSE open_ms END, \
-                 open_until = max(open_until, excluded.open_until)",
-                params![url, paused, open, open_ms],
-            )?;
-            Ok(())
-        })
-        .await
-    }
-
-    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
-        self.read(|db| {
-            let mut stmt = db
-                .conn
-                .prepare_cached("SELECT name, sealed FROM sources ORDER BY name")?;
-            db.tick(1);
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            rows.collect()
-        })
-        .await
-    }
-
-    async fn write_sources(
-        &self,
-        put: Vec<(String, String)>,
-        remove: Vec<String>,
-    ) -> Result<(), StoreError> {
-        self.write(0, move |db| {
-            for name in &remove {
-                db.exec("DELETE FROM sources WHERE name = ?", params![name])?;
-            }
-            for (name, sealed) in &put {
-                db.exec(
-                    "INSERT INTO sources (name, sealed) VALUES (?, ?) \
-                     ON CONFLICT (name) DO UPDATE SET sealed = excluded.sealed",
-                    params![name, sealed],
-                )?;
-            }
-            Ok(())
-        })
-        .await
-    }
-
-    fn statements(&self) -> u64 {
-        self.shared.statements.load(Ordering::Relaxed)
-    }
-
-    fn set_commit_observer(&self, observer: CommitObserver) {
-        *lock(&self.shared.observer) = Some(observer);
+    async fn after_purge(&self) -> Result<(), StoreError> {
+        self.write_with(0, optimize).await
     }
 
     /// The writer commits what is queued, then stops; the connections

@@ -743,6 +743,7 @@ async fn a_stuck_store_makes_ingest_503_with_retry_after_and_readyz_not_ready() 
 
 /// A memory store whose writer backlog the test sets, and which counts
 /// the inserts begun.
+#[derive(Debug)]
 struct Observed {
     inner: Arc<MemoryStore>,
     backlog: AtomicUsize,

@@ -22,7 +22,7 @@
 
 use crate::store_contract as contract;
 
-use callpost_relay::store::postgres::PostgresStore;
+use callpost_relay::store::postgres;
 use callpost_relay::store::{
     Finish, LogFilter, Purged, RejectedRow, ReplayFilter, Retention, Row, Status, Store,
     StoreError, StoreOptions, Synchronous,
@@ -31,6 +31,9 @@ use contract::{refused, row, T0};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_postgres::{Client, NoTls};
+
+/// The last migration's number.
+const LATEST: i64 = callpost_relay::store::MIGRATIONS[callpost_relay::store::MIGRATIONS.len() - 1].0;
 
 /// A hang guard, never a measure of speed.
 const HANG: Duration = Duration::from_secs(60);
@@ -144,22 +147,22 @@ impl Drop for Db {
 /// The contract's factory: a store on a database of its own.
 async fn fresh() -> (Arc<dyn Store>, Db) {
     let db = Db::new(&admin_url().unwrap()).await;
-    let store = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
+    let store = postgres::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap();
-    (Arc::new(store), db)
+    (store, db)
 }
 
 contract_tests!(fresh, if pg_available());
 
 /// A fresh database and its store, for the tests below.
-async fn store_on(timeout: Duration) -> Option<(Arc<PostgresStore>, Db)> {
+async fn store_on(timeout: Duration) -> Option<(Arc<dyn Store>, Db)> {
     let admin = admin_url()?;
     let db = Db::new(&admin).await;
-    let store = PostgresStore::open(&db.url, options(timeout))
+    let store = postgres::open(&db.url, options(timeout))
         .await
         .unwrap();
-    Some((Arc::new(store), db))
+    Some((store, db))
 }
 
 async fn count(client: &Client, sql: &str) -> i64 {
@@ -223,16 +226,16 @@ async fn migrates_a_python_relay_database() {
         .await
         .unwrap();
 
-    let store = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
+    let store = postgres::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap();
-    assert_eq!(store.migrated(), (1, 8));
+    assert_eq!(store.migrated(), (1, LATEST));
     let version: String = client
         .query_one("SELECT value FROM meta WHERE key = 'schema_version'", &[])
         .await
         .unwrap()
         .get(0);
-    assert_eq!(version, "8");
+    assert_eq!(version, LATEST.to_string());
     let indexes = count(
         &client,
         "SELECT count(*) FROM pg_indexes WHERE indexname = 'deliveries_source_due' \
@@ -268,10 +271,10 @@ async fn migrates_a_python_relay_database() {
 
     // Opened again: nothing to run.
     store.close().await;
-    let again = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
+    let again = postgres::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap();
-    assert_eq!(again.migrated(), (8, 8));
+    assert_eq!(again.migrated(), (LATEST, LATEST));
     again.close().await;
 }
 
@@ -284,14 +287,16 @@ async fn refuses_a_newer_schema() {
     store.close().await;
     db.client()
         .await
-        .batch_execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
+        .batch_execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
         .await
         .unwrap();
-    let err = PostgresStore::open(&db.url, options(Duration::from_secs(10)))
+    let err = postgres::open(&db.url, options(Duration::from_secs(10)))
         .await
         .unwrap_err();
     match err {
-        StoreError::Refused(message) => assert!(message.contains('8'), "{message}"),
+        StoreError::Refused(message) => {
+            assert!(message.contains(&format!("this relay's {LATEST}")), "{message}");
+        }
         other => panic!("{other:?}"),
     }
 }
@@ -306,7 +311,7 @@ async fn concurrent_opens_migrate_once() {
         .map(|_| {
             let url = db.url.clone();
             tokio::spawn(async move {
-                PostgresStore::open(&url, options(Duration::from_secs(30))).await
+                postgres::open(&url, options(Duration::from_secs(30))).await
             })
         })
         .collect();
@@ -317,10 +322,9 @@ async fn concurrent_opens_migrate_once() {
         store.close().await;
     }
     migrated.sort_unstable();
-    assert_eq!(
-        migrated,
-        vec![(0, 8), (8, 8), (8, 8), (8, 8), (8, 8), (8, 8)]
-    );
+    let mut want = vec![(LATEST, LATEST); 6];
+    want[0] = (0, LATEST);
+    assert_eq!(migrated, want);
 }
 
 // -- group commit -----------------------------------------------------------
@@ -533,7 +537,7 @@ type Held = Vec<tokio::task::JoinHandle<Result<usize, StoreError>>>;
 /// `source` and waits for a lock on `deliveries` that the returned session
 /// holds, so the writes queued next go in as one group once the session
 /// commits.
-async fn hold_writers(store: &Arc<PostgresStore>, db: &Db, source: &str) -> (Client, Held) {
+async fn hold_writers(store: &Arc<dyn Store>, db: &Db, source: &str) -> (Client, Held) {
     let locker = db.client().await;
     locker
         .batch_execute("BEGIN; LOCK TABLE deliveries IN EXCLUSIVE MODE")
@@ -557,7 +561,7 @@ async fn hold_writers(store: &Arc<PostgresStore>, db: &Db, source: &str) -> (Cli
 
 /// Makes the pool open a connection for each writer, so that a count of
 /// statements taken afterwards has no connection's setup in it.
-async fn warm_up(store: &Arc<PostgresStore>, db: &Db) {
+async fn warm_up(store: &Arc<dyn Store>, db: &Db) {
     let (locker, held) = hold_writers(store, db, "warm").await;
     locker.batch_execute("COMMIT").await.unwrap();
     for h in held {
@@ -913,7 +917,7 @@ async fn writes_fail_fast_while_postgres_is_down_and_resume_after() {
     let db = Db::new(&url).await;
     // A long limit: "fast" must come from the refused connection, not from
     // the limit.
-    let store = PostgresStore::open(&db.url, options(Duration::from_secs(600)))
+    let store = postgres::open(&db.url, options(Duration::from_secs(600)))
         .await
         .unwrap();
     assert_eq!(
@@ -984,7 +988,7 @@ async fn the_url_and_password_stay_secret() {
     };
 
     // Nothing listens on port 1: a connection error.
-    let err = PostgresStore::open(
+    let err = postgres::open(
         &format!("postgresql://postgres:{secret}@127.0.0.1:1/postgres"),
         options(Duration::from_secs(10)),
     )
@@ -993,7 +997,7 @@ async fn the_url_and_password_stay_secret() {
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
     check(format!("{err} {err:?}"));
     // A URL that does not parse.
-    let err = PostgresStore::open(
+    let err = postgres::open(
         &format!("postgresql://postgres:{secret}@127.0.0.1:notaport/postgres"),
         options(Duration::from_secs(10)),
     )
@@ -1002,7 +1006,7 @@ async fn the_url_and_password_stay_secret() {
     check(format!("{err} {err:?}"));
 
     let db = Db::new(&admin).await;
-    let store = PostgresStore::open(
+    let store = postgres::open(
         &with_password(&db.url, secret),
         options(Duration::from_secs(10)),
     )
@@ -1189,7 +1193,7 @@ async fn tls_as_the_url_sslmode_says() {
     for mode in ["require", "verify-full", "verify-ca", "prefer"] {
         let db = Db::new(&url).await;
         let store =
-            PostgresStore::open(&with_param(&db.url, &format!("sslmode={mode}")), with_ca())
+            postgres::open(&with_param(&db.url, &format!("sslmode={mode}")), with_ca())
                 .await
                 .unwrap_or_else(|e| panic!("sslmode={mode}: {e}"));
         assert_eq!(
@@ -1204,7 +1208,7 @@ async fn tls_as_the_url_sslmode_says() {
     }
     // The default is prefer.
     let db = Db::new(&url).await;
-    let store = PostgresStore::open(&db.url, with_ca()).await.unwrap();
+    let store = postgres::open(&db.url, with_ca()).await.unwrap();
     store
         .insert(vec![row("a", "m1", T0)], vec![])
         .await
@@ -1214,7 +1218,7 @@ async fn tls_as_the_url_sslmode_says() {
 
     // Without the CA, require refuses: the certificate is not trusted.
     let db = Db::new(&url).await;
-    let err = PostgresStore::open(
+    let err = postgres::open(
         &with_param(&with_password(&db.url, secret), "sslmode=require"),
         options(Duration::from_secs(10)),
     )
@@ -1233,7 +1237,7 @@ async fn tls_as_the_url_sslmode_says() {
     // Without the CA, prefer connects without TLS; disable never tries it.
     for param in ["sslmode=prefer", "sslmode=disable"] {
         let db = Db::new(&url).await;
-        let store = PostgresStore::open(
+        let store = postgres::open(
             &with_param(&db.url, param),
             options(Duration::from_secs(10)),
         )
@@ -1248,7 +1252,7 @@ async fn tls_as_the_url_sslmode_says() {
     }
     // disable with the CA: still no TLS.
     let db = Db::new(&url).await;
-    let store = PostgresStore::open(&with_param(&db.url, "sslmode=disable"), with_ca())
+    let store = postgres::open(&with_param(&db.url, "sslmode=disable"), with_ca())
         .await
         .unwrap();
     store
@@ -1261,7 +1265,7 @@ async fn tls_as_the_url_sslmode_says() {
     // A ca_file that holds no certificate is refused, naming it.
     let empty = dir.path().join("empty.pem");
     std::fs::write(&empty, "not a certificate\n").unwrap();
-    let err = PostgresStore::open(
+    let err = postgres::open(
         &with_param(&db.url, "sslmode=require"),
         StoreOptions {
             ca_file: Some(empty),
@@ -1278,7 +1282,7 @@ async fn tls_as_the_url_sslmode_says() {
 /// and the error says which values it takes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_sslmode_is_refused() {
-    let err = PostgresStore::open(
+    let err = postgres::open(
         "postgresql://postgres:hunter2@127.0.0.1:1/postgres?sslmode=allow",
         options(Duration::from_secs(10)),
     )
@@ -1295,7 +1299,7 @@ async fn an_unknown_sslmode_is_refused() {
 async fn require_refuses_a_server_without_tls() {
     let Some(admin) = admin_url() else { return };
     let db = Db::new(&admin).await;
-    let err = PostgresStore::open(
+    let err = postgres::open(
         &with_param(&db.url, "sslmode=require"),
         options(Duration::from_secs(10)),
     )

@@ -11,7 +11,7 @@
 
 use crate::store_contract as contract;
 
-use callpost_relay::store::sqlite::SqliteStore;
+use callpost_relay::store::sqlite;
 use callpost_relay::store::{Store, StoreOptions, Synchronous};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,10 +30,10 @@ fn options() -> StoreOptions {
 /// drops.
 async fn fresh() -> (Arc<dyn Store>, TempDir) {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("relay.db"), options())
+    let store = sqlite::open(dir.path().join("relay.db"), options())
         .await
         .unwrap();
-    (Arc::new(store), dir)
+    (store, dir)
 }
 
 contract_tests!(fresh);
@@ -57,10 +57,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Instant;
 
+/// The last migration's number.
+const LATEST: i64 = callpost_relay::store::MIGRATIONS[callpost_relay::store::MIGRATIONS.len() - 1].0;
+
 const V1_SCHEMA: &str = include_str!("../../migrations/sqlite/0001_init.sql");
 
-async fn open_at(path: &Path, exclusive: bool) -> Result<SqliteStore, StoreError> {
-    SqliteStore::open(
+async fn open_at(path: &Path, exclusive: bool) -> Result<Arc<dyn Store>, StoreError> {
+    sqlite::open(
         path.to_path_buf(),
         StoreOptions {
             exclusive,
@@ -187,10 +190,10 @@ async fn a_new_file_is_migrated_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (0, 7));
+    assert_eq!(store.migrated(), (0, LATEST));
     store.close().await;
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (7, 7));
+    assert_eq!(store.migrated(), (LATEST, LATEST));
     store.close().await;
     let version: String = side_connection(&path)
         .query_row(
@@ -199,7 +202,64 @@ async fn a_new_file_is_migrated_once() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!(version, "7");
+    assert_eq!(version, LATEST.to_string());
+}
+
+/// A database an older relay numbered (before SQLite had the no-op
+/// migration 3 that Postgres's `0003_senders` is) is renumbered once: its
+/// version 7 is this relay's 8, and only what came after runs.
+#[tokio::test]
+async fn a_database_numbered_by_an_older_relay_runs_only_what_it_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = db_path(&dir);
+    {
+        let conn = side_connection(&path);
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        )
+        .unwrap();
+        // Every migration an older relay numbered 1 to 7 (all but 3, and
+        // none after 8).
+        for (n, sql) in callpost_relay::store::SQLITE_MIGRATIONS {
+            if *n != 3 && *n <= 8 {
+                conn.execute_batch(sql).unwrap();
+            }
+        }
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', '7')",
+            [],
+        )
+        .unwrap();
+        // An undeliverable row without the time it finished.
+        conn.execute(
+            "INSERT INTO deliveries (source, message_id, kind, message, received_at, status, due_at) \
+             VALUES ('a', 'old', 'track', '{}', ?1, 3, ?1)",
+            [T0],
+        )
+        .unwrap();
+    }
+    let store = open_at(&path, true).await.unwrap();
+    assert_eq!(store.migrated(), (8, LATEST));
+    store.close().await;
+    let conn = side_connection(&path);
+    let meta = |key: &str| -> String {
+        conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(meta("schema_version"), LATEST.to_string());
+    assert_eq!(meta("numbering"), "shared");
+    let finished: i64 = conn
+        .query_row(
+            "SELECT finished_at FROM deliveries WHERE message_id = 'old'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(finished, T0, "migration 9 ran");
+    // Opened again: numbered as this relay numbers, nothing runs.
+    let store = open_at(&path, true).await.unwrap();
+    assert_eq!(store.migrated(), (LATEST, LATEST));
+    store.close().await;
 }
 
 /// A database made by the Python relay (schema version 1) opens, keeps
@@ -236,7 +296,7 @@ async fn a_version_1_database_migrates() {
         .unwrap();
     }
     let store = open_at(&path, true).await.unwrap();
-    assert_eq!(store.migrated(), (1, 7));
+    assert_eq!(store.migrated(), (1, LATEST));
     // The delivery log's columns are filled from the stored messages.
     let found = store
         .search(
@@ -320,7 +380,7 @@ async fn a_newer_schema_is_refused() {
     // The lock went with the failed open.
     side_connection(&path)
         .execute(
-            "UPDATE meta SET value = '7' WHERE key = 'schema_version'",
+            &format!("UPDATE meta SET value = '{LATEST}' WHERE key = 'schema_version'"),
             [],
         )
         .unwrap();
@@ -334,7 +394,7 @@ async fn a_newer_schema_is_refused() {
 async fn a_stuck_database_times_out_and_recovers() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
-    let store = SqliteStore::open(
+    let store = sqlite::open(
         path.clone(),
         StoreOptions {
             timeout: Duration::from_millis(300),
@@ -378,7 +438,7 @@ async fn a_stuck_database_times_out_and_recovers() {
 async fn health_comes_back_without_traffic() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
-    let store = SqliteStore::open(
+    let store = sqlite::open(
         path.clone(),
         StoreOptions {
             timeout: Duration::from_millis(300),
@@ -413,7 +473,7 @@ async fn an_open_on_a_locked_file_times_out() {
     open_at(&path, true).await.unwrap().close().await;
     let blocker = side_connection(&path);
     blocker.execute_batch("BEGIN IMMEDIATE").unwrap();
-    let r = SqliteStore::open(
+    let r = sqlite::open(
         path.clone(),
         StoreOptions {
             timeout: Duration::from_millis(300),
@@ -827,7 +887,7 @@ async fn a_stalled_writer_times_out_its_callers() {
     let dir = tempfile::tempdir().unwrap();
     let path = db_path(&dir);
     let store = Arc::new(
-        SqliteStore::open(
+        sqlite::open(
             path.clone(),
             StoreOptions {
                 timeout: Duration::from_millis(300),

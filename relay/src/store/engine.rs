@@ -1,0 +1,446 @@
+//! The [`Store`] both databases share: every operation written once over
+//! an [`Engine`], which runs statements and keeps what only its database
+//! has (connections, the queue of writes and their group commit, the
+//! multi-row insert, the finish of many rows, the migrations).
+
+use super::sql::{self, Cells, Dialect, Stmt};
+use super::{
+    claim_token, Claimed, CommitObserver, Cursor, DeadLetter, Finish, Hold, LogEntry, LogFilter,
+    LoggedCall, Page, Purged, RejectedEntry, RejectedRecord, RejectedRow, ReplayFilter, Retention,
+    Row, Stats, Status, Store, StoreError, AUDIENCE_CHANGED,
+};
+use async_trait::async_trait;
+
+/// Rows deleted per purge statement. Each chunk is a transaction of its
+/// own, so ingest waits behind a purge for one chunk at most (about 10 ms
+/// on the machines in BENCHMARKS.md), never for the whole purge, and no
+/// transaction holds locks or WAL for long.
+pub(crate) const PURGE_CHUNK: i64 = 10_000;
+
+/// What one statement of a write gave back: the rows it returned
+/// (`SELECT`, `RETURNING`), and how many rows it changed or returned.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Written {
+    /// Rows changed (or returned).
+    pub(crate) count: u64,
+    /// Rows returned.
+    pub(crate) rows: Vec<Cells>,
+}
+
+/// What a database's store runs statements with.
+#[async_trait]
+pub(crate) trait Engine: std::fmt::Debug + Send + Sync + 'static {
+    /// How its statements are written.
+    fn dialect(&self) -> Dialect;
+    /// The schema version before and after the migrations ran at open.
+    fn migrated(&self) -> (i64, i64);
+    /// Calls queued for a write and not yet committed.
+    fn backlog(&self) -> usize;
+    /// False since a call failed or timed out, until one succeeds.
+    fn healthy(&self) -> bool;
+    /// SQL statements run so far.
+    fn statements(&self) -> u64;
+    /// Transactions run again after a conflict.
+    fn conflicts(&self) -> u64 {
+        0
+    }
+    /// Whether other relays may use the database.
+    fn shared(&self) -> bool;
+    /// Where each commit's latency and calls are reported.
+    fn set_commit_observer(&self, observer: CommitObserver);
+    /// Finishes what is queued and closes.
+    async fn close(&self);
+
+    /// Reads: each statement's rows, in order, outside the queue of
+    /// writes. Success makes the store healthy again.
+    async fn read(&self, stmts: Vec<Stmt>) -> Result<Vec<Vec<Cells>>, StoreError>;
+    /// A statement on a small table beside the queue (disabled endpoints,
+    /// holds, heartbeats): its success says nothing of the queue's tables
+    /// (it leaves the health as it is); a failure still counts.
+    async fn aside(&self, stmt: Stmt) -> Result<Written, StoreError>;
+    /// Statements in one transaction, grouped with the other writes
+    /// waiting (group commit); each one's result.
+    async fn write(&self, stmts: Vec<Stmt>) -> Result<Vec<Written>, StoreError>;
+    /// Stores calls (a call whose (source, messageId) is stored already is
+    /// skipped) and refused calls, merged with the other inserts waiting;
+    /// how many calls were new, once durable.
+    async fn insert(
+        &self,
+        rows: Vec<Row>,
+        rejected: Vec<RejectedRow>,
+        trace_parent: Option<String>,
+    ) -> Result<usize, StoreError>;
+    /// `swap`, then, if it changed a row, `rows` stored as
+    /// [`Engine::insert`] stores them, in one transaction: how many were
+    /// new, or `None` (nothing written) when `swap` changed nothing.
+    async fn swap_and_insert(&self, swap: Stmt, rows: Vec<Row>)
+        -> Result<Option<usize>, StoreError>;
+    /// How claimed rows ended, each counted only where the row still holds
+    /// its claim; how many were refused.
+    async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError>;
+    /// After a purge (SQLite refreshes its planner's statistics).
+    async fn after_purge(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// The store over an [`Engine`].
+pub(crate) struct SqlStore<E> {
+    engine: E,
+}
+
+impl<E: Engine> SqlStore<E> {
+    /// The store over `engine`.
+    pub(crate) fn new(engine: E) -> Self {
+        Self { engine }
+    }
+
+    fn d(&self) -> Dialect {
+        self.engine.dialect()
+    }
+
+    /// One statement's rows, read with `of`.
+    async fn read_rows<T>(
+        &self,
+        stmt: Stmt,
+        of: impl Fn(&Cells) -> Result<T, StoreError> + Send,
+    ) -> Result<Vec<T>, StoreError> {
+        let results = self.engine.read(vec![stmt]).await?;
+        sql::rows(results.first().map_or(&[][..], Vec::as_slice), of)
+    }
+
+    /// One statement beside the queue, its rows read with `of`.
+    async fn aside_rows<T>(
+        &self,
+        stmt: Stmt,
+        of: impl Fn(&Cells) -> Result<T, StoreError> + Send,
+    ) -> Result<Vec<T>, StoreError> {
+        let written = self.engine.aside(stmt).await?;
+        sql::rows(&written.rows, of)
+    }
+
+    /// The rows changed by a write's statements, together.
+    async fn write_count(&self, stmts: Vec<Stmt>) -> Result<u64, StoreError> {
+        if stmts.is_empty() {
+            return Ok(0);
+        }
+        Ok(self
+            .engine
+            .write(stmts)
+            .await?
+            .iter()
+            .map(|w| w.count)
+            .sum())
+    }
+}
+
+/// The engine's own: no URL, password or row.
+impl<E: std::fmt::Debug> std::fmt::Debug for SqlStore<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.engine.fmt(f)
+    }
+}
+
+#[async_trait]
+impl<E: Engine> Store for SqlStore<E> {
+    fn migrated(&self) -> (i64, i64) {
+        self.engine.migrated()
+    }
+
+    fn backlog(&self) -> usize {
+        self.engine.backlog()
+    }
+
+    fn healthy(&self) -> bool {
+        self.engine.healthy()
+    }
+
+    async fn insert(
+        &self,
+        rows: Vec<Row>,
+        rejected: Vec<RejectedRow>,
+    ) -> Result<usize, StoreError> {
+        self.insert_traced(rows, rejected, None).await
+    }
+
+    async fn insert_traced(
+        &self,
+        rows: Vec<Row>,
+        rejected: Vec<RejectedRow>,
+        trace_parent: Option<String>,
+    ) -> Result<usize, StoreError> {
+        if rows.is_empty() && rejected.is_empty() {
+            return Ok(0);
+        }
+        self.engine.insert(rows, rejected, trace_parent).await
+    }
+
+    async fn claim(
+        &self,
+        now: i64,
+        source: &str,
+        limit: usize,
+        lease_ms: i64,
+    ) -> Result<Vec<Claimed>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let token = claim_token()?;
+        let stmt = sql::claim(
+            self.d(),
+            now,
+            source,
+            limit,
+            now.saturating_add(lease_ms),
+            token,
+        );
+        let written = self.engine.write(vec![stmt]).await?;
+        sql::claimed(written.first().map_or(&[][..], |w| &w.rows), token)
+    }
+
+    async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError> {
+        if items.is_empty() {
+            return Ok(0);
+        }
+        self.engine.finish(items, now).await
+    }
+
+    async fn renew(&self, tokens: Vec<i64>, until: i64) -> Result<(), StoreError> {
+        if tokens.is_empty() {
+            return Ok(());
+        }
+        self.write_count(vec![sql::renew(self.d(), tokens, until)])
+            .await
+            .map(drop)
+    }
+
+    async fn next_due(&self, now: i64) -> Result<Option<i64>, StoreError> {
+        let results = self.engine.read(vec![sql::next_due(now)]).await?;
+        sql::next_due_of(results.first().map_or(&[][..], Vec::as_slice))
+    }
+
+    async fn park_unrouted(&self, now: i64, routed: Vec<String>) -> Result<u64, StoreError> {
+        self.write_count(vec![sql::park(self.d(), now, routed)])
+            .await
+    }
+
+    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
+        let mut purged = Purged::default();
+        let kinds = [
+            (Some(Status::Delivered), retention.delivered_ms),
+            (Some(Status::Undeliverable), retention.undeliverable_ms),
+            (Some(Status::Dead), retention.dead_ms),
+            (None, retention.rejected_ms),
+        ];
+        for (status, keep_ms) in kinds {
+            let before = now.saturating_sub(keep_ms);
+            loop {
+                let stmt = match status {
+                    Some(s) => sql::purge_finished(s, before, PURGE_CHUNK),
+                    None => sql::purge_rejected(before, PURGE_CHUNK),
+                };
+                let n = self.write_count(vec![stmt]).await?;
+                match status {
+                    Some(Status::Delivered) => purged.delivered += n,
+                    Some(Status::Undeliverable) => purged.undeliverable += n,
+                    Some(_) => purged.dead += n,
+                    None => purged.rejected += n,
+                }
+                if n < PURGE_CHUNK.unsigned_abs() {
+                    break;
+                }
+            }
+        }
+        self.engine.after_purge().await?;
+        Ok(purged)
+    }
+
+    async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError> {
+        self.write_count(sql::replay(self.d(), now, &filter)).await
+    }
+
+    async fn replayable(&self, filter: ReplayFilter) -> Result<u64, StoreError> {
+        let stmts = sql::replayable(self.d(), &filter);
+        if stmts.is_empty() {
+            return Ok(0);
+        }
+        sql::replayable_of(&self.engine.read(stmts).await?)
+    }
+
+    async fn search(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<LogEntry>, StoreError> {
+        let stmt = sql::search(self.d(), &filter, after, limit);
+        let rows = self.read_rows(stmt, sql::entry_of).await?;
+        Ok(Page::of(rows, limit, LogEntry::cursor))
+    }
+
+    async fn search_rejected(
+        &self,
+        filter: LogFilter,
+        after: Option<Cursor>,
+        limit: usize,
+    ) -> Result<Page<RejectedEntry>, StoreError> {
+        let stmt = sql::search_rejected(self.d(), &filter, after, limit);
+        let rows = self.read_rows(stmt, sql::rejected_entry_of).await?;
+        Ok(Page::of(rows, limit, RejectedEntry::cursor))
+    }
+
+    async fn logged_call(
+        &self,
+        source: String,
+        message_id: String,
+    ) -> Result<Option<LoggedCall>, StoreError> {
+        let stmt = sql::logged_call(source, message_id);
+        Ok(self
+            .read_rows(stmt, sql::logged_call_of)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    async fn stats(&self, now: i64) -> Result<Stats, StoreError> {
+        sql::stats_of(&self.engine.read(sql::stats(now)).await?)
+    }
+
+    async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
+        self.read_rows(sql::dead_letters(limit), sql::dead_letter_of)
+            .await
+    }
+
+    async fn rejected(&self, limit: usize) -> Result<Vec<RejectedRecord>, StoreError> {
+        self.read_rows(sql::rejected(limit), sql::rejected_of).await
+    }
+
+    async fn audience_state(
+        &self,
+        source: &str,
+        audience: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let results = self
+            .engine
+            .read(vec![sql::audience_state(source, audience)])
+            .await?;
+        sql::first_text(results.first().map_or(&[][..], Vec::as_slice))
+    }
+
+    async fn audience_sync(
+        &self,
+        source: &str,
+        audience: &str,
+        read: Option<String>,
+        state: String,
+        rows: Vec<Row>,
+        now: i64,
+    ) -> Result<usize, StoreError> {
+        let swap = sql::audience_swap(source, audience, read.as_deref(), &state, now);
+        self.engine
+            .swap_and_insert(swap, rows)
+            .await?
+            .ok_or_else(|| StoreError::Conflict(AUDIENCE_CHANGED.into()))
+    }
+
+    fn shared(&self) -> bool {
+        self.engine.shared()
+    }
+
+    async fn heartbeat(&self, relay: &str, now: i64, expired: i64) -> Result<u32, StoreError> {
+        if !self.engine.shared() {
+            // One relay holds the file (its lock refuses a second), so it
+            // shares no endpoint's limits.
+            return Ok(1);
+        }
+        let others = self
+            .aside_rows(heartbeat(relay, now, expired), |r| r.int(0))
+            .await?
+            .first()
+            .copied()
+            .unwrap_or(0);
+        Ok(u32::try_from(others).unwrap_or(u32::MAX).saturating_add(1))
+    }
+
+    async fn disabled_endpoints(&self) -> Result<Vec<String>, StoreError> {
+        self.aside_rows(sql::disabled_endpoints(), |r| r.text(0))
+            .await
+    }
+
+    async fn set_endpoint_disabled(
+        &self,
+        url: &str,
+        disabled: bool,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let stmt = if disabled {
+            sql::disable_endpoint(url, now)
+        } else {
+            sql::enable_endpoint(url)
+        };
+        self.engine.aside(stmt).await.map(drop)
+    }
+
+    async fn holds(&self, now: i64) -> Result<Vec<(String, Hold)>, StoreError> {
+        self.aside_rows(sql::holds(now), sql::hold_of).await
+    }
+
+    async fn put_hold(&self, url: &str, hold: Hold) -> Result<(), StoreError> {
+        self.engine.aside(sql::put_hold(url, &hold)).await.map(drop)
+    }
+
+    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
+        self.aside_rows(sql::stored_sources(), sql::stored_source_of)
+            .await
+    }
+
+    async fn write_sources(
+        &self,
+        put: Vec<(String, String)>,
+        remove: Vec<String>,
+    ) -> Result<(), StoreError> {
+        self.write_count(sql::write_sources(self.d(), put, remove))
+            .await
+            .map(drop)
+    }
+
+    fn statements(&self) -> u64 {
+        self.engine.statements()
+    }
+
+    fn conflicts(&self) -> u64 {
+        self.engine.conflicts()
+    }
+
+    fn set_commit_observer(&self, observer: CommitObserver) {
+        self.engine.set_commit_observer(observer);
+    }
+
+    async fn close(&self) {
+        self.engine.close().await;
+    }
+}
+
+/// Says that relay `relay` delivers at `now`, forgets relays last heard
+/// from before `expired`, and counts the others: one statement, run only
+/// where several relays share the database (Postgres; SQLite's writer
+/// takes no statement with several data-modifying parts). A data-modifying
+/// CTE's changes are not visible to the SELECT, so this relay is counted
+/// by the caller, not here.
+fn heartbeat(relay: &str, now: i64, expired: i64) -> Stmt {
+    Stmt {
+        sql: "WITH seen AS (\
+              INSERT INTO senders (relay, seen_at) VALUES (?, ?) \
+              ON CONFLICT (relay) DO UPDATE SET seen_at = excluded.seen_at), \
+              gone AS (DELETE FROM senders WHERE seen_at < ?) \
+              SELECT count(*) FROM senders WHERE relay <> ? AND seen_at >= ?"
+            .into(),
+        values: vec![
+            relay.into(),
+            now.into(),
+            expired.into(),
+            relay.into(),
+            expired.into(),
+        ],
+    }
+}
