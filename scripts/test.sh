@@ -13,54 +13,57 @@ command -v node >/dev/null || { echo "node is required (the JSON.stringify oracl
 step "core builds for wasm32-unknown-unknown (no I/O, no std::time, no getrandom)"
 cargo build --locked -p callpost-core --target wasm32-unknown-unknown
 
-step "rustfmt, clippy (the wasm crate also with the features callpost/verify and callpost/client build it with)"
+step "rustfmt, clippy (the relay with and without its test clock; the wasm crate also with the features callpost/verify and callpost/client build it with)"
 # rustfmt and clippy are installed when missing; if that fails, so does CI.
 for c in rustfmt clippy; do
   rustup component list --installed | grep -q "^$c" || rustup component add "$c"
 done
 cargo fmt --all -- --check
-cargo clippy --locked --workspace --all-targets -- -D warnings
+cargo clippy --locked --workspace --all-targets --features callpost-relay/test-clock -- -D warnings
+cargo clippy --locked -p callpost-relay --all-targets -- -D warnings
 for f in signing client; do
   cargo clippy --locked -p callpost-wasm --no-default-features --features "$f" --target wasm32-unknown-unknown -- -D warnings
 done
 
-step "rust tests (unit, shared vectors, properties, node JSON.stringify corpus, simulations; the relay's stores on SQLite and a throwaway Postgres)"
+step "rust tests (unit, shared vectors, properties, node JSON.stringify corpus, simulations; the relay's stores on SQLite and a throwaway Postgres, its listeners, deliveries and layers)"
 # The Postgres cluster under target/pg (Debian's postgresql, installed when
-# missing); the Python relay tests stop it when they end, and so does this
-# script when it ends, passed or failed.
+# missing), stopped when this script ends, passed or failed.
 CALLPOST_PG_URL=$(bash scripts/postgres.sh start)
 export CALLPOST_PG_URL
 trap 'bash scripts/postgres.sh stop' EXIT
-cargo test --locked --workspace
+# With the relay's test clock (never in a shipped build): its tests run,
+# and target/debug/callpost-relay is the build the end-to-end tests start.
+# Examples are compiled by clippy above, not again here.
+cargo test --locked --workspace --features callpost-relay/test-clock --lib --bins --tests
+cargo test --locked --workspace --features callpost-relay/test-clock --doc
 
-step "relay: the tests' build, with the test clock (never in a shipped build)"
-cargo build --locked -p callpost-relay --features test-clock
-mkdir -p target/relay-test
-cp target/debug/callpost-relay target/relay-test/callpost-relay
-
-step "python: build the wheel (maturin) into target/venv"
+step "python: build the wheels (maturin) into target/venv"
 bash scripts/python-env.sh
 PY=target/venv/bin/python
 
-step "python: the relay tests' Segment SDKs (npm: @segment/analytics-node, @segment/analytics-next, playwright-core) and Debian chromium"
+step "python tests (shared vectors, real HTTP/HTTPS servers on 127.0.0.1, client, fork, atexit, segment drop-in, receivers in every framework, the docs' code blocks)"
+(cd python && "../$PY" -m pytest tests -q -p no:cacheprovider)
+
+step "relay end-to-end: its Segment SDKs (npm: @segment/analytics-node, @segment/analytics-next, playwright-core) and Debian chromium"
 if ! command -v chromium >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-(cd python/tests/sdk && npm ci --no-audit --no-fund --loglevel=error)
+(cd relay/tests/e2e/sdk && npm ci --no-audit --no-fund --loglevel=error)
 
-step "python tests (shared vectors, real HTTP/HTTPS servers on 127.0.0.1, client, fork, atexit, the relay with real Segment SDKs)"
-# The relay tests run the test build through `python -m callpost relay`
-# (CALLPOST_RELAY_BIN); the demo below runs the wheel's.
-(cd python && CALLPOST_RELAY_BIN="$PWD/../target/relay-test/callpost-relay" "../$PY" -m pytest tests -q -p no:cacheprovider)
+step "relay end-to-end tests (the built relay as real processes on SQLite and Postgres: real Segment SDKs, headless Chromium, kill -9, several relays on one database, Postgres restarted mid-run)"
+(cd relay/tests/e2e && CALLPOST_RELAY_BIN="$PWD/../../../target/debug/callpost-relay" "../../../$PY" -m pytest . -q -p no:cacheprovider)
 
-step "python lint and types: ruff format --check, ruff check, mypy --strict (package, tests, typed example, benches' scripts), stubtest"
+step "python lint and types: ruff format --check, ruff check, mypy --strict (package, tests, the relay's end-to-end tests, typed example, benches' scripts), stubtest"
 # Every Python file in the repository, with python/pyproject.toml's settings.
 # mypy is handed the tracked .py files of benches/ and scripts/ by name: it
-# refuses a directory with none (scripts/ has none today).
-(cd python && "../$PY" -m ruff format --check --config pyproject.toml python tests typecheck ../benches ../scripts && \
-  "../$PY" -m ruff check --config pyproject.toml python tests typecheck ../benches ../scripts && \
+# refuses a directory with none (scripts/ has none today). The relay's
+# end-to-end tests are checked apart (each suite has a conftest), with the
+# package tests' servers module on the path, as their conftest puts it.
+(cd python && "../$PY" -m ruff format --check --config pyproject.toml python tests typecheck ../benches ../scripts ../relay/tests/e2e && \
+  "../$PY" -m ruff check --config pyproject.toml python tests typecheck ../benches ../scripts ../relay/tests/e2e && \
   "../$PY" -m mypy --strict -p callpost --cache-dir ../target/mypy && \
   "../$PY" -m mypy --strict tests typecheck $(git ls-files -- ../benches ../scripts | grep '\.py$') --cache-dir ../target/mypy && \
+  MYPYPATH=tests "../$PY" -m mypy --strict ../relay/tests/e2e --cache-dir ../target/mypy-e2e && \
   "../$PY" -m mypy.stubtest callpost._callpost)
 
 step "python: the abi3 wheel imports and passes the shared vectors on CPython 3.10 and 3.13 (3.9 is end-of-life)"
@@ -76,7 +79,8 @@ done
 
 step "js: tools (wasm-bindgen-cli 0.2.130, npm packages)"
 if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen 0.2.130"; then
-  # Without --locked: a locked webpki-roots is missing from the registry (TOOLCHAIN.md).
+  # Without --locked: the webpki-roots version its lock file names is
+  # missing from the registry, and the locked install fails.
   cargo install wasm-bindgen-cli --version 0.2.130
 fi
 (cd wasm && npm ci --no-audit --no-fund --loglevel=error)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `npm run build`: turns the wasm crate into the npm package in wasm/pkg.
 # cargo (release, wasm32) → wasm-bindgen (nodejs and web targets) → npm's
-# wasm-opt (binaryen@132; Debian's breaks wasm-bindgen output, TOOLCHAIN.md).
+# wasm-opt (binaryen@132 from npm: Debian's binaryen, wasm-opt 108, silently
+# breaks wasm-bindgen 0.2.130 output, which then fails to load with
+# `WebAssembly.Table.set(): Argument 1 is invalid for table`).
 set -euo pipefail
 cd "$(dirname "$0")"
 root=$(cd .. && pwd)

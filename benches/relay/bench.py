@@ -123,7 +123,7 @@ WRITE_KEY = "bench-write-key"
 TICK = os.sysconf("SC_CLK_TCK")
 
 # One relay configuration for the bench and the relay tests.
-sys.path.insert(0, str(ROOT / "python" / "tests"))
+sys.path.insert(0, str(ROOT / "relay" / "tests" / "e2e"))
 from relay_config import ADMIN as ADMIN_TOKEN  # noqa: E402
 from relay_config import config_text  # noqa: E402
 

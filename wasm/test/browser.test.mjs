@@ -24,8 +24,9 @@ async function pageResult(url) {
   const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM_PATH || '/usr/bin/chromium',
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      // launch() gives every run a fresh temporary profile (the
-      // --user-data-dir that TOOLCHAIN.md asks for).
+      // launch() gives every run a fresh temporary profile (a fresh
+      // --user-data-dir); without the background-networking flags Chromium
+      // tries to reach Google's hosts, which this network refuses.
       '--disable-component-update', '--disable-sync'],
   });
   try {

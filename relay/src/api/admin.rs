@@ -531,7 +531,7 @@ fn replay_filter(f: &mut Fields) -> Result<(ReplayFilter, bool, bool)> {
 fn log_filter(q: &mut Query) -> Result<(LogFilter, bool)> {
     let status = q
         .take("status")
-        .map(|name| LogStatus::parse(&name).map_err(Refused::Bad))
+        .map(|name| LogStatus::parse(&name).map_err(|e| Refused::Bad(e.to_string())))
         .transpose()?;
     let filter = LogFilter {
         message_ids: q.take("messageId").map(|id| vec![id]),

@@ -29,8 +29,9 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// A receiver's answer body is read up to this much, so its connection
-/// goes back to the pool; past it the connection is dropped instead
-/// (the Python relay's limit).
+/// goes back to the pool; past it the connection is dropped instead. An
+/// acknowledgement is a few bytes; 64 KB covers an error page and keeps
+/// what one connection costs small.
 pub const ANSWER_BYTES: usize = 64 * 1024;
 
 /// The answer body must arrive within this once the status line has, or
@@ -40,9 +41,9 @@ pub const ANSWER_BYTES: usize = 64 * 1024;
 /// answer.
 pub const ANSWER_BODY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// An idle pooled connection is closed after this: aiohttp's
-/// `keepalive_timeout`, which the Python relay used, and well under the
-/// 60-75 s most servers keep an idle connection.
+/// An idle pooled connection is closed after this: aiohttp's default
+/// `keepalive_timeout`, and well under the 60-75 s most servers keep an
+/// idle connection (so the relay, not the server, closes it first).
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// A wait for the receiver protections shorter than this (the rate

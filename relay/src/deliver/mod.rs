@@ -66,8 +66,9 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::{JoinError, JoinHandle, JoinSet};
 use tokio::time::Instant;
 
-/// Rows per claim: a handful of round trips to the store per second at
-/// the benchmark's delivery rate (the Python relay's batch).
+/// Rows per claim: at the benchmark's delivery rate (several thousand a
+/// second, BENCHMARKS.md) a handful of claims a second, each one statement
+/// and, on SQLite, one commit.
 pub const CLAIM_BATCH: usize = 256;
 
 /// The longest the workers sleep without looking at the store again: rows
@@ -1009,8 +1010,8 @@ fn ended(
 
 /// A finished call's record, for dead letters and the delivery log: the
 /// core's outcome, with the message a host raises for it (null for a
-/// success) and the attempt log, keys in that order (as the Python relay
-/// wrote `{**outcome, "message": ..., "log": ...}`).
+/// success) and the attempt log, keys in that order: the record's own
+/// fields first, as the delivery log and the dead-letter list show them.
 fn outcome_record(d: &Delivery, outcome: &DeliveryOutcome) -> String {
     let fields = outcome.to_json(KeyCase::Snake);
     let message = serde_json::to_string(&outcome.error_message()).unwrap_or_else(|_| "null".into());

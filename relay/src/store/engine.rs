@@ -73,8 +73,11 @@ pub(crate) trait Engine: std::fmt::Debug + Send + Sync + 'static {
     /// `swap`, then, if it changed a row, `rows` stored as
     /// [`Engine::insert`] stores them, in one transaction: how many were
     /// new, or `None` (nothing written) when `swap` changed nothing.
-    async fn swap_and_insert(&self, swap: Stmt, rows: Vec<Row>)
-        -> Result<Option<usize>, StoreError>;
+    async fn swap_and_insert(
+        &self,
+        swap: Stmt,
+        rows: Vec<Row>,
+    ) -> Result<Option<usize>, StoreError>;
     /// How claimed rows ended, each counted only where the row still holds
     /// its claim; how many were refused.
     async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError>;

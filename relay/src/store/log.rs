@@ -34,16 +34,22 @@ impl LogStatus {
     /// The names it reads, for messages.
     pub const NAMES: &'static str = "pending, delivered, dead, undeliverable, rejected";
 
-    /// The status named `name`; the message says which names there are.
-    pub fn parse(name: &str) -> Result<Self, String> {
+    /// The status named `name`.
+    pub fn parse(name: &str) -> Result<Self, UnknownStatus> {
         if name == "rejected" {
             return Ok(Self::Rejected);
         }
         Status::named(name)
             .map(Self::Calls)
-            .ok_or_else(|| format!("status must be one of {}, not {name:?}", Self::NAMES))
+            .ok_or_else(|| UnknownStatus(name.to_owned()))
     }
 }
+
+/// A `status` that names no state (`invalid_argument`): the message says
+/// which names there are.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("status must be one of {names}, not {0:?}", names = LogStatus::NAMES)]
+pub struct UnknownStatus(pub String);
 
 /// Which stored calls a search or a replay names: every field given must
 /// match (`None`: any).

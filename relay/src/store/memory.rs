@@ -6,8 +6,8 @@
 //! read every row as stored ([`MemoryStore::rows`]).
 
 use super::*;
-use std::fmt;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;

@@ -626,8 +626,6 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
 pub(crate) const AUDIENCE_CHANGED: &str =
     "the audience's state changed since it was read (another sync stored one)";
 
-/// A fresh claim token: 62 random bits, positive in any signed 64-bit
-/// column (Postgres's BIGINT included), as the Python relay's were.
 /// A hold as the tables keep it: (paused_until, open_until, open_ms), ms,
 /// 0 for none.
 pub(crate) fn hold_columns(h: &Hold) -> (i64, i64, i64) {
@@ -648,6 +646,9 @@ pub(crate) fn hold_of(paused_until: i64, open_until: i64, open_ms: i64) -> Hold 
     }
 }
 
+/// A fresh claim token: 62 random bits, positive in any signed 64-bit
+/// column (Postgres's BIGINT included), and too many for two claims ever to
+/// draw the same one.
 pub(crate) fn claim_token() -> Result<i64, StoreError> {
     let bits = getrandom::u64()
         .map_err(|e| StoreError::Unavailable(format!("no randomness for a claim token: {e}")))?;

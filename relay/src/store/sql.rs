@@ -20,9 +20,7 @@
 //! the partial index of finished rows (`WHERE status <> 0`) matches.
 
 use super::log::{Cursor, LogEntry, LogFilter, LoggedCall, RejectedEntry};
-use super::{
-    Claimed, DeadLetter, Hold, RejectedRecord, ReplayFilter, Stats, Status, StoreError,
-};
+use super::{Claimed, DeadLetter, Hold, RejectedRecord, ReplayFilter, Stats, Status, StoreError};
 use std::borrow::Cow;
 
 /// The database a statement is written for.
@@ -227,7 +225,8 @@ pub(crate) fn rows<T>(
 }
 
 fn count(rows: &[Cells]) -> Result<i64, StoreError> {
-    rows.first().map_or(Ok(0), |r| r.opt_int(0).map(Option::unwrap_or_default))
+    rows.first()
+        .map_or(Ok(0), |r| r.opt_int(0).map(Option::unwrap_or_default))
 }
 
 fn int(n: usize) -> Value {
@@ -453,7 +452,10 @@ const ENTRY_COLUMNS: &str = "source, message_id, kind, event, user_id, anonymous
 pub(crate) fn search(d: Dialect, filter: &LogFilter, after: Option<Cursor>, limit: usize) -> Stmt {
     let (conds, values) = filter.sql(d);
     let (tail, values) = page(conds, values, after, limit);
-    Stmt::new(format!("SELECT {ENTRY_COLUMNS} FROM deliveries{tail}"), values)
+    Stmt::new(
+        format!("SELECT {ENTRY_COLUMNS} FROM deliveries{tail}"),
+        values,
+    )
 }
 
 /// A stored call as a search lists it ([`ENTRY_COLUMNS`]).
@@ -688,10 +690,7 @@ pub(crate) fn holds(now: i64) -> Stmt {
 
 /// A row of [`holds`].
 pub(crate) fn hold_of(r: &Cells) -> Result<(String, Hold), StoreError> {
-    Ok((
-        r.text(0)?,
-        super::hold_of(r.int(1)?, r.int(2)?, r.int(3)?),
-    ))
+    Ok((r.text(0)?, super::hold_of(r.int(1)?, r.int(2)?, r.int(3)?)))
 }
 
 /// Keeps each part of `url`'s hold at the later of what is stored and
@@ -787,7 +786,15 @@ mod tests {
             park(d, 1, vec!["a".into()]),
             purge_finished(Status::Dead, 1, 10),
             purge_rejected(1, 10),
-            search(d, &filter.calls, Some(Cursor { received_at: 1, id: 2 }), 5),
+            search(
+                d,
+                &filter.calls,
+                Some(Cursor {
+                    received_at: 1,
+                    id: 2,
+                }),
+                5,
+            ),
             search_rejected(d, &filter.calls, None, 5),
             logged_call("s".into(), "m".into()),
             dead_letters(5),
@@ -805,7 +812,11 @@ mod tests {
         all.extend(replay(d, 1, &filter));
         all.extend(replayable(d, &filter));
         all.extend(stats(1));
-        all.extend(write_sources(d, vec![("a".into(), "x".into())], vec!["b".into()]));
+        all.extend(write_sources(
+            d,
+            vec![("a".into(), "x".into())],
+            vec!["b".into()],
+        ));
         for s in all {
             let marks = s.sql.matches('?').count();
             assert_eq!(marks, s.values.len(), "{}", s.sql);

@@ -566,7 +566,10 @@ fn migrate(db: &Db) -> Result<(i64, i64), StoreError> {
                 db.conn.execute_batch(sql).map_err(|e| store_error(&e))?;
             }
         }
-        for (key, value) in [("schema_version", latest.to_string()), ("numbering", NUMBERING.into())] {
+        for (key, value) in [
+            ("schema_version", latest.to_string()),
+            ("numbering", NUMBERING.into()),
+        ] {
             db.exec(
                 "INSERT INTO meta (key, value) VALUES (?1, ?2) \
                  ON CONFLICT (key) DO UPDATE SET value = excluded.value",
@@ -851,7 +854,6 @@ fn store_calls(db: &Db, parts: &[Part<'_>]) -> rusqlite::Result<Vec<usize>> {
     Ok(new)
 }
 
-
 // -- statements ------------------------------------------------------------
 
 impl rusqlite::ToSql for Value {
@@ -897,7 +899,9 @@ fn run(db: &Db, stmt: &Stmt) -> rusqlite::Result<Written> {
         });
     }
     let rows = prepared
-        .query_map(rusqlite::params_from_iter(&stmt.values), |r| cells(r, columns))?
+        .query_map(rusqlite::params_from_iter(&stmt.values), |r| {
+            cells(r, columns)
+        })?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok(Written {
         count: rows.len() as u64,
@@ -1017,13 +1021,8 @@ impl Engine for Sqlite {
     }
 
     async fn read(&self, stmts: Vec<Stmt>) -> Result<Vec<Vec<Cells>>, StoreError> {
-        self.read_with(move |db| {
-            stmts
-                .iter()
-                .map(|s| run(db, s).map(|w| w.rows))
-                .collect()
-        })
-        .await
+        self.read_with(move |db| stmts.iter().map(|s| run(db, s).map(|w| w.rows)).collect())
+            .await
     }
 
     async fn aside(&self, stmt: Stmt) -> Result<Written, StoreError> {
@@ -1074,7 +1073,8 @@ impl Engine for Sqlite {
     }
 
     async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError> {
-        self.write_with(0, move |db| finish_rows(db, &items, now)).await
+        self.write_with(0, move |db| finish_rows(db, &items, now))
+            .await
     }
 
     async fn after_purge(&self) -> Result<(), StoreError> {

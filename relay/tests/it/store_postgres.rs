@@ -33,7 +33,8 @@ use std::time::Duration;
 use tokio_postgres::{Client, NoTls};
 
 /// The last migration's number.
-const LATEST: i64 = callpost_relay::store::MIGRATIONS[callpost_relay::store::MIGRATIONS.len() - 1].0;
+const LATEST: i64 =
+    callpost_relay::store::MIGRATIONS[callpost_relay::store::MIGRATIONS.len() - 1].0;
 
 /// A hang guard, never a measure of speed.
 const HANG: Duration = Duration::from_secs(60);
@@ -159,9 +160,7 @@ contract_tests!(fresh, if pg_available());
 async fn store_on(timeout: Duration) -> Option<(Arc<dyn Store>, Db)> {
     let admin = admin_url()?;
     let db = Db::new(&admin).await;
-    let store = postgres::open(&db.url, options(timeout))
-        .await
-        .unwrap();
+    let store = postgres::open(&db.url, options(timeout)).await.unwrap();
     Some((store, db))
 }
 
@@ -295,7 +294,10 @@ async fn refuses_a_newer_schema() {
         .unwrap_err();
     match err {
         StoreError::Refused(message) => {
-            assert!(message.contains(&format!("this relay's {LATEST}")), "{message}");
+            assert!(
+                message.contains(&format!("this relay's {LATEST}")),
+                "{message}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -310,9 +312,9 @@ async fn concurrent_opens_migrate_once() {
     let opens: Vec<_> = (0..6)
         .map(|_| {
             let url = db.url.clone();
-            tokio::spawn(async move {
-                postgres::open(&url, options(Duration::from_secs(30))).await
-            })
+            tokio::spawn(
+                async move { postgres::open(&url, options(Duration::from_secs(30))).await },
+            )
         })
         .collect();
     let mut migrated = vec![];
@@ -1192,10 +1194,9 @@ async fn tls_as_the_url_sslmode_says() {
     // Opens, stores, and every connection of the store is TLS.
     for mode in ["require", "verify-full", "verify-ca", "prefer"] {
         let db = Db::new(&url).await;
-        let store =
-            postgres::open(&with_param(&db.url, &format!("sslmode={mode}")), with_ca())
-                .await
-                .unwrap_or_else(|e| panic!("sslmode={mode}: {e}"));
+        let store = postgres::open(&with_param(&db.url, &format!("sslmode={mode}")), with_ca())
+            .await
+            .unwrap_or_else(|e| panic!("sslmode={mode}: {e}"));
         assert_eq!(
             store
                 .insert(vec![row("a", "m1", T0)], vec![])

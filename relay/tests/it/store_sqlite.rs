@@ -58,7 +58,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 /// The last migration's number.
-const LATEST: i64 = callpost_relay::store::MIGRATIONS[callpost_relay::store::MIGRATIONS.len() - 1].0;
+const LATEST: i64 =
+    callpost_relay::store::MIGRATIONS[callpost_relay::store::MIGRATIONS.len() - 1].0;
 
 const V1_SCHEMA: &str = include_str!("../../migrations/sqlite/0001_init.sql");
 

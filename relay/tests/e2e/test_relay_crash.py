@@ -7,20 +7,20 @@ unsettled at a kill: in flight, or answered before the kill with its
 result not yet stored (the store is read straight after each kill).
 Every delivery of a call carries the same ``Idempotency-Key``.
 
-After the sender stops, the test waits as long as the queue keeps
-draining: on a slow machine the receiver (in this process) answers fewer
-calls a second than the sender posts, and the backlog takes a while. A
-receiver that does not answer in time makes a call wait for its retry, up
-to minutes later. That is the spec's retry, not a crash's doing: once the
-queue has not shrunk for a minute, the relay's clock (``--test-clock``)
-moves an hour ahead, inside the 4-hour window, so every retry is due. The
-jump ends every lease at once, as a kill does: a call leased at it may be
-sent again. The report says how the queue
+After the sender stops, the test waits while the queue drains, and no
+longer: a call whose receiver did not answer in time waits for its retry,
+up to minutes later (the spec's retry, not a crash's doing), so as soon as
+nothing is due and nothing is in flight, the relay's clock
+(``--test-clock``) moves an hour ahead, inside the 4-hour window, and
+every retry is due. The jump ends every lease at once, as a kill does: a
+call leased at it may be sent again. The report says how the queue
 drained and what waited; a queue that stops draining after the jump fails
 the test.
 
-``CALLPOST_CRASH_KILLS`` sets the number of kills (default 200 on each
-backend); the seed is printed, and ``CALLPOST_CRASH_SEED`` replays a run.
+``CALLPOST_CRASH_KILLS`` sets the number of kills (by default 40 on each
+backend and 20 with batched webhooks, which the test run makes;
+``CALLPOST_CRASH_KILLS=200`` is the run the documentation's figures come
+from); the seed is printed, and ``CALLPOST_CRASH_SEED`` replays a run.
 """
 
 from __future__ import annotations
@@ -36,12 +36,11 @@ from typing import Any
 import pytest
 from relay_support import Database, Hook, RelayProcess, Sender, Settled, Tally, config_text, free_port, pending_report
 
-KILLS = {"sqlite": 200, "postgres": 200}
-BATCHED_KILLS = 100
+KILLS = {"sqlite": 40, "postgres": 40}
+BATCHED_KILLS = 20
 
-# How long the queue may go without shrinking before the relay's clock
-# moves ahead to the retries (and, after that, before the test fails): the
-# backoff's first retries come 10-40 s after a missed answer.
+# A hang guard: how long the queue may go without shrinking while calls are
+# due or in flight (or at all, after the clock moved) before the test fails.
 STALL_S = 60
 
 # How far the clock moves: past any retry the backoff schedules in the
@@ -135,8 +134,8 @@ def crash(
         f"delivered twice {len(twice)}, of which unexplained {len(unexplained)}; "
         + drained
         + (
-            f"; the queue stopped shrinking for {STALL_S} s and the clock moved ahead, ending "
-            f"{len(jump[0]) if jump else 0} leases. {waited_for_retry}"
+            f"; nothing was due and the clock moved ahead, ending {len(jump[0]) if jump else 0} "
+            f"leases. {waited_for_retry}"
             if waited_for_retry
             else ""
         )
@@ -162,6 +161,9 @@ def crash(
     assert len(kills) == kills_wanted and sender.batches > kills_wanted
     if kills_wanted >= 100:
         assert during_ingest > 0 and during_attempt > 0 and tally.answered_then_lost, report
+    else:
+        # Fewer kills: each way of landing still happens, if not all three.
+        assert during_ingest > 0 and during_attempt > 0, report
 
 
 def leased(database: Database) -> set[str]:
@@ -176,28 +178,33 @@ def leased(database: Database) -> set[str]:
 
 
 def drain(relay: RelayProcess, database: Database) -> tuple[set[str], str] | None:
-    """Waits while the queue shrinks. Once it has not for ``STALL_S``, the
-    relay's clock moves ahead; returns the calls whose leases the jump
-    ended and what the pending calls waited for then (None when it did not
-    have to). Those calls may be sent again: the jump ends a lease as a
-    kill does, and a worker may still send a call it claimed before. A
-    queue that stops shrinking again fails, with what it waits for."""
+    """Waits while the queue drains. As soon as calls are pending but none
+    is due or in flight (they wait for retries), the relay's clock moves
+    ahead; returns the calls whose leases the jump ended and what the
+    pending calls waited for then (None when it did not have to). Those
+    calls may be sent again: the jump ends a lease as a kill does, and a
+    worker may still send a call it claimed before. A queue that stops
+    shrinking for ``STALL_S`` fails, with what it waits for."""
     jump: tuple[set[str], str] | None = None
     least = None
     since = time.time()
     while True:
-        pending = int(relay.status()["pending"])
+        status = relay.status()
+        pending = int(status["pending"])
         if pending == 0:
             return jump
         if least is None or pending < least:
             least, since = pending, time.time()
         elif time.time() - since > STALL_S:
+            raise AssertionError(f"the queue stopped draining\n{pending_report(database)}")
+        due = status.get("next_due_at")
+        waiting = int(status["in_flight"]) == 0 and due is not None and due > time.time() * 1000
+        if jump is None and waiting:
             report = pending_report(database)
-            assert jump is None, f"the queue stopped draining after the clock moved ahead\n{report}"
             # Read before and after: a call claimed in between is in the
             # second read, its lease counted by the real clock.
             ended = leased(database)
             relay.admin("POST", "/admin/test/clock", {"offsetMs": AHEAD_MS})
             jump = (ended | leased(database), report)
-            since = time.time()
-        time.sleep(0.2)
+            least, since = pending, time.time()
+        time.sleep(0.1)

@@ -28,6 +28,7 @@ import pytest
 from relay_support import (
     ADMIN,
     OPS_SECRET,
+    RELAY_BIN,
     SECRET,
     WRITE_KEY,
     Database,
@@ -45,7 +46,7 @@ from relay_support import (
 
 pytest.importorskip("psycopg")
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 KILLS = int(os.environ.get("CALLPOST_MULTI_KILLS", "30"))
 LEASE_S = 10
 """The shortest lease the configuration allows, so takeovers come quickly."""
@@ -453,7 +454,7 @@ def test_sources_changed_through_one_relay_reach_another_and_stay_secret(
 
         def apply() -> str:
             run = subprocess.run(
-                [sys.executable, "-m", "callpost", "relay", "apply", str(applied)],
+                [RELAY_BIN, "apply", str(applied)],
                 capture_output=True,
                 text=True,
                 timeout=60,

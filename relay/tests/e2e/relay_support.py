@@ -197,11 +197,18 @@ def config_text(
     return relay_config.config_text(url, urls, secret=secret, write_key=write_key, extra=extra, sources=sources)
 
 
+RELAY_BIN = os.environ.get("CALLPOST_RELAY_BIN") or str(
+    pathlib.Path(__file__).resolve().parents[3] / "target" / "debug" / "callpost-relay"
+)
+"""The relay binary under test: started directly, with nothing in front of
+it (a restart after a kill costs the relay's own start, not an
+interpreter's)."""
+
+
 class RelayProcess:
-    """``python -m callpost relay`` (the native relay, through the launcher:
-    ``CALLPOST_RELAY_BIN`` names the tests' build, which has the test clock)
-    in a subprocess, on a fixed port across restarts (as an SDK would point
-    at it)."""
+    """The relay binary (``RELAY_BIN``, the tests' build, which has the
+    test clock) in a subprocess, on a fixed port across restarts (as an SDK
+    would point at it)."""
 
     def __init__(
         self,
@@ -228,10 +235,7 @@ class RelayProcess:
 
     def start(self, *args: str, wait: bool = True) -> RelayProcess:
         cmd = [
-            sys.executable,
-            "-m",
-            "callpost",
-            "relay",
+            RELAY_BIN,
             "--config",
             str(self.path),
             "--listen",
@@ -239,7 +243,7 @@ class RelayProcess:
             *self.args,
             *args,
         ]
-        env = dict(os.environ, PYTHONUNBUFFERED="1", **self.env)
+        env = dict(os.environ, **self.env)
         self.proc = subprocess.Popen(
             cmd, cwd=self.tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -338,7 +342,7 @@ class RelayProcess:
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "-m", "callpost", "relay", *args, "--config", str(self.path)],
+            [RELAY_BIN, *args, "--config", str(self.path)],
             cwd=self.tmp,
             capture_output=True,
             text=True,

@@ -30,7 +30,7 @@ from relay_support import WRITE_KEY, Database, Hook, RelayProcess, config_text
 import callpost
 
 SDK = pathlib.Path(__file__).parent / "sdk"
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 N = int(os.environ.get("CALLPOST_SDK_CALLS", "500"))
 """Calls of each kind per SDK run."""
 SKEW_MS = 3_600_000
@@ -136,7 +136,7 @@ def test_segment_analytics_python(relay: RelayProcess, hook: Hook, version: str,
 
 def _node_ready() -> None:
     if not (SDK / "node_modules" / "@segment").exists():
-        pytest.fail("python/tests/sdk has no node_modules: run npm ci there (scripts/test.sh does)")
+        pytest.fail("relay/tests/e2e/sdk has no node_modules: run npm ci there (scripts/test.sh does)")
 
 
 def test_segment_analytics_node(relay: RelayProcess, hook: Hook) -> None:
