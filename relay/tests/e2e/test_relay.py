@@ -408,7 +408,8 @@ def test_sighup_reloads_the_sources_and_a_bad_file_changes_nothing(
         with pytest.raises(urllib.error.HTTPError) as refused:
             r.admin("POST", "/admin/reload")
         assert refused.value.code == 400
-        assert json.loads(refused.value.read())["code"] == "invalid_config"
+        # The core's code for the set it refuses: two sources of one name.
+        assert json.loads(refused.value.read())["code"] == "invalid_settings"
         r.path.write_text(with_shop)
         assert r.admin("POST", "/admin/reload") == {"sources": ["web", "shop"], "added": [], "removed": []}
         reload(base, "configuration reloaded: 1 source(s) in force, removed shop")

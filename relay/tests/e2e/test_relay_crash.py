@@ -150,9 +150,9 @@ def crash(
             "next kill",
             min((at for at, _, _, _ in kills if at >= first), default=None),
         )
-    (pathlib.Path(__file__).resolve().parents[2] / "target").mkdir(exist_ok=True)
+    (pathlib.Path(__file__).resolve().parents[3] / "target").mkdir(exist_ok=True)
     name = f"crash-test-{database.backend}{'-batched' if batching else ''}.txt"
-    (pathlib.Path(__file__).resolve().parents[2] / "target" / name).write_text(report + "\n")
+    (pathlib.Path(__file__).resolve().parents[3] / "target" / name).write_text(report + "\n")
     if batching:
         batched = sum(1 for d in hook.deliveries if isinstance(d.json, list))
         assert batched > 0, "the destination batches: its calls arrive as arrays"
