@@ -492,6 +492,27 @@ def test_links(path: Path) -> None:
     assert broken == [], f"{path.relative_to(ROOT)}: links to nothing"
 
 
+@pytest.mark.parametrize("path", [pytest.param(p, id=str(p.relative_to(ROOT))) for p in DOCS])
+def test_a_contents_list_names_every_section(path: Path) -> None:
+    """A page that opens with a list of its sections lists each one, in
+    order: a section added later is not left out of it."""
+    text = path.read_text(encoding="utf-8")
+    head = text.split("\n## ", 1)[0]
+    # The list's items, and each item's first link (an item may go on to
+    # name parts of its section).
+    items = re.findall(r"^- (?:\[[^\]]+\]|`[^`]+`)?[^(\n]*\(#([^)]+)\)", head, re.M)
+    if not items:
+        return
+    in_block = False
+    sections = []
+    for line in text.splitlines():
+        in_block ^= line.startswith("```")
+        if not in_block and line.startswith("## "):
+            sections.append(re.sub(r"[^\w\- ]", "", line[3:].strip().lower()).replace(" ", "-"))
+    listed = [a for a in items if a in sections]
+    assert listed == sections, f"{path.relative_to(ROOT)}: the contents list is not its sections"
+
+
 def vector_strings() -> set[str]:
     """Every string in the shared vectors."""
     found: set[str] = set()

@@ -285,9 +285,9 @@ impl App {
 async fn start_sources(relay: &Arc<Relay>) -> Result<Option<JoinHandle<()>>, StartError> {
     if relay.cfg.secret_key.is_none() {
         match relay.store.stored_sources().await {
-            Ok(rows) if !rows.is_empty() => tracing::warn!(
+            Ok(stored) if !stored.rows.is_empty() => tracing::warn!(
                 "the database keeps {} source(s) this relay does not use: set {} to use them",
-                rows.len(),
+                stored.rows.len(),
                 crate::seal::SECRET_KEY_VAR
             ),
             _ => {}

@@ -80,7 +80,9 @@ impl SpanContext {
     pub fn parse(header: &str) -> Option<Self> {
         let h = header.trim();
         let b = h.as_bytes();
-        if b.len() < 55 {
+        // Every valid form is ASCII; the positions below are byte
+        // positions, which only ASCII makes character boundaries.
+        if b.len() < 55 || !h.is_ascii() {
             return None;
         }
         let version = &h[..2];
@@ -516,6 +518,13 @@ mod tests {
             VALID.to_uppercase(),
             VALID.replace('-', "_"),
             "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01".into(),
+            // Not ASCII: a character across the positions of the fields
+            // (a byte index there is no character boundary), and the
+            // replacement character a header that is not UTF-8 reads as.
+            "00-4bf92f3577b34da6a3ce929d0e0e47é-00f067aa0ba902b7-01".into(),
+            "é0-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+            format!("\u{fffd}{}", &VALID[1..]),
+            "\u{fffd}".repeat(20),
             // A later version with a fifth field not set apart by a dash.
             VALID.replacen("00", "01", 1) + "x",
         ];

@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 /// Each module, and the modules of the crate it uses.
-pub type Graph = BTreeMap<String, BTreeSet<String>>;
+pub(crate) type Graph = BTreeMap<String, BTreeSet<String>>;
 
 /// `src` with comments and everything from the first `#[cfg(test)]` on
 /// removed (test modules sit at the end of each file).
-pub fn code_of(src: &str) -> String {
+pub(crate) fn code_of(src: &str) -> String {
     let src = src.split("#[cfg(test)]").next().unwrap_or_default();
     let mut out = String::new();
     for line in src.lines() {
@@ -32,7 +32,7 @@ pub fn code_of(src: &str) -> String {
 
 /// The identifiers right after each `crate::`, including every first
 /// segment of a `crate::{a::X, b}` group.
-pub fn crate_paths(code: &str) -> Vec<String> {
+pub(crate) fn crate_paths(code: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = code;
     while let Some(i) = rest.find("crate::") {
@@ -71,7 +71,7 @@ fn ident(s: &str) -> String {
 }
 
 /// The crate root's re-exports: item name → the module it comes from.
-pub fn root_items(lib: &str) -> BTreeMap<String, String> {
+pub(crate) fn root_items(lib: &str) -> BTreeMap<String, String> {
     let mut items = BTreeMap::new();
     let code = code_of(lib);
     for stmt in code.split(';') {
@@ -90,7 +90,7 @@ pub fn root_items(lib: &str) -> BTreeMap<String, String> {
     items
 }
 
-pub fn graph(src: &Path) -> Graph {
+pub(crate) fn graph(src: &Path) -> Graph {
     let lib = std::fs::read_to_string(src.join("lib.rs")).expect("src/lib.rs");
     let items = root_items(&lib);
     let mut g = Graph::new();
@@ -124,7 +124,7 @@ pub fn graph(src: &Path) -> Graph {
 }
 
 /// One cycle through `g`, if there is any.
-pub fn find_cycle(g: &Graph) -> Option<Vec<String>> {
+pub(crate) fn find_cycle(g: &Graph) -> Option<Vec<String>> {
     fn visit(
         g: &Graph,
         node: &str,

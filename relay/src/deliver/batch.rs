@@ -4,10 +4,12 @@
 //! * The fresh calls a claim takes for such a source are packed by the
 //!   core (`Webhooks::pack`: filters, integrations, the limits) and each
 //!   batch is delivered as one call is: one POST, one answer for all.
-//! * A batch that waits for its next round keeps its state on every one of
-//!   its rows, with one due time; rows claimed again with the same batch's
-//!   state are delivered together again from it, so a retried batch is the
-//!   same bytes under the same id.
+//! * A batch that waits for its next round keeps its id on every one of its
+//!   rows, with one due time, and its state (which holds the whole batch's
+//!   body) on one of them only, its lead (its first row); rows claimed
+//!   again together with their lead are delivered together again from that
+//!   state, so a retried batch is the same bytes under the same id. A
+//!   batch's attempt log is likewise its lead's alone.
 //! * A claim holds all of a batch's rows or only some (another relay took
 //!   the others, or the claim's room ended inside the batch). With some,
 //!   they are packed again into a batch of their own, with a new id and a
@@ -15,9 +17,9 @@
 //!   calls twice. So is a saved batch that no longer fits the destination
 //!   (its endpoints changed).
 
-use super::{drive, finish_row, jitter_seed, not_now, traced_by, turn, NotNow, Shared};
+use super::{drive, finish_row, jitter_seed, not_now, traced_by, turn, InBatch, NotNow, Shared};
 use crate::store::{Claimed, Finish};
-use callpost_core::webhooks::{is_batch_id, Webhooks};
+use callpost_core::webhooks::Webhooks;
 use callpost_core::{Call, Delivery, DeliveryConfig};
 use std::sync::Arc;
 
@@ -48,12 +50,7 @@ pub(super) fn plan(shared: &Shared, source: &str, claimed: Vec<Claimed>) -> Vec<
     let mut fresh = Vec::new();
     let mut saved: Vec<(String, Vec<Claimed>)> = Vec::new();
     for row in claimed {
-        let batch = row
-            .state
-            .as_deref()
-            .and_then(Delivery::saved_message_id)
-            .filter(|id| is_batch_id(id));
-        match batch {
+        match row.batch.clone() {
             Some(id) => match saved.iter_mut().find(|(b, _)| *b == id) {
                 Some((_, rows)) => rows.push(row),
                 None => saved.push((id, vec![row])),
@@ -146,7 +143,9 @@ async fn fresh(shared: &Arc<Shared>, webhooks: &Webhooks, rows: Vec<Claimed>) ->
 }
 
 async fn saved(shared: &Arc<Shared>, webhooks: &Webhooks, rows: Vec<Claimed>) -> Vec<Finish> {
-    let state = rows.first().and_then(|r| r.state.as_deref()).unwrap_or("");
+    // The lead keeps the batch's state; without it (claimed apart) the
+    // rows here are packed again.
+    let state = rows.iter().find_map(|r| r.state.as_deref()).unwrap_or("");
     let restored = Delivery::from_json(state, webhooks).map_err(|e| e.to_string());
     match restored {
         Ok(d) if d.batch_size() == Some(rows.len()) => {
@@ -170,6 +169,7 @@ async fn saved(shared: &Arc<Shared>, webhooks: &Webhooks, rows: Vec<Claimed>) ->
                 .into_iter()
                 .map(|mut r| {
                     r.state = None;
+                    r.batch = None;
                     r
                 })
                 .collect();
@@ -179,7 +179,8 @@ async fn saved(shared: &Arc<Shared>, webhooks: &Webhooks, rows: Vec<Claimed>) ->
 }
 
 /// Drives a batch's delivery and stores each of its rows where it was
-/// left: one outcome, or one saved state and due time, for all.
+/// left: one outcome, or one due time, for all; the saved state and the
+/// attempt log on the lead (the first row, by id) alone.
 async fn deliver(shared: &Arc<Shared>, mut d: Delivery, rows: &[&Claimed]) -> Vec<Finish> {
     let Some(first) = rows.first() else {
         return Vec::new();
@@ -188,7 +189,21 @@ async fn deliver(shared: &Arc<Shared>, mut d: Delivery, rows: &[&Claimed]) -> Ve
     // One POST, one span: in the trace of the first call's request.
     let traced = traced_by(first);
     let (driven, made) = drive(shared, &mut d, &first.source, &id, traced).await;
+    let lead = rows.iter().map(|r| r.id).min();
     rows.iter()
-        .map(|r| finish_row(shared, r, &d, driven.clone(), r.attempts + made))
+        .map(|r| {
+            let batch = InBatch {
+                id: &id,
+                lead: Some(r.id) == lead,
+            };
+            finish_row(
+                shared,
+                r,
+                &d,
+                driven.clone(),
+                r.attempts + made,
+                Some(batch),
+            )
+        })
         .collect()
 }

@@ -9,7 +9,9 @@
 //! address) about every address before connecting, unless
 //! `allow_private_networks` is on. The check runs at each connection, not
 //! once at start, so a name that later resolves somewhere private is
-//! caught too, and whichever way the relay was started.
+//! caught too, and whichever way the relay was started. The
+//! configuration's own check ([`check_destinations`]) refuses only hosts
+//! written as addresses: a name's answer is checked at each connection.
 
 use crate::config::{ConfigError, Source};
 use callpost_core::webhooks::is_public_address;
@@ -149,10 +151,19 @@ async fn connect(uri: &Uri, allow_private: bool) -> io::Result<TokioIo<TcpStream
     Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address to connect to")))
 }
 
-/// Refuses, at start, destinations whose host is at a loopback, private or
-/// other non-public address, unless `allow_private_networks`; the message
-/// names the source, the host and the addresses. A name that does not
-/// resolve yet is left to the check every connection makes.
+/// Refuses destinations whose host is written as a loopback, private or
+/// other non-public address (`http://10.0.0.5/`), unless
+/// `allow_private_networks`; the message names the source, the host and
+/// the address. Such a URL can never be delivered to, whatever happens.
+///
+/// A host written as a name is not refused here: what it resolves to is
+/// the name's owner's to change at any moment (its own DNS, a filter's
+/// `0.0.0.0`, split horizon), so one receiver's answer must not keep every
+/// relay from starting or every later change of the sources from taking
+/// effect. Every connection checks each address it would use instead (the
+/// rule above), and a delivery to a name that resolves privately ends as
+/// any refused connection does. A name that resolves privately now is
+/// logged as a warning, once per check.
 pub async fn check_destinations(
     sources: &[Arc<Source>],
     allow_private_networks: bool,
@@ -171,27 +182,37 @@ pub async fn check_destinations(
             let Ok((host, port)) = host_port(&uri) else {
                 continue;
             };
+            if let Ok(ip) = host.parse::<IpAddr>() {
+                if !is_public_address(ip) {
+                    return Err(ConfigError::Settings {
+                        code: Code::PrivateAddress,
+                        message: format!(
+                            "source {:?}: the webhook host {host} is a private or loopback \
+                             address; set [security] allow_private_networks = true to allow it",
+                            source.name
+                        ),
+                    });
+                }
+                continue;
+            }
             let Ok(addrs) = resolve(&host, port).await else {
                 continue;
             };
-            let mut refused: Vec<String> = addrs
+            let mut private: Vec<String> = addrs
                 .iter()
                 .map(SocketAddr::ip)
                 .filter(|ip| !is_public_address(*ip))
                 .map(|ip| ip.to_string())
                 .collect();
-            refused.sort();
-            refused.dedup();
-            if !refused.is_empty() {
-                return Err(ConfigError::Settings {
-                    code: Code::PrivateAddress,
-                    message: format!(
-                        "source {:?}: the webhook host {host} is at a private or loopback \
-                         address ({}); set [security] allow_private_networks = true to allow it",
-                        source.name,
-                        refused.join(", ")
-                    ),
-                });
+            private.sort();
+            private.dedup();
+            if !private.is_empty() {
+                tracing::warn!(
+                    source = %source.name,
+                    "the webhook host {host} resolves to private or loopback addresses ({}); \
+                     deliveries refuse to connect to them while allow_private_networks is off",
+                    private.join(", ")
+                );
             }
         }
     }

@@ -252,6 +252,7 @@ fn finish_id(f: &Finish) -> i64 {
         | Finish::Retry { id, .. }
         | Finish::Dead { id, .. }
         | Finish::Undeliverable { id, .. }
+        | Finish::Filtered { id, .. }
         | Finish::Release { id, .. } => *id,
     }
 }
@@ -270,12 +271,30 @@ fn share_of(concurrency: usize, endpoint_concurrency: usize, sources: usize) -> 
 
 fn log_lanes(shared: &Shared, sources: usize) {
     let endpoint = shared.relay.cfg.endpoint_concurrency;
+    let share = share_of(shared.concurrency, endpoint, sources);
     tracing::info!(
-        "delivering for {sources} sources: {} deliveries at once, at most {} per source, \
+        "delivering for {sources} sources: {} deliveries at once, at most {share} per source, \
          {endpoint} requests per endpoint URL",
         shared.concurrency,
-        share_of(shared.concurrency, endpoint, sources),
     );
+    // A batch is packed from one claim's rows: its calls are at most a
+    // claim's, whatever the destination allows.
+    let per_post = CLAIM_BATCH.min(share);
+    for source in &shared.relay.sources().list {
+        if let Some(b) = source
+            .destination()
+            .and_then(callpost_core::Webhooks::batching)
+        {
+            if b.max_calls() > per_post {
+                tracing::info!(
+                    source = %source.name,
+                    "batches hold at most {per_post} calls (one claim's), under webhooks.batch \
+                     max_calls = {}",
+                    b.max_calls()
+                );
+            }
+        }
+    }
 }
 
 /// Claims, starts deliveries, and at stop winds them down.
@@ -690,7 +709,7 @@ async fn turn(shared: &Arc<Shared>, row: Claimed) -> Finish {
     };
     let traced = traced_by(&row);
     let (driven, made) = drive(shared, &mut d, &row.source, &row.message_id, traced).await;
-    finish_row(shared, &row, &d, driven, row.attempts + made)
+    finish_row(shared, &row, &d, driven, row.attempts + made, None)
 }
 
 /// How `row` is stored when it cannot be delivered now.
@@ -727,6 +746,7 @@ fn not_now(shared: &Shared, row: &Claimed, why: NotNow) -> Finish {
                 attempts: row.attempts,
                 state: None,
                 outcome: outcome.to_string(),
+                batch: None,
             }
         }
     }
@@ -835,16 +855,30 @@ async fn drive(
     (driven, made)
 }
 
-/// How `row` is stored where its delivery `d` was left: `attempts` in all.
+/// A row's part in a batch: the batch's id, and whether the row is the
+/// batch's lead, which keeps the batch's saved state and attempt log for
+/// all its rows (the state holds the whole batch's body: a copy on every
+/// row would store the batch as many times as it has calls).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct InBatch<'a> {
+    /// The batch's id (its `Idempotency-Key`).
+    pub(super) id: &'a str,
+    /// Whether this row keeps the batch's state and log.
+    pub(super) lead: bool,
+}
+
+/// How `row` is stored where its delivery `d` was left: `attempts` in all;
+/// `batch` when the row went in one.
 fn finish_row(
     shared: &Shared,
     row: &Claimed,
     d: &Delivery,
     driven: Driven,
     attempts: i64,
+    batch: Option<InBatch<'_>>,
 ) -> Finish {
     match driven {
-        Driven::Ended(outcome) => ended(shared, row, d, outcome, attempts),
+        Driven::Ended(outcome) => ended(shared, row, d, outcome, attempts, batch),
         Driven::EndpointDisabled => {
             // Kept, to be replayed once an operator enables the endpoint
             // again.
@@ -859,8 +893,9 @@ fn finish_row(
             id: row.id,
             claim: row.claim,
             attempts,
-            state: d.to_json(),
+            state: batch.is_none_or(|b| b.lead).then(|| d.to_json()),
             due_at: due.as_millis(),
+            batch: batch.map(|b| b.id.to_owned()),
         },
     }
 }
@@ -964,18 +999,30 @@ fn ended(
     d: &Delivery,
     outcome: DeliveryOutcome,
     attempts: i64,
+    batch: Option<InBatch<'_>>,
 ) -> Finish {
     let relay = &shared.relay;
+    // A batch's rows but its lead keep the outcome without the attempt
+    // log, which is the batch's (the lead keeps it).
+    let with_log = batch.is_none_or(|b| b.lead);
+    let batch_id = batch.map(|b| b.id.to_owned());
     match &outcome {
-        // A call the destination does not take (its integrations or its
-        // filters) is closed as a delivered one is, with no attempt, and
-        // counted apart: neither delivered nor dead.
-        DeliveryOutcome::Delivered { .. }
-        | DeliveryOutcome::Disabled
-        | DeliveryOutcome::Filtered { .. } => {
+        // A call its filters keep out was never sent: it has a state of
+        // its own, neither delivered nor dead.
+        DeliveryOutcome::Filtered { .. } => {
+            relay.metrics.delivery("filtered", 1);
+            Finish::Filtered {
+                id: row.id,
+                claim: row.claim,
+                outcome: outcome_record(d, &outcome, with_log),
+            }
+        }
+        // A call the destination does not take (its integrations turned
+        // it off after it was stored) is closed as a delivered one is,
+        // with no attempt, and counted apart.
+        DeliveryOutcome::Delivered { .. } | DeliveryOutcome::Disabled => {
             let kind = match outcome {
                 DeliveryOutcome::Disabled => "disabled",
-                DeliveryOutcome::Filtered { .. } => "filtered",
                 _ => "delivered",
             };
             relay.metrics.delivery(kind, 1);
@@ -983,7 +1030,8 @@ fn ended(
                 id: row.id,
                 claim: row.claim,
                 attempts,
-                outcome: Some(outcome_record(d, &outcome)),
+                outcome: Some(outcome_record(d, &outcome, with_log)),
+                batch: batch_id,
             }
         }
         DeliveryOutcome::GaveUp { reason, .. } => {
@@ -1001,8 +1049,9 @@ fn ended(
                 id: row.id,
                 claim: row.claim,
                 attempts,
-                state: Some(d.to_json()),
-                outcome: outcome_record(d, &outcome),
+                state: with_log.then(|| d.to_json()),
+                outcome: outcome_record(d, &outcome, with_log),
+                batch: batch_id,
             }
         }
     }
@@ -1010,15 +1059,20 @@ fn ended(
 
 /// A finished call's record, for dead letters and the delivery log: the
 /// core's outcome, with the message a host raises for it (null for a
-/// success) and the attempt log, keys in that order: the record's own
-/// fields first, as the delivery log and the dead-letter list show them.
-fn outcome_record(d: &Delivery, outcome: &DeliveryOutcome) -> String {
+/// success) and, `with_log`, the attempt log, keys in that order: the
+/// record's own fields first, as the delivery log and the dead-letter
+/// list show them.
+fn outcome_record(d: &Delivery, outcome: &DeliveryOutcome, with_log: bool) -> String {
     let fields = outcome.to_json(KeyCase::Snake);
     let message = serde_json::to_string(&outcome.error_message()).unwrap_or_else(|_| "null".into());
-    let log = d.log_json(KeyCase::Snake);
+    let log = if with_log {
+        format!(",\"log\":{}", d.log_json(KeyCase::Snake))
+    } else {
+        String::new()
+    };
     match fields.strip_suffix('}') {
-        Some(head) if head.len() > 1 => format!("{head},\"message\":{message},\"log\":{log}}}"),
-        _ => format!("{{\"message\":{message},\"log\":{log}}}"),
+        Some(head) if head.len() > 1 => format!("{head},\"message\":{message}{log}}}"),
+        _ => format!("{{\"message\":{message}{log}}}"),
     }
 }
 

@@ -283,6 +283,10 @@ pub struct CallReport {
     pub attempts: Vec<Json>,
     /// The outcome record without its log (`None` while pending).
     pub outcome: Option<Json>,
+    /// The batch it waits or went in, when its destination packs calls
+    /// (its attempts are the batch's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub batch: Option<String>,
 }
 
 /// The delivery log's view of one stored call; `None` if there is none.
@@ -304,11 +308,15 @@ pub async fn logged_call(
     };
     let mut outcome = parse(&call.outcome);
     // A finished call's log is in its outcome record; a pending one's in
-    // the core's saved state.
-    let log = match outcome.as_mut().and_then(Json::as_object_mut) {
-        Some(o) => o.remove("log"),
-        None => parse(&call.state).and_then(|mut s| s.get_mut("log").map(Json::take)),
-    };
+    // the core's saved state; a batch's row that is not its lead has its
+    // log in the lead's (`LoggedCall::batch_log`).
+    let take_log = |mut v: Json| v.get_mut("log").map(Json::take);
+    let log = outcome
+        .as_mut()
+        .and_then(Json::as_object_mut)
+        .and_then(|o| o.remove("log"))
+        .or_else(|| parse(&call.state).and_then(take_log))
+        .or_else(|| parse(&call.batch_log).and_then(take_log));
     let urls: Vec<String> = sources
         .iter()
         .find(|s| s.name == source)
@@ -347,6 +355,7 @@ pub async fn logged_call(
         entry: call.entry,
         attempts,
         outcome,
+        batch: call.batch,
     }))
 }
 

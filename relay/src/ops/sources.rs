@@ -26,7 +26,7 @@ use super::OpError;
 use crate::config::{checked_set, ConfigError, Source, SourceDoc};
 use crate::seal::SealKey;
 use crate::state::Relay;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use callpost_core::protection::ProtectionConfig;
 pub use callpost_core::sources::SOURCES_POLL_MS;
 use callpost_core::Code;
@@ -36,9 +36,14 @@ use std::time::Duration;
 
 /// The sources kept in the database, opened, by name.
 pub async fn stored(store: &dyn Store, key: &SealKey) -> Result<Vec<SourceDoc>, OpError> {
-    let rows = store.stored_sources().await?;
-    open_rows(key, &rows)
+    let stored = store.stored_sources().await?;
+    open_rows(key, &stored.rows)
 }
+
+/// How many times a change to the sources reads the set again after
+/// another change was written first: changes are an operator's, seconds
+/// apart, so a few tries settle any that meet.
+pub const WRITE_TRIES: usize = 3;
 
 fn open_rows(key: &SealKey, rows: &[(String, String)]) -> Result<Vec<SourceDoc>, OpError> {
     rows.iter()
@@ -101,7 +106,10 @@ impl Changes {
 
 /// Writes `next` over the stored sources (the whole set when `whole`,
 /// otherwise only the names in `next` and `remove`), after checking the
-/// set that results. Unchanged sources are left as they are.
+/// set that results. Unchanged sources are left as they are. The write
+/// goes in only over the set it checked: when another change was written
+/// first (another relay, the command line), the set is read and checked
+/// again, at most [`WRITE_TRIES`] times.
 async fn write(
     store: &dyn Store,
     key: &SealKey,
@@ -109,22 +117,8 @@ async fn write(
     remove: &[String],
     whole: bool,
 ) -> Result<Changes, OpError> {
-    let before: BTreeMap<String, SourceDoc> = stored(store, key)
-        .await?
-        .into_iter()
-        .map(|d| (d.name().to_owned(), d))
-        .collect();
-    let mut after = if whole {
-        BTreeMap::new()
-    } else {
-        before.clone()
-    };
-    for name in remove {
-        after.remove(name);
-    }
     let mut given = std::collections::HashSet::new();
     for doc in next {
-        after.insert(doc.name().to_owned(), doc.clone());
         if !given.insert(doc.name()) {
             return Err(OpError::Config(ConfigError::Settings {
                 code: Code::InvalidSettings,
@@ -135,27 +129,56 @@ async fn write(
             }));
         }
     }
-    let docs: Vec<SourceDoc> = after.values().cloned().collect();
-    build(&docs)?;
-    let mut changes = Changes::default();
-    let mut put = Vec::new();
-    for (name, doc) in &after {
-        match before.get(name) {
-            Some(old) if old == doc => continue,
-            Some(_) => changes.changed.push(name.clone()),
-            None => changes.added.push(name.clone()),
+    for _ in 0..WRITE_TRIES {
+        let stored = store.stored_sources().await?;
+        let before: BTreeMap<String, SourceDoc> = open_rows(key, &stored.rows)?
+            .into_iter()
+            .map(|d| (d.name().to_owned(), d))
+            .collect();
+        let mut after = if whole {
+            BTreeMap::new()
+        } else {
+            before.clone()
+        };
+        for name in remove {
+            after.remove(name);
         }
-        put.push((name.clone(), key.seal(name, &doc.to_json())?));
+        for doc in next {
+            after.insert(doc.name().to_owned(), doc.clone());
+        }
+        let docs: Vec<SourceDoc> = after.values().cloned().collect();
+        build(&docs)?;
+        let mut changes = Changes::default();
+        let mut put = Vec::new();
+        for (name, doc) in &after {
+            match before.get(name) {
+                Some(old) if old == doc => continue,
+                Some(_) => changes.changed.push(name.clone()),
+                None => changes.added.push(name.clone()),
+            }
+            put.push((name.clone(), key.seal(name, &doc.to_json())?));
+        }
+        changes.removed = before
+            .keys()
+            .filter(|n| !after.contains_key(*n))
+            .cloned()
+            .collect();
+        if changes.is_empty() {
+            return Ok(changes);
+        }
+        match store
+            .write_sources(stored.version, put, changes.removed.clone())
+            .await
+        {
+            Ok(()) => return Ok(changes),
+            Err(StoreError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
     }
-    changes.removed = before
-        .keys()
-        .filter(|n| !after.contains_key(*n))
-        .cloned()
-        .collect();
-    if !changes.is_empty() {
-        store.write_sources(put, changes.removed.clone()).await?;
-    }
-    Ok(changes)
+    Err(OpError::Conflict(format!(
+        "the sources were changed {WRITE_TRIES} times by another writer while this change was \
+         checked: change them one at a time"
+    )))
 }
 
 /// Makes the database's sources match `docs` (the file's): adds, changes
@@ -255,7 +278,7 @@ pub async fn sync(relay: &Relay) -> Result<bool, OpError> {
     let Some(key) = &relay.cfg.secret_key else {
         return Ok(false);
     };
-    let rows = relay.store.stored_sources().await?;
+    let rows = relay.store.stored_sources().await?.rows;
     if relay.stored_rows_seen(&rows) {
         return Ok(false);
     }
@@ -350,7 +373,7 @@ mod tests {
             .is_empty());
         // Sealed at rest: neither the secret nor a write key shows (base64
         // has no '-', so the check cannot pass or fail by chance).
-        let rows = store.stored_sources().await.unwrap();
+        let rows = store.stored_sources().await.unwrap().rows;
         assert!(rows
             .iter()
             .all(|(_, s)| !s.contains("secret-of-b") && !s.contains("key-of-b")));

@@ -7,7 +7,7 @@ use super::sql::{self, Cells, Dialect, Stmt};
 use super::{
     claim_token, Claimed, CommitObserver, Cursor, DeadLetter, Finish, Hold, LogEntry, LogFilter,
     LoggedCall, Page, Purged, RejectedEntry, RejectedRecord, RejectedRow, ReplayFilter, Retention,
-    Row, Stats, Status, Store, StoreError, AUDIENCE_CHANGED,
+    Row, Stats, Status, Store, StoreError, StoredSources, AUDIENCE_CHANGED, SOURCES_CHANGED,
 };
 use async_trait::async_trait;
 
@@ -25,6 +25,17 @@ pub(crate) struct Written {
     pub(crate) count: u64,
     /// Rows returned.
     pub(crate) rows: Vec<Cells>,
+}
+
+/// What a guarded write does once its guard has changed a row
+/// ([`Engine::write_if`]).
+#[derive(Debug, Clone)]
+pub(crate) enum Then {
+    /// Stores calls, as [`Engine::insert`] does: the result is one
+    /// [`Written`] whose count is how many were new.
+    Insert(Vec<Row>),
+    /// Runs statements: the result is each one's.
+    Statements(Vec<Stmt>),
 }
 
 /// What a database's store runs statements with.
@@ -70,14 +81,11 @@ pub(crate) trait Engine: std::fmt::Debug + Send + Sync + 'static {
         rejected: Vec<RejectedRow>,
         trace_parent: Option<String>,
     ) -> Result<usize, StoreError>;
-    /// `swap`, then, if it changed a row, `rows` stored as
-    /// [`Engine::insert`] stores them, in one transaction: how many were
-    /// new, or `None` (nothing written) when `swap` changed nothing.
-    async fn swap_and_insert(
-        &self,
-        swap: Stmt,
-        rows: Vec<Row>,
-    ) -> Result<Option<usize>, StoreError>;
+    /// `guard`, then, if it changed a row, `then`, in one transaction:
+    /// what `then` gave (its statements' results, or one result counting
+    /// its new calls), or `None` (nothing written) when `guard` changed
+    /// nothing.
+    async fn write_if(&self, guard: Stmt, then: Then) -> Result<Option<Vec<Written>>, StoreError>;
     /// How claimed rows ended, each counted only where the row still holds
     /// its claim; how many were refused.
     async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError>;
@@ -231,6 +239,7 @@ impl<E: Engine> Store for SqlStore<E> {
         let mut purged = Purged::default();
         let kinds = [
             (Some(Status::Delivered), retention.delivered_ms),
+            (Some(Status::Filtered), retention.delivered_ms),
             (Some(Status::Undeliverable), retention.undeliverable_ms),
             (Some(Status::Dead), retention.dead_ms),
             (None, retention.rejected_ms),
@@ -245,6 +254,7 @@ impl<E: Engine> Store for SqlStore<E> {
                 let n = self.write_count(vec![stmt]).await?;
                 match status {
                     Some(Status::Delivered) => purged.delivered += n,
+                    Some(Status::Filtered) => purged.filtered += n,
                     Some(Status::Undeliverable) => purged.undeliverable += n,
                     Some(_) => purged.dead += n,
                     None => purged.rejected += n,
@@ -297,12 +307,29 @@ impl<E: Engine> Store for SqlStore<E> {
         source: String,
         message_id: String,
     ) -> Result<Option<LoggedCall>, StoreError> {
-        let stmt = sql::logged_call(source, message_id);
-        Ok(self
+        let stmt = sql::logged_call(source.clone(), message_id);
+        let Some(mut call) = self
             .read_rows(stmt, sql::logged_call_of)
             .await?
             .into_iter()
-            .next())
+            .next()
+        else {
+            return Ok(None);
+        };
+        if sql::needs_batch_log(&call) {
+            let batch = call.batch.clone().unwrap_or_default();
+            let results = self
+                .engine
+                .read(vec![sql::batch_lead(&source, &batch)])
+                .await?;
+            call.batch_log = results
+                .first()
+                .and_then(|rows| rows.first())
+                .map(|r| r.opt_text(0))
+                .transpose()?
+                .flatten();
+        }
+        Ok(Some(call))
     }
 
     async fn stats(&self, now: i64) -> Result<Stats, StoreError> {
@@ -340,10 +367,14 @@ impl<E: Engine> Store for SqlStore<E> {
         now: i64,
     ) -> Result<usize, StoreError> {
         let swap = sql::audience_swap(source, audience, read.as_deref(), &state, now);
-        self.engine
-            .swap_and_insert(swap, rows)
+        let written = self
+            .engine
+            .write_if(swap, Then::Insert(rows))
             .await?
-            .ok_or_else(|| StoreError::Conflict(AUDIENCE_CHANGED.into()))
+            .ok_or_else(|| StoreError::Conflict(AUDIENCE_CHANGED.into()))?;
+        Ok(written
+            .first()
+            .map_or(0, |w| usize::try_from(w.count).unwrap_or(usize::MAX)))
     }
 
     fn shared(&self) -> bool {
@@ -392,19 +423,25 @@ impl<E: Engine> Store for SqlStore<E> {
         self.engine.aside(sql::put_hold(url, &hold)).await.map(drop)
     }
 
-    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
-        self.aside_rows(sql::stored_sources(), sql::stored_source_of)
-            .await
+    async fn stored_sources(&self) -> Result<StoredSources, StoreError> {
+        sql::stored_sources_of(&self.engine.read(sql::stored_sources()).await?)
     }
 
     async fn write_sources(
         &self,
+        version: i64,
         put: Vec<(String, String)>,
         remove: Vec<String>,
     ) -> Result<(), StoreError> {
-        self.write_count(sql::write_sources(self.d(), put, remove))
-            .await
-            .map(drop)
+        let then = Then::Statements(sql::write_sources(self.d(), put, remove));
+        match self
+            .engine
+            .write_if(sql::sources_version_swap(version), then)
+            .await?
+        {
+            Some(_) => Ok(()),
+            None => Err(StoreError::Conflict(SOURCES_CHANGED.into())),
+        }
     }
 
     fn statements(&self) -> u64 {

@@ -32,7 +32,7 @@ pub enum LogStatus {
 
 impl LogStatus {
     /// The names it reads, for messages.
-    pub const NAMES: &'static str = "pending, delivered, dead, undeliverable, rejected";
+    pub const NAMES: &'static str = "pending, delivered, dead, undeliverable, filtered, rejected";
 
     /// The status named `name`.
     pub fn parse(name: &str) -> Result<Self, UnknownStatus> {
@@ -146,7 +146,7 @@ impl LogFilter {
             // number is the enum's, never input.
             conds.push(match s {
                 Status::Pending | Status::Delivered => format!("status = {}", s.as_i64()),
-                Status::Dead | Status::Undeliverable => {
+                Status::Dead | Status::Undeliverable | Status::Filtered => {
                     format!("status <> 0 AND status = {}", s.as_i64())
                 }
             });
@@ -270,6 +270,12 @@ pub struct LoggedCall {
     pub state: Option<String>,
     /// The outcome record.
     pub outcome: Option<String>,
+    /// The batch it waits or went in, if its destination packs calls.
+    pub batch: Option<String>,
+    /// For a row of a batch that is not the batch's lead: the lead's saved
+    /// state or outcome record, which holds the attempts of the whole
+    /// batch (each of its rows would otherwise keep a copy).
+    pub batch_log: Option<String>,
 }
 
 /// A page of a search: its rows and, when there may be more, where the

@@ -5,6 +5,7 @@
 //! ([`MemoryStore::set_stalled`]) as a broken or stuck database would, and
 //! read every row as stored ([`MemoryStore::rows`]).
 
+use super::sql;
 use super::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -57,6 +58,8 @@ pub struct StoredRow {
     pub event: Option<String>,
     /// The ingest span's `traceparent` (tracing on).
     pub trace_parent: Option<String>,
+    /// The batch it waits or went in, if any.
+    pub batch: Option<String>,
 }
 
 /// Customer data: the id only.
@@ -143,6 +146,7 @@ struct Inner {
     /// Disabled endpoint URLs.
     disabled: BTreeMap<String, i64>,
     sources: BTreeMap<String, String>,
+    sources_version: i64,
     holds: BTreeMap<String, Hold>,
     next_id: i64,
     next_rejected: u64,
@@ -184,6 +188,7 @@ impl Inner {
                     anonymous_id: r.anonymous_id,
                     event: r.event,
                     trace_parent: trace_parent.map(str::to_owned),
+                    batch: None,
                 },
             );
             new += 1;
@@ -393,6 +398,7 @@ impl Store for MemoryStore {
                     state: r.state.clone(),
                     attempts: r.attempts,
                     trace_parent: r.trace_parent.clone(),
+                    batch: r.batch.clone(),
                 });
             }
         }
@@ -409,6 +415,7 @@ impl Store for MemoryStore {
                 | Finish::Retry { id, claim, .. }
                 | Finish::Dead { id, claim, .. }
                 | Finish::Undeliverable { id, claim, .. }
+                | Finish::Filtered { id, claim, .. }
                 | Finish::Release { id, claim } => (*id, *claim),
             };
             let Some(r) = inner
@@ -422,28 +429,35 @@ impl Store for MemoryStore {
             r.unlease();
             match item {
                 Finish::Delivered {
-                    attempts, outcome, ..
+                    attempts,
+                    outcome,
+                    batch,
+                    ..
                 } => {
                     r.status = Status::Delivered;
                     r.finished_at = Some(now);
                     r.attempts = attempts;
                     r.state = None;
                     r.outcome = outcome;
+                    r.batch = batch;
                 }
                 Finish::Retry {
                     attempts,
                     state,
                     due_at,
+                    batch,
                     ..
                 } => {
-                    r.state = Some(state);
+                    r.state = state;
                     r.due_at = due_at;
                     r.attempts = attempts;
+                    r.batch = batch;
                 }
                 Finish::Dead {
                     attempts,
                     state,
                     outcome,
+                    batch,
                     ..
                 } => {
                     r.status = Status::Dead;
@@ -451,9 +465,16 @@ impl Store for MemoryStore {
                     r.outcome = Some(outcome);
                     r.finished_at = Some(now);
                     r.attempts = attempts;
+                    r.batch = batch;
                 }
                 Finish::Undeliverable { outcome, .. } => {
                     r.status = Status::Undeliverable;
+                    r.outcome = Some(outcome);
+                    r.finished_at = Some(now);
+                }
+                Finish::Filtered { outcome, .. } => {
+                    r.status = Status::Filtered;
+                    r.state = None;
                     r.outcome = Some(outcome);
                     r.finished_at = Some(now);
                 }
@@ -516,7 +537,7 @@ impl Store for MemoryStore {
             .filter_map(|r| {
                 let keep_ms = match r.status {
                     Status::Pending => return None,
-                    Status::Delivered => retention.delivered_ms,
+                    Status::Delivered | Status::Filtered => retention.delivered_ms,
                     Status::Dead => retention.dead_ms,
                     Status::Undeliverable => retention.undeliverable_ms,
                 };
@@ -530,6 +551,7 @@ impl Store for MemoryStore {
                 Status::Delivered => purged.delivered += 1,
                 Status::Dead => purged.dead += 1,
                 Status::Undeliverable => purged.undeliverable += 1,
+                Status::Filtered => purged.filtered += 1,
                 Status::Pending => {}
             }
         }
@@ -551,6 +573,7 @@ impl Store for MemoryStore {
                 r.due_at = now;
                 r.state = None;
                 r.outcome = None;
+                r.batch = None;
                 r.attempts = 0;
                 r.finished_at = None;
                 r.unlease();
@@ -625,13 +648,25 @@ impl Store for MemoryStore {
         let inner = lock(&self.inner);
         Ok(inner
             .keys
-            .get(&(source, message_id))
+            .get(&(source.clone(), message_id))
             .and_then(|id| inner.rows.get(id))
-            .map(|r| LoggedCall {
-                entry: r.entry(),
-                message: r.message.clone(),
-                state: r.state.clone(),
-                outcome: r.outcome.clone(),
+            .map(|r| {
+                let mut call = LoggedCall {
+                    entry: r.entry(),
+                    message: r.message.clone(),
+                    state: r.state.clone(),
+                    outcome: r.outcome.clone(),
+                    batch: r.batch.clone(),
+                    batch_log: None,
+                };
+                if sql::needs_batch_log(&call) {
+                    call.batch_log = inner
+                        .rows
+                        .values()
+                        .find(|l| l.source == source && l.batch == call.batch)
+                        .and_then(|l| l.state.clone().or_else(|| l.outcome.clone()));
+                }
+                call
             }))
     }
 
@@ -655,6 +690,7 @@ impl Store for MemoryStore {
                 Status::Delivered => s.delivered += 1,
                 Status::Dead => s.dead += 1,
                 Status::Undeliverable => s.undeliverable += 1,
+                Status::Filtered => s.filtered += 1,
             }
         }
         s.rejected = inner.rejected.len() as i64;
@@ -771,22 +807,31 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
+    async fn stored_sources(&self) -> Result<StoredSources, StoreError> {
         self.enter().await?;
-        Ok(lock(&self.inner)
-            .sources
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect())
+        let inner = lock(&self.inner);
+        Ok(StoredSources {
+            rows: inner
+                .sources
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            version: inner.sources_version,
+        })
     }
 
     async fn write_sources(
         &self,
+        version: i64,
         put: Vec<(String, String)>,
         remove: Vec<String>,
     ) -> Result<(), StoreError> {
         self.enter().await?;
         let mut inner = lock(&self.inner);
+        if inner.sources_version != version {
+            return Err(StoreError::Conflict(SOURCES_CHANGED.into()));
+        }
+        inner.sources_version += 1;
         for name in remove {
             inner.sources.remove(&name);
         }

@@ -43,7 +43,8 @@ use std::time::Duration;
 pub enum Status {
     /// Waiting to be sent, being sent, or waiting for a retry.
     Pending = 0,
-    /// A receiver took it (or it was not for the destination).
+    /// A receiver took it (or its integrations turned the destination off
+    /// after it was stored).
     Delivered = 1,
     /// It gave up: a dead letter, replayable.
     Dead = 2,
@@ -51,6 +52,10 @@ pub enum Status {
     /// (`integrations`), or its source has no enabled destination.
     /// Replayable once the destination is there.
     Undeliverable = 3,
+    /// Never sent: the destination's filters keep it out. Kept as long
+    /// as delivered calls are; replayable by name (after the filters
+    /// change).
+    Filtered = 4,
 }
 
 impl Status {
@@ -71,6 +76,7 @@ impl Status {
             1 => Self::Delivered,
             2 => Self::Dead,
             3 => Self::Undeliverable,
+            4 => Self::Filtered,
             _ => return None,
         })
     }
@@ -82,6 +88,7 @@ impl Status {
             Self::Delivered,
             Self::Dead,
             Self::Undeliverable,
+            Self::Filtered,
         ]
         .into_iter()
         .find(|s| s.name() == name)
@@ -94,6 +101,7 @@ impl Status {
             Self::Delivered => "delivered",
             Self::Dead => "dead",
             Self::Undeliverable => "undeliverable",
+            Self::Filtered => "filtered",
         }
     }
 }
@@ -202,6 +210,10 @@ pub struct Claimed {
     /// The W3C `traceparent` of the ingest span that stored it (tracing
     /// on): its attempts' spans are that span's children.
     pub trace_parent: Option<String>,
+    /// The batch it waits in, if its destination packs calls: the rows of
+    /// one batch share its id, and one of them (the batch's lead) keeps
+    /// the batch's state.
+    pub batch: Option<String>,
 }
 
 impl fmt::Debug for Claimed {
@@ -227,8 +239,11 @@ pub enum Finish {
         /// Attempts made in all.
         attempts: i64,
         /// The outcome record (JSON) with the attempt log, for the
-        /// delivery log.
+        /// delivery log (a batch's lead's; the batch's other rows name
+        /// their batch instead of repeating its log).
         outcome: Option<String>,
+        /// The batch it went in, if any.
+        batch: Option<String>,
     },
     /// Not yet: the core's state is saved and the row is due again at
     /// `due_at`.
@@ -239,10 +254,13 @@ pub enum Finish {
         claim: i64,
         /// Attempts made in all.
         attempts: i64,
-        /// The core's saved delivery state.
-        state: String,
+        /// The core's saved delivery state (a batch's lead keeps its
+        /// batch's, once for all its rows; the others keep none).
+        state: Option<String>,
         /// When to claim it again, ms since the epoch.
         due_at: i64,
+        /// The batch it waits in, if any.
+        batch: Option<String>,
     },
     /// It gave up: a dead letter, with the core's outcome and attempt log
     /// as JSON.
@@ -253,10 +271,13 @@ pub enum Finish {
         claim: i64,
         /// Attempts made in all.
         attempts: i64,
-        /// The core's saved delivery state, if any.
+        /// The core's saved delivery state, if any (a batch's lead's
+        /// only).
         state: Option<String>,
         /// The outcome record (JSON).
         outcome: String,
+        /// The batch it went in, if any.
+        batch: Option<String>,
     },
     /// Its source has no enabled destination now: kept, replayable.
     Undeliverable {
@@ -265,6 +286,15 @@ pub enum Finish {
         /// Claim token.
         claim: i64,
         /// Why (JSON: `{"kind":"undeliverable","reason":...}`).
+        outcome: String,
+    },
+    /// Its destination's filters keep it out: never sent.
+    Filtered {
+        /// Row id.
+        id: i64,
+        /// Claim token.
+        claim: i64,
+        /// The outcome record (JSON: the rule that dropped it).
         outcome: String,
     },
     /// Given back unchanged (shutdown): claimable again at once.
@@ -331,6 +361,8 @@ pub struct Stats {
     pub dead: i64,
     /// Stored and not sent (no destination, or Webhooks turned off).
     pub undeliverable: i64,
+    /// Kept out by the destination's filters, never sent.
+    pub filtered: i64,
     /// Calls refused inside accepted batches, kept for review.
     pub rejected: i64,
     /// When the oldest pending call was received, ms.
@@ -338,6 +370,19 @@ pub struct Stats {
     /// The earliest due time of a pending call, ms.
     pub next_due_at: Option<i64>,
 }
+
+/// The sources kept in the database.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredSources {
+    /// (name, sealed document), by name.
+    pub rows: Vec<(String, String)>,
+    /// The version of the set: every change raises it.
+    pub version: i64,
+}
+
+/// Why a change to the sources found the set changed.
+pub(crate) const SOURCES_CHANGED: &str =
+    "the sources were changed by another writer since they were read";
 
 /// A dead letter, for the admin API and the CLI.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -378,6 +423,8 @@ pub struct RejectedRecord {
 pub struct Purged {
     /// Delivered calls.
     pub delivered: u64,
+    /// Filtered calls (kept as long as delivered ones).
+    pub filtered: u64,
     /// Undeliverable calls.
     pub undeliverable: u64,
     /// Dead letters.
@@ -593,13 +640,16 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
     /// of what is stored and `hold`.
     async fn put_hold(&self, url: &str, hold: Hold) -> Result<(), StoreError>;
 
-    /// The sources kept in the database: (name, sealed document), by name.
-    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError>;
+    /// The sources kept in the database, and the version of the set.
+    async fn stored_sources(&self) -> Result<StoredSources, StoreError>;
 
     /// Creates or replaces the sources in `put` (name, sealed document) and
-    /// removes those named in `remove`, all at once.
+    /// removes those named in `remove`, all at once, if the set is still at
+    /// `version` (as [`Store::stored_sources`] read it); another change
+    /// since is [`StoreError::Conflict`], and nothing is written.
     async fn write_sources(
         &self,
+        version: i64,
         put: Vec<(String, String)>,
         remove: Vec<String>,
     ) -> Result<(), StoreError>;
@@ -710,4 +760,6 @@ migrations! {
     7: "0007_delivery_log",
     8: "0008_trace",
     9: "0009_finished_at",
+    10: "0010_sources_version",
+    11: "0011_batches",
 }

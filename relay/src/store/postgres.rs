@@ -26,7 +26,7 @@
 //! verified, chain and host name, against the system's roots plus
 //! [`StoreOptions::ca_file`].
 
-use super::engine::{Engine, SqlStore, Written};
+use super::engine::{Engine, SqlStore, Then, Written};
 use super::sql::{Cells, Dialect, Stmt, Value};
 use super::*;
 use deadpool_postgres::{
@@ -103,20 +103,24 @@ const STATEMENT_BYTES: usize = 16 << 20;
 const INSERT_REJECTED: &str = "INSERT INTO rejected (source, received_at, code, reason, text) \
      SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::text[])";
 const FINISH_DELIVERED: &str = "UPDATE deliveries d SET status = 1, finished_at = $1, \
-     attempts = f.attempts, outcome = f.outcome, state = NULL, lease_until = NULL, claim = NULL \
-     FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::text[]) \
-     AS f(id, claim, attempts, outcome) \
+     attempts = f.attempts, outcome = f.outcome, state = NULL, batch = f.batch, \
+     lease_until = NULL, claim = NULL \
+     FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::text[], $6::text[]) \
+     AS f(id, claim, attempts, outcome, batch) \
      WHERE d.id = f.id AND d.claim = f.claim";
 const FINISH_RETRY: &str = "UPDATE deliveries d SET state = f.state, due_at = f.due_at, \
-     attempts = f.attempts, lease_until = NULL, claim = NULL \
-     FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[], $5::bigint[]) \
-     AS f(id, claim, attempts, state, due_at) WHERE d.id = f.id AND d.claim = f.claim";
+     attempts = f.attempts, batch = f.batch, lease_until = NULL, claim = NULL \
+     FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[], $5::bigint[], $6::text[]) \
+     AS f(id, claim, attempts, state, due_at, batch) WHERE d.id = f.id AND d.claim = f.claim";
 const FINISH_DEAD: &str = "UPDATE deliveries d SET status = 2, state = f.state, \
-     outcome = f.outcome, finished_at = $1, attempts = f.attempts, lease_until = NULL, claim = NULL \
-     FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::text[], $6::text[]) \
-     AS f(id, claim, attempts, state, outcome) WHERE d.id = f.id AND d.claim = f.claim";
-const FINISH_UNDELIVERABLE: &str = "UPDATE deliveries d SET status = 3, outcome = f.outcome, \
-     finished_at = $1, lease_until = NULL, claim = NULL \
+     outcome = f.outcome, finished_at = $1, attempts = f.attempts, batch = f.batch, \
+     lease_until = NULL, claim = NULL \
+     FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::text[], $6::text[], $7::text[]) \
+     AS f(id, claim, attempts, state, outcome, batch) WHERE d.id = f.id AND d.claim = f.claim";
+/// The rows that ended never sent (undeliverable, filtered), `{status}`
+/// written as a number (`store::sql`'s convention).
+const FINISH_UNSENT: &str = "UPDATE deliveries d SET status = {status}, outcome = f.outcome, \
+     finished_at = $1, state = NULL, lease_until = NULL, claim = NULL \
      FROM unnest($2::bigint[], $3::bigint[], $4::text[]) AS f(id, claim, outcome) \
      WHERE d.id = f.id AND d.claim = f.claim";
 const FINISH_RELEASE: &str = "UPDATE deliveries d SET lease_until = NULL, claim = NULL \
@@ -293,9 +297,9 @@ enum Work {
     },
     /// Statements, in order.
     Statements(Vec<Stmt>),
-    /// A statement, then, if it changed a row, calls (an audience sync
-    /// over the state it read).
-    SwapInsert { swap: Stmt, rows: Vec<Row> },
+    /// A statement, then, if it changed a row, the rest (a write over a
+    /// state or version it read).
+    If { guard: Stmt, then: Then },
     /// How claimed rows ended.
     Finish { items: Vec<Finish>, now: i64 },
 }
@@ -306,8 +310,7 @@ enum Done {
     Count(u64),
     /// Each statement's result.
     Written(Vec<Written>),
-    /// A [`Work::SwapInsert`] whose statement changed nothing: nothing was
-    /// written.
+    /// A [`Work::If`] whose guard changed nothing: nothing was written.
     Conflict,
 }
 
@@ -882,7 +885,7 @@ impl Work {
                     .first()
                     .is_some_and(|first| items.iter().all(|f| kind(f) == kind(first)))
             }
-            Self::Insert { .. } | Self::SwapInsert { .. } => false,
+            Self::Insert { .. } | Self::If { .. } => false,
         }
     }
 }
@@ -1067,16 +1070,27 @@ impl Inner {
                 }
                 Ok(Done::Written(out))
             }
-            Work::SwapInsert { swap, rows } => {
-                // The calls go in only with the state that decided them.
-                if self.statement(tx, swap).await?.count == 0 {
+            Work::If { guard, then } => {
+                // The rest goes in only over what the guard found.
+                if self.statement(tx, guard).await?.count == 0 {
                     return Ok(Done::Conflict);
                 }
-                let calls = Calls::new([(0, rows.as_slice(), &[][..], None)]);
-                let mut new = [0];
-                self.store_calls(tx, &calls, &calls.statements(), &mut new)
-                    .await?;
-                Ok(Done::Count(new[0]))
+                match then {
+                    Then::Insert(rows) => {
+                        let calls = Calls::new([(0, rows.as_slice(), &[][..], None)]);
+                        let mut new = [0];
+                        self.store_calls(tx, &calls, &calls.statements(), &mut new)
+                            .await?;
+                        Ok(Done::Count(new[0]))
+                    }
+                    Then::Statements(stmts) => {
+                        let mut out = Vec::with_capacity(stmts.len());
+                        for stmt in stmts {
+                            out.push(self.statement(tx, stmt).await?);
+                        }
+                        Ok(Done::Written(out))
+                    }
+                }
             }
             Work::Finish { items, now } => Ok(Done::Count(self.finish(tx, items, *now).await?)),
         }
@@ -1121,6 +1135,7 @@ impl Inner {
         let mut retry = Vec::new();
         let mut dead = Vec::new();
         let mut undeliverable = Vec::new();
+        let mut filtered = Vec::new();
         let mut release = Vec::new();
         for item in items {
             match item {
@@ -1128,6 +1143,7 @@ impl Inner {
                 Finish::Retry { id, .. } => retry.push((*id, item)),
                 Finish::Dead { id, .. } => dead.push((*id, item)),
                 Finish::Undeliverable { id, .. } => undeliverable.push((*id, item)),
+                Finish::Filtered { id, .. } => filtered.push((*id, item)),
                 Finish::Release { id, .. } => release.push((*id, item)),
             }
         }
@@ -1138,39 +1154,48 @@ impl Inner {
             &mut retry,
             &mut dead,
             &mut undeliverable,
+            &mut filtered,
             &mut release,
         ] {
             list.sort_by_key(|(id, _)| *id);
         }
         let mut changed = 0;
         if !delivered.is_empty() {
-            let (mut ids, mut claims, mut attempts, mut outcomes) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut ids, mut claims, mut attempts, mut outcomes, mut batches) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
             for (_, item) in &delivered {
                 if let Finish::Delivered {
                     id,
                     claim,
                     attempts: a,
                     outcome,
+                    batch,
                 } = item
                 {
                     ids.push(*id);
                     claims.push(*claim);
                     attempts.push(int4(*a));
                     outcomes.push(outcome.as_deref());
+                    batches.push(batch.as_deref());
                 }
             }
             changed += self
                 .execute(
                     tx,
                     FINISH_DELIVERED,
-                    &[&now, &ids, &claims, &attempts, &outcomes],
+                    &[&now, &ids, &claims, &attempts, &outcomes, &batches],
                 )
                 .await?;
         }
         if !retry.is_empty() {
-            let (mut ids, mut claims, mut attempts, mut states, mut due) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut ids, mut claims, mut attempts, mut states, mut due, mut batches) = (
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+            );
             for (_, item) in &retry {
                 if let Finish::Retry {
                     id,
@@ -1178,22 +1203,34 @@ impl Inner {
                     attempts: a,
                     state,
                     due_at,
+                    batch,
                 } = item
                 {
                     ids.push(*id);
                     claims.push(*claim);
                     attempts.push(int4(*a));
-                    states.push(state.as_str());
+                    states.push(state.as_deref());
                     due.push(*due_at);
+                    batches.push(batch.as_deref());
                 }
             }
             changed += self
-                .execute(tx, FINISH_RETRY, &[&ids, &claims, &attempts, &states, &due])
+                .execute(
+                    tx,
+                    FINISH_RETRY,
+                    &[&ids, &claims, &attempts, &states, &due, &batches],
+                )
                 .await?;
         }
         if !dead.is_empty() {
-            let (mut ids, mut claims, mut attempts, mut states, mut outcomes) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut ids, mut claims, mut attempts, mut states, mut outcomes, mut batches) = (
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+            );
             for (_, item) in &dead {
                 if let Finish::Dead {
                     id,
@@ -1201,6 +1238,7 @@ impl Inner {
                     attempts: a,
                     state,
                     outcome,
+                    batch,
                 } = item
                 {
                     ids.push(*id);
@@ -1208,27 +1246,37 @@ impl Inner {
                     attempts.push(int4(*a));
                     states.push(state.as_deref());
                     outcomes.push(outcome.as_str());
+                    batches.push(batch.as_deref());
                 }
             }
             changed += self
                 .execute(
                     tx,
                     FINISH_DEAD,
-                    &[&now, &ids, &claims, &attempts, &states, &outcomes],
+                    &[&now, &ids, &claims, &attempts, &states, &outcomes, &batches],
                 )
                 .await?;
         }
-        if !undeliverable.is_empty() {
+        for (status, list) in [
+            (Status::Undeliverable, &undeliverable),
+            (Status::Filtered, &filtered),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
             let (mut ids, mut claims, mut outcomes) = (Vec::new(), Vec::new(), Vec::new());
-            for (_, item) in &undeliverable {
-                if let Finish::Undeliverable { id, claim, outcome } = item {
+            for (_, item) in list {
+                if let Finish::Undeliverable { id, claim, outcome }
+                | Finish::Filtered { id, claim, outcome } = item
+                {
                     ids.push(*id);
                     claims.push(*claim);
                     outcomes.push(outcome.as_str());
                 }
             }
+            let sql = FINISH_UNSENT.replace("{status}", &status.as_i64().to_string());
             changed += self
-                .execute(tx, FINISH_UNDELIVERABLE, &[&now, &ids, &claims, &outcomes])
+                .execute(tx, &sql, &[&now, &ids, &claims, &outcomes])
                 .await?;
         }
         if !release.is_empty() {
@@ -1407,15 +1455,18 @@ impl Engine for Postgres {
         Ok(usize::try_from(self.write(work, calls).await?.count()).unwrap_or(usize::MAX))
     }
 
-    async fn swap_and_insert(
-        &self,
-        swap: Stmt,
-        rows: Vec<Row>,
-    ) -> Result<Option<usize>, StoreError> {
-        let calls = rows.len();
-        match self.write(Work::SwapInsert { swap, rows }, calls).await? {
+    async fn write_if(&self, guard: Stmt, then: Then) -> Result<Option<Vec<Written>>, StoreError> {
+        let calls = match &then {
+            Then::Insert(rows) => rows.len(),
+            Then::Statements(_) => 0,
+        };
+        match self.write(Work::If { guard, then }, calls).await? {
             Done::Conflict => Ok(None),
-            done => Ok(Some(usize::try_from(done.count()).unwrap_or(usize::MAX))),
+            Done::Written(w) => Ok(Some(w)),
+            Done::Count(n) => Ok(Some(vec![Written {
+                count: n,
+                rows: Vec::new(),
+            }])),
         }
     }
 

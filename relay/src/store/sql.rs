@@ -20,7 +20,10 @@
 //! the partial index of finished rows (`WHERE status <> 0`) matches.
 
 use super::log::{Cursor, LogEntry, LogFilter, LoggedCall, RejectedEntry};
-use super::{Claimed, DeadLetter, Hold, RejectedRecord, ReplayFilter, Stats, Status, StoreError};
+use super::{
+    Claimed, DeadLetter, Hold, RejectedRecord, ReplayFilter, Stats, Status, StoreError,
+    StoredSources,
+};
 use std::borrow::Cow;
 
 /// The database a statement is written for.
@@ -250,7 +253,8 @@ pub(crate) fn claim(
             "UPDATE deliveries SET lease_until = ?, claim = ? WHERE id IN (\
              SELECT id FROM deliveries WHERE status = 0 AND source = ? AND due_at <= ? \
              AND (lease_until IS NULL OR lease_until <= ?) ORDER BY due_at LIMIT ?{}) \
-             RETURNING id, source, message_id, message, state, attempts, due_at, trace_parent",
+             RETURNING id, source, message_id, message, state, attempts, due_at, trace_parent, \
+             batch",
             d.skip_locked()
         ),
         vec![
@@ -281,6 +285,7 @@ pub(crate) fn claimed(rows: &[Cells], token: i64) -> Result<Vec<Claimed>, StoreE
                     state: r.opt_text(4)?,
                     attempts: r.int(5)?,
                     trace_parent: r.opt_text(7)?,
+                    batch: r.opt_text(8)?,
                 },
             ))
         })
@@ -391,7 +396,8 @@ pub(crate) fn replay(d: Dialect, now: i64, filter: &ReplayFilter) -> Vec<Stmt> {
             Stmt::new(
                 format!(
                     "UPDATE deliveries SET status = 0, due_at = ?, state = NULL, outcome = NULL, \
-                     attempts = 0, finished_at = NULL, lease_until = NULL, claim = NULL{cond}"
+                     attempts = 0, finished_at = NULL, lease_until = NULL, claim = NULL, \
+                     batch = NULL{cond}"
                 ),
                 all,
             )
@@ -506,7 +512,7 @@ pub(crate) fn rejected_entry_of(r: &Cells) -> Result<RejectedEntry, StoreError> 
 pub(crate) fn logged_call(source: String, message_id: String) -> Stmt {
     Stmt::new(
         format!(
-            "SELECT {ENTRY_COLUMNS}, message, state, outcome FROM deliveries \
+            "SELECT {ENTRY_COLUMNS}, message, state, outcome, batch FROM deliveries \
              WHERE source = ? AND message_id = ?"
         ),
         vec![source.into(), message_id.into()],
@@ -520,7 +526,30 @@ pub(crate) fn logged_call_of(r: &Cells) -> Result<LoggedCall, StoreError> {
         message: r.text(11)?,
         state: r.opt_text(12)?,
         outcome: r.opt_text(13)?,
+        batch: r.opt_text(14)?,
+        batch_log: None,
     })
+}
+
+/// Whether a [`logged_call_of`] row is a batch's row that keeps no log of
+/// its own (the batch's lead keeps it).
+pub(crate) fn needs_batch_log(call: &LoggedCall) -> bool {
+    call.batch.is_some()
+        && call.state.is_none()
+        && call
+            .outcome
+            .as_deref()
+            .is_none_or(|o| !o.contains("\"log\":"))
+}
+
+/// The saved state, or else the outcome record, of the lead of `batch` of
+/// `source`: the batch's first row, which keeps them for all its rows.
+pub(crate) fn batch_lead(source: &str, batch: &str) -> Stmt {
+    Stmt::new(
+        "SELECT coalesce(state, outcome) FROM deliveries WHERE batch = ? AND source = ? \
+         ORDER BY id LIMIT 1",
+        vec![batch.into(), source.into()],
+    )
 }
 
 // -- counts and lists ----------------------------------------------------------
@@ -563,6 +592,7 @@ pub(crate) fn stats_of(results: &[Vec<Cells>]) -> Result<Stats, StoreError> {
             Some(Status::Delivered) => stats.delivered = n,
             Some(Status::Dead) => stats.dead = n,
             Some(Status::Undeliverable) => stats.undeliverable = n,
+            Some(Status::Filtered) => stats.filtered = n,
             Some(Status::Pending) | None => {}
         }
     }
@@ -711,19 +741,41 @@ pub(crate) fn put_hold(url: &str, hold: &Hold) -> Stmt {
     )
 }
 
-/// The sources kept in the database: (name, sealed), by name.
-pub(crate) fn stored_sources() -> Stmt {
-    Stmt::new("SELECT name, sealed FROM sources ORDER BY name", vec![])
+/// The sources kept in the database: the set's version, then (name,
+/// sealed) by name. Read in this order, a change between the two reads
+/// leaves the version behind the rows, and a write over it is refused.
+pub(crate) fn stored_sources() -> Vec<Stmt> {
+    vec![
+        Stmt::new("SELECT version FROM sources_version WHERE id = 1", vec![]),
+        Stmt::new("SELECT name, sealed FROM sources ORDER BY name", vec![]),
+    ]
 }
 
-/// A row of [`stored_sources`].
-pub(crate) fn stored_source_of(r: &Cells) -> Result<(String, String), StoreError> {
-    Ok((r.text(0)?, r.text(1)?))
+/// The rows of [`stored_sources`].
+pub(crate) fn stored_sources_of(results: &[Vec<Cells>]) -> Result<StoredSources, StoreError> {
+    let [version, rows] = results else {
+        return Err(StoreError::Unavailable(
+            "the sources came back incomplete".into(),
+        ));
+    };
+    Ok(StoredSources {
+        version: version.first().map_or(Ok(0), |r| r.int(0))?,
+        rows: self::rows(rows, |r| Ok((r.text(0)?, r.text(1)?)))?,
+    })
 }
 
-/// Removes the sources `remove` and creates or replaces `put`: statements
-/// run in one transaction, so every relay reads the set before or after
-/// the change, never half of it.
+/// Raises the sources' version if it is still `version`: the write's
+/// guard (it changes no row when another change came first).
+pub(crate) fn sources_version_swap(version: i64) -> Stmt {
+    Stmt::new(
+        "UPDATE sources_version SET version = version + 1 WHERE id = 1 AND version = ?",
+        vec![version.into()],
+    )
+}
+
+/// Removes the sources `remove` and creates or replaces `put`: run after
+/// [`sources_version_swap`] in one transaction, so every relay reads the
+/// set before or after the change, never half of it.
 pub(crate) fn write_sources(
     d: Dialect,
     put: Vec<(String, String)>,
@@ -807,8 +859,9 @@ mod tests {
             enable_endpoint("u"),
             holds(1),
             put_hold("u", &hold),
-            stored_sources(),
+            sources_version_swap(3),
         ];
+        all.extend(stored_sources());
         all.extend(replay(d, 1, &filter));
         all.extend(replayable(d, &filter));
         all.extend(stats(1));

@@ -18,7 +18,7 @@
 //! channel nobody listens to. An operation whose caller has already gone
 //! when the writer reaches it is dropped unrun.
 
-use super::engine::{Engine, SqlStore, Written};
+use super::engine::{Engine, SqlStore, Then, Written};
 use super::sql::{Cells, Dialect, Stmt, Value};
 use super::*;
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -920,6 +920,7 @@ fn finish_rows(db: &Db, items: &[Finish], now: i64) -> rusqlite::Result<usize> {
     let mut retry = Vec::new();
     let mut dead = Vec::new();
     let mut undeliverable = Vec::new();
+    let mut filtered = Vec::new();
     let mut release = Vec::new();
     for f in items {
         match f {
@@ -928,47 +929,62 @@ fn finish_rows(db: &Db, items: &[Finish], now: i64) -> rusqlite::Result<usize> {
                 claim,
                 attempts,
                 outcome,
-            } => delivered.push(serde_json::json!([id, claim, attempts, outcome])),
+                batch,
+            } => delivered.push(serde_json::json!([id, claim, attempts, outcome, batch])),
             Finish::Retry {
                 id,
                 claim,
                 attempts,
                 state,
                 due_at,
-            } => retry.push(serde_json::json!([id, claim, attempts, state, due_at])),
+                batch,
+            } => retry.push(serde_json::json!([
+                id, claim, attempts, state, due_at, batch
+            ])),
             Finish::Dead {
                 id,
                 claim,
                 attempts,
                 state,
                 outcome,
-            } => dead.push(serde_json::json!([id, claim, attempts, state, outcome])),
+                batch,
+            } => dead.push(serde_json::json!([
+                id, claim, attempts, state, outcome, batch
+            ])),
             Finish::Undeliverable { id, claim, outcome } => {
                 undeliverable.push(serde_json::json!([id, claim, outcome]));
+            }
+            Finish::Filtered { id, claim, outcome } => {
+                filtered.push(serde_json::json!([id, claim, outcome]));
             }
             Finish::Release { id, claim } => release.push(serde_json::json!([id, claim])),
         }
     }
     // Each row found by its primary key and counted only while it holds
     // the claim; `->>` reads an element of the row's array.
-    let kinds: [(&[serde_json::Value], &str); 5] = [
+    let kinds: [(&[serde_json::Value], &str); 6] = [
         (
             &delivered,
             "status = 1, finished_at = ?1, attempts = j.value ->> 2, outcome = j.value ->> 3, \
-             state = NULL",
+             state = NULL, batch = j.value ->> 4",
         ),
         (
             &retry,
-            "attempts = j.value ->> 2, state = j.value ->> 3, due_at = j.value ->> 4",
+            "attempts = j.value ->> 2, state = j.value ->> 3, due_at = j.value ->> 4, \
+             batch = j.value ->> 5",
         ),
         (
             &dead,
             "status = 2, finished_at = ?1, attempts = j.value ->> 2, state = j.value ->> 3, \
-             outcome = j.value ->> 4",
+             outcome = j.value ->> 4, batch = j.value ->> 5",
         ),
         (
             &undeliverable,
             "status = 3, finished_at = ?1, outcome = j.value ->> 2",
+        ),
+        (
+            &filtered,
+            "status = 4, finished_at = ?1, outcome = j.value ->> 2, state = NULL",
         ),
         (&release, "status = status"),
     ];
@@ -1058,16 +1074,24 @@ impl Engine for Sqlite {
         self.submit(job, calls, rx).await
     }
 
-    async fn swap_and_insert(
-        &self,
-        swap: Stmt,
-        rows: Vec<Row>,
-    ) -> Result<Option<usize>, StoreError> {
-        self.write_with(rows.len(), move |db| {
-            if run(db, &swap)?.count == 0 {
+    async fn write_if(&self, guard: Stmt, then: Then) -> Result<Option<Vec<Written>>, StoreError> {
+        let calls = match &then {
+            Then::Insert(rows) => rows.len(),
+            Then::Statements(_) => 0,
+        };
+        self.write_with(calls, move |db| {
+            if run(db, &guard)?.count == 0 {
                 return Ok(None);
             }
-            Ok(store_calls(db, &[(&rows, &[], None)])?.first().copied())
+            Ok(Some(match &then {
+                Then::Insert(rows) => vec![Written {
+                    count: store_calls(db, &[(rows, &[], None)])?
+                        .first()
+                        .map_or(0, |n| *n as u64),
+                    rows: Vec::new(),
+                }],
+                Then::Statements(stmts) => run_all(db, stmts)?,
+            }))
         })
         .await
     }

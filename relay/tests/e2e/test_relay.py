@@ -546,10 +546,8 @@ def test_destinations_on_private_addresses_are_refused_unless_allowed(tmp_path: 
         r.start()
     assert r.proc is not None and r.proc.wait(30) == 2
     assert any("private or loopback address" in line for line in r.log), r.log
-    # Names are resolved at start too: "localhost" is loopback; and IP
-    # literals, IPv4-mapped IPv6 included, are checked as what they are.
+    # IP literals, IPv4-mapped IPv6 included, are checked as what they are.
     for url in (
-        "http://localhost:9/hook",
         "http://127.0.0.1:9/hook",
         "http://[::ffff:127.0.0.1]:9/hook",
         "http://[::1]:9/hook",
@@ -567,6 +565,31 @@ def test_destinations_on_private_addresses_are_refused_unless_allowed(tmp_path: 
             f"sqlite:///{tmp_path / 'other.db'}",
         )
         assert out.returncode == 2 and "private or loopback address" in out.stderr, (url, out.stderr)
+
+
+def test_a_destination_whose_name_resolves_privately_keeps_nothing_else_from_working(tmp_path: pathlib.Path) -> None:
+    # What a name resolves to is its owner's to change: the relay starts and
+    # takes calls, warns, and only the connections to that name are
+    # refused ("localhost" resolves to loopback).
+    database = f"sqlite:///{tmp_path / 'relay.db'}"
+    text = config_text(database, ["http://localhost:9/hook"]).replace(
+        "allow_private_networks = true", "allow_private_networks = false"
+    )
+    r = RelayProcess(text, tmp_path).start()
+    try:
+        assert any("resolves to private or loopback addresses" in line for line in r.log), r.log
+        status, _, _ = r.post("/v1/track", track(1), {"Authorization": basic(WRITE_KEY)})
+        assert status == 200
+        r.wait(
+            lambda: r.admin("GET", "/admin/log/call?source=web&messageId=m-1").get("attempts", []) != [],
+            30,
+            "the first attempt",
+        )
+        attempt = r.admin("GET", "/admin/log/call?source=web&messageId=m-1")["attempts"][0]
+        assert attempt["outcome"]["kind"] == "connection", attempt
+        assert "private or loopback" in attempt["outcome"]["message"], attempt
+    finally:
+        r.stop()
 
 
 def _run_relay(

@@ -12,7 +12,7 @@ use callpost_relay::store::memory::MemoryStore;
 use callpost_relay::store::{
     Claimed, CommitObserver, Cursor, DeadLetter, Finish, Hold, LogEntry, LogFilter, LoggedCall,
     Page, Purged, RejectedEntry, RejectedRecord, RejectedRow, ReplayFilter, Retention, Row, Stats,
-    Status, Store, StoreError,
+    Status, Store, StoreError, StoredSources,
 };
 use callpost_relay::{App, Relay};
 use serde_json::{json, Value};
@@ -875,7 +875,7 @@ impl Store for Observed {
     ) -> Result<(), StoreError> {
         self.inner.set_endpoint_disabled(url, disabled, now).await
     }
-    async fn stored_sources(&self) -> Result<Vec<(String, String)>, StoreError> {
+    async fn stored_sources(&self) -> Result<StoredSources, StoreError> {
         self.inner.stored_sources().await
     }
     async fn holds(&self, now: i64) -> Result<Vec<(String, Hold)>, StoreError> {
@@ -886,10 +886,11 @@ impl Store for Observed {
     }
     async fn write_sources(
         &self,
+        version: i64,
         put: Vec<(String, String)>,
         remove: Vec<String>,
     ) -> Result<(), StoreError> {
-        self.inner.write_sources(put, remove).await
+        self.inner.write_sources(version, put, remove).await
     }
     fn statements(&self) -> u64 {
         self.inner.statements()

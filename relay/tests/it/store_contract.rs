@@ -159,6 +159,7 @@ fn delivered(c: &Claimed, attempts: i64) -> Finish {
         claim: c.claim,
         attempts,
         outcome: None,
+        batch: None,
     }
 }
 
@@ -169,6 +170,7 @@ fn dead(c: &Claimed) -> Finish {
         attempts: 3,
         state: Some(r#"{"s":"dead"}"#.into()),
         outcome: r#"{"kind":"gave_up","reason":"window_exhausted"}"#.into(),
+        batch: None,
     }
 }
 
@@ -431,6 +433,7 @@ pub(crate) async fn finish_counts_only_with_the_matching_token(store: Arc<dyn St
         claim: new[0].claim ^ 1,
         attempts: 1,
         outcome: None,
+        batch: None,
     };
     assert_eq!(store.finish(vec![wrong], T0 + 1_001).await.unwrap(), 1);
     assert_eq!(
@@ -474,8 +477,9 @@ pub(crate) async fn finish_retry_saves_state_and_due_time(store: Arc<dyn Store>)
         id: c[0].id,
         claim: c[0].claim,
         attempts: 2,
-        state: r#"{"round":1}"#.into(),
+        state: Some(r#"{"round":1}"#.into()),
         due_at: T0 + 60_000,
+        batch: None,
     };
     assert_eq!(store.finish(vec![retry], T0 + 10).await.unwrap(), 0);
     let stats = store.stats(T0 + 10).await.unwrap();
@@ -587,6 +591,7 @@ pub(crate) async fn finish_mixed_kinds_counts_refused(store: Arc<dyn Store>) {
         claim: c[5].claim.wrapping_add(1),
         attempts: 1,
         outcome: None,
+        batch: None,
     };
     let items = vec![
         delivered(&c[0], 1),
@@ -594,8 +599,9 @@ pub(crate) async fn finish_mixed_kinds_counts_refused(store: Arc<dyn Store>) {
             id: c[1].id,
             claim: c[1].claim,
             attempts: 1,
-            state: "{}".into(),
+            state: Some("{}".into()),
             due_at: T0 + 1_000,
+            batch: None,
         },
         dead(&c[2]),
         undeliverable(&c[3]),
@@ -1023,8 +1029,9 @@ pub(crate) async fn replay_resets_state_and_makes_rows_due_now(store: Arc<dyn St
                 id: c[0].id,
                 claim: c[0].claim,
                 attempts: 1,
-                state: "{}".into(),
+                state: Some("{}".into()),
                 due_at: T0 + 100,
+                batch: None,
             }],
             T0 + 1,
         )
@@ -1230,32 +1237,46 @@ pub(crate) async fn holds_keep_the_later_of_each_part(store: Arc<dyn Store>) {
 }
 
 /// Sources are kept by name: a write creates, replaces and removes in one
-/// go, and leaves the others as they are.
+/// go, and leaves the others as they are; it goes in only over the
+/// version of the set it read.
 pub(crate) async fn sources_are_written_and_removed_together(store: Arc<dyn Store>) {
-    assert!(store.stored_sources().await.unwrap().is_empty());
+    let first = store.stored_sources().await.unwrap();
+    assert!(first.rows.is_empty());
     let pair = |n: &str, v: &str| (n.to_owned(), v.to_owned());
     store
-        .write_sources(vec![pair("b", "v1.b"), pair("a", "v1.a")], vec![])
+        .write_sources(
+            first.version,
+            vec![pair("b", "v1.b"), pair("a", "v1.a")],
+            vec![],
+        )
         .await
         .unwrap();
-    assert_eq!(
-        store.stored_sources().await.unwrap(),
-        vec![pair("a", "v1.a"), pair("b", "v1.b")]
-    );
+    let second = store.stored_sources().await.unwrap();
+    assert_eq!(second.rows, vec![pair("a", "v1.a"), pair("b", "v1.b")]);
+    assert_ne!(second.version, first.version);
+    // Written over a version another write replaced: nothing changes.
+    let e = store
+        .write_sources(first.version, vec![pair("z", "v1.z")], vec!["a".into()])
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Conflict(_)), "{e:?}");
+    assert_eq!(store.stored_sources().await.unwrap(), second);
     store
         .write_sources(
+            second.version,
             vec![pair("a", "v1.a2"), pair("c", "v1.c")],
             vec!["b".into(), "z".into()],
         )
         .await
         .unwrap();
+    let third = store.stored_sources().await.unwrap();
+    assert_eq!(third.rows, vec![pair("a", "v1.a2"), pair("c", "v1.c")]);
+    store
+        .write_sources(third.version, vec![], vec!["a".into()])
+        .await
+        .unwrap();
     assert_eq!(
-        store.stored_sources().await.unwrap(),
-        vec![pair("a", "v1.a2"), pair("c", "v1.c")]
-    );
-    store.write_sources(vec![], vec!["a".into()]).await.unwrap();
-    assert_eq!(
-        store.stored_sources().await.unwrap(),
+        store.stored_sources().await.unwrap().rows,
         vec![pair("c", "v1.c")]
     );
 }
@@ -1716,8 +1737,9 @@ pub(crate) async fn logged_call_has_its_message_state_and_outcome(store: Arc<dyn
                 id: c[0].id,
                 claim: c[0].claim,
                 attempts: 1,
-                state: r#"{"log":[1]}"#.into(),
+                state: Some(r#"{"log":[1]}"#.into()),
                 due_at: T0 + 100,
+                batch: None,
             }],
             T0 + 1,
         )
@@ -1741,6 +1763,7 @@ pub(crate) async fn logged_call_has_its_message_state_and_outcome(store: Arc<dyn
                 claim: c[0].claim,
                 attempts: 2,
                 outcome: Some(record.into()),
+                batch: None,
             }],
             T0 + 101,
         )

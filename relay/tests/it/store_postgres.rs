@@ -489,6 +489,7 @@ async fn statements_commits_and_backlog() {
             claim: c.claim,
             attempts: 1,
             outcome: None,
+            batch: None,
         })
         .collect();
     assert_eq!(store.finish(finishes, T0).await.unwrap(), 0);
@@ -506,6 +507,7 @@ async fn statements_commits_and_backlog() {
             claim: claimed[0].claim,
             attempts: 1,
             outcome: None,
+            batch: None,
         },
         Finish::Release {
             id: claimed[1].id,
