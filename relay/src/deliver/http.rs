@@ -24,9 +24,10 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use std::collections::HashMap;
 use std::error::Error as StdError;
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// A receiver's answer body is read up to this much, so its connection
 /// goes back to the pool; past it the connection is dropped instead. An
@@ -61,7 +62,7 @@ const ANSWER_POLL: Duration = Duration::from_millis(250);
 pub(super) struct Http {
     client: Client<HttpsConnector<Connector>, Full<Bytes>>,
     /// endpoint URL → its cap on requests in flight.
-    endpoints: Mutex<HashMap<String, Arc<Semaphore>>>,
+    endpoints: Mutex<HashMap<String, Arc<Endpoint>>>,
     per_endpoint: usize,
     /// The receiver protections of each endpoint URL.
     guards: Arc<Guards>,
@@ -89,7 +90,7 @@ impl Http {
                 }
                 endpoints.insert(
                     e.url().to_owned(),
-                    Arc::new(Semaphore::new(cfg.endpoint_concurrency)),
+                    Arc::new(Endpoint::new(cfg.endpoint_concurrency)),
                 );
                 if let Ok(uri) = e.url().parse::<Uri>() {
                     let key = (
@@ -153,14 +154,14 @@ impl Http {
         }
     }
 
-    fn endpoint(&self, url: &str) -> Arc<Semaphore> {
+    fn endpoint(&self, url: &str) -> Arc<Endpoint> {
         let mut map = self
             .endpoints
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         Arc::clone(
             map.entry(url.to_owned())
-                .or_insert_with(|| Arc::new(Semaphore::new(self.per_endpoint))),
+                .or_insert_with(|| Arc::new(Endpoint::new(self.per_endpoint))),
         )
     }
 
@@ -200,7 +201,7 @@ impl Http {
                     .insert(HeaderName::from_static("traceparent"), v);
             }
         }
-        let Ok(permit) = endpoint.acquire_owned().await else {
+        let Ok(permit) = endpoint.acquire().await else {
             return (
                 None,
                 Outcome::connection("the relay is stopping"),
@@ -217,7 +218,7 @@ impl Http {
         if let Some(span) = span.as_deref_mut() {
             span.restart();
         }
-        let (outcome, answer) = self.exchange(request, budget).await;
+        let (outcome, body) = self.exchange(request, budget).await;
         if let Some(span) = span {
             span.stop();
         }
@@ -225,23 +226,33 @@ impl Http {
         // request to this URL is judged with it.
         let now = clock.now();
         self.guards.answered(&guard, sent, now, &outcome);
-        drop(permit);
+        // The body is read with the slot still taken: a connection is the
+        // endpoint's until its answer has been read or dropped, so a
+        // receiver that trickles its bodies holds no more connections than
+        // its cap.
+        let answer = AnswerStart::none();
+        match body {
+            Some(body) => {
+                let slot = Slot { permit, endpoint };
+                tokio::spawn(read_answer(body, answer.clone(), Some(slot)));
+            }
+            None => drop(permit),
+        }
         guard.answered.notify_waiters();
         (Some(sent), outcome, answer)
     }
 
     /// Sends `request` and waits `budget` for its status line, which is the
-    /// attempt's result. The body is read afterwards, in the background, to
-    /// the limits ([`read_answer`]): its start is what [`AnswerStart`]
-    /// holds once it arrives.
+    /// attempt's result; the body, when there is an answer, is the
+    /// caller's to read afterwards ([`read_answer`]).
     async fn exchange(
         &self,
         request: Request<Full<Bytes>>,
         budget: Duration,
-    ) -> (Outcome, AnswerStart) {
+    ) -> (Outcome, Option<Incoming>) {
         match tokio::time::timeout(budget, self.client.request(request)).await {
-            Err(_) => (Outcome::Timeout, AnswerStart::none()),
-            Ok(Err(e)) => (outcome_of_error(&e), AnswerStart::none()),
+            Err(_) => (Outcome::Timeout, None),
+            Ok(Err(e)) => (outcome_of_error(&e), None),
             Ok(Ok(response)) => {
                 let status = response.status().as_u16();
                 let retry_after = response
@@ -249,14 +260,12 @@ impl Http {
                     .get(http::header::RETRY_AFTER)
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                let start = AnswerStart::none();
-                tokio::spawn(read_answer(response.into_body(), start.clone()));
                 (
                     Outcome::Response {
                         status,
                         retry_after,
                     },
-                    start,
+                    Some(response.into_body()),
                 )
             }
         }
@@ -266,7 +275,13 @@ impl Http {
     /// guard: the operator's events (a handful, one at a time).
     pub(super) async fn post(&self, request: callpost_core::Request, budget: Duration) -> Outcome {
         match build(request) {
-            Ok(r) => self.exchange(r, budget).await.0,
+            Ok(r) => {
+                let (outcome, body) = self.exchange(r, budget).await;
+                if let Some(body) = body {
+                    tokio::spawn(read_answer(body, AnswerStart::none(), None));
+                }
+                outcome
+            }
             Err(message) => Outcome::connection(message),
         }
     }
@@ -307,10 +322,63 @@ impl AnswerStart {
     }
 }
 
+/// An endpoint URL's cap on requests in flight, which also covers the
+/// connections whose answers are still being read: a receiver that
+/// trickles its bodies holds no more of the relay's sockets than its cap.
+struct Endpoint {
+    slots: Arc<Semaphore>,
+    /// Requests waiting for a slot.
+    waiting: AtomicUsize,
+    /// A request began to wait.
+    wanted: Notify,
+}
+
+impl Endpoint {
+    fn new(slots: usize) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(slots)),
+            waiting: AtomicUsize::new(0),
+            wanted: Notify::new(),
+        }
+    }
+
+    /// A slot, once one is free; the bodies still read with theirs are
+    /// told a request waits.
+    async fn acquire(&self) -> Result<OwnedSemaphorePermit, tokio::sync::AcquireError> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        self.wanted.notify_waiters();
+        let permit = Arc::clone(&self.slots).acquire_owned().await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        permit
+    }
+
+    /// Resolves once a request waits for a slot.
+    async fn wanted(&self) {
+        loop {
+            let notified = self.wanted.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.waiting.load(Ordering::Acquire) > 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// The slot an answer's body is read with, and its endpoint.
+struct Slot {
+    permit: OwnedSemaphorePermit,
+    endpoint: Arc<Endpoint>,
+}
+
 /// Reads an answer body to its end, keeping its start in `start` (the
-/// connection then goes back to the pool), or drops it once it is longer
-/// or slower than the limits.
-async fn read_answer(mut body: Incoming, start: AnswerStart) {
+/// connection then goes back to the pool), or drops it (and its
+/// connection) once it is longer or slower than the limits, or, read with
+/// its endpoint's `slot`, as soon as another request waits for the slot:
+/// a body that was not in when the status line came is read only while
+/// nothing else wants the connection. Then the slot goes.
+async fn read_answer(mut body: Incoming, start: AnswerStart, slot: Option<Slot>) {
     let read = async {
         let mut seen = 0usize;
         while let Some(frame) = body.frame().await {
@@ -326,7 +394,20 @@ async fn read_answer(mut body: Incoming, start: AnswerStart) {
             }
         }
     };
-    let _ = tokio::time::timeout(ANSWER_BODY_TIMEOUT, read).await;
+    let read = tokio::time::timeout(ANSWER_BODY_TIMEOUT, read);
+    match &slot {
+        Some(slot) => {
+            tokio::select! {
+                _ = read => {}
+                () = slot.endpoint.wanted() => {}
+            }
+        }
+        None => {
+            let _ = read.await;
+        }
+    }
+    drop(body);
+    drop(slot.map(|s| s.permit));
 }
 
 /// The core's request as hyper's; a message when it cannot be one (the

@@ -980,6 +980,61 @@ async fn a_200_with_a_slow_body_is_delivered_not_retried() {
     assert!(w.rows_of("a").iter().all(|row| row.attempts == 1));
 }
 
+/// A receiver that trickles its bodies holds no more of the relay's
+/// connections than its endpoint's cap: a body still being read keeps its
+/// request's slot, and gives it up (dropping its connection) as soon as
+/// another request waits for it. Before, the rest of each body was read
+/// apart from the cap, and such a receiver held thousands of sockets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_trickling_its_bodies_holds_no_more_connections_than_its_cap() {
+    let r = Receiver::start("127.0.0.1:0").await.unwrap();
+    r.answer(Answer::Trickle);
+    let w = World::new(&toml(&head(true, 64, 4, ""), &[src("a", &[&r.url()])]));
+    w.add("a", &ids("a", 40)).await;
+    // The relay's side, sampled from the kernel: its connections to the
+    // receiver that are established (a connection it dropped is not; the
+    // receiver notices the close only at its next write).
+    let port = r.addr.port();
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let sampler = {
+        let most = Arc::clone(&most);
+        tokio::spawn(async move {
+            loop {
+                let n = established_to(port);
+                most.fetch_max(n, std::sync::atomic::Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+    let d = w.start();
+    eventually("every call delivered", Duration::from_secs(60), || {
+        w.all("a", Status::Delivered)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    sampler.abort();
+    assert_eq!(r.started(), 40);
+    let most = most.load(std::sync::atomic::Ordering::SeqCst);
+    eprintln!("most connections established to the trickling receiver at once: {most}");
+    // The cap, and as many idle in the pool (none here: no body ends).
+    assert!(most <= 8, "{most} connections at once against a cap of 4");
+}
+
+/// How many established TCP connections go to `port` on 127.0.0.1, as the
+/// kernel lists them (`/proc/net/tcp`: addresses in hex, state 01).
+fn established_to(port: u16) -> usize {
+    let remote = format!("0100007F:{port:04X}");
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[2] == remote && f[3] == "01"
+        })
+        .count()
+}
+
 // -- 6b. a receiver that writes its status line and its body apart ---------
 
 /// A keep-alive receiver on 127.0.0.1 that answers every request

@@ -55,6 +55,8 @@ struct State {
     /// Requests whose headers arrived, answered or not.
     started: AtomicUsize,
     connections: AtomicUsize,
+    open: AtomicUsize,
+    max_open: AtomicUsize,
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     gate: watch::Sender<bool>,
@@ -82,6 +84,23 @@ impl InFlight {
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Counts a connection open while it lives.
+struct Open(Arc<State>);
+
+impl Open {
+    fn new(state: &Arc<State>) -> Self {
+        let now = state.open.fetch_add(1, Ordering::SeqCst) + 1;
+        state.max_open.fetch_max(now, Ordering::SeqCst);
+        Self(Arc::clone(state))
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -138,6 +157,8 @@ impl Receiver {
             received: Mutex::new(Vec::new()),
             started: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
+            max_open: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             gate: watch::Sender::new(false),
@@ -152,6 +173,7 @@ impl Receiver {
                 let st = Arc::clone(&st);
                 let tls = tls.clone();
                 tokio::spawn(async move {
+                    let _open = Open::new(&st);
                     let service = service_fn(move |req| handle(Arc::clone(&st), req));
                     match tls {
                         None => {
@@ -202,6 +224,11 @@ impl Receiver {
     /// Connections accepted.
     pub(crate) fn connections(&self) -> usize {
         self.state.connections.load(Ordering::SeqCst)
+    }
+
+    /// The most connections that were open at once.
+    pub(crate) fn max_open(&self) -> usize {
+        self.state.max_open.load(Ordering::SeqCst)
     }
 
     /// Requests being answered now.
