@@ -447,7 +447,7 @@ void callpost_receiver_options_default(CallpostReceiverOptions *options);
 
 // Makes a receiver from `X-Signature` secrets (any bytes but empty;
 // several while rotating) and Standard Webhooks `whsec_` secrets: give
-// either list or both (`invalid_argument` for neither). With Standard
+// either list or both (`no_secrets` for neither). With Standard
 // secrets only, a request must carry `webhook-signature`; with both, a
 // request carrying it is held to it, one without it to `X-Signature`.
 // `options` may be NULL (the defaults).

@@ -8,7 +8,9 @@ use crate::{
     CallpostStatus, CallpostStr,
 };
 use callpost_core::standard::{self, StandardSecret, DEFAULT_TOLERANCE_MS};
-use callpost_core::{json::write_value, receive_any, Error, Keys, ReceiveOptions, Secret};
+use callpost_core::{
+    json::write_value, receive_any, Error, Keys, ReceiveOptions, Secret, SignatureError,
+};
 
 /// What a receiver accepts beyond the default. Fill it with
 /// `callpost_receiver_options_default`.
@@ -98,7 +100,7 @@ pub unsafe extern "C" fn callpost_receiver_options_default(options: *mut Callpos
 
 /// Makes a receiver from `X-Signature` secrets (any bytes but empty;
 /// several while rotating) and Standard Webhooks `whsec_` secrets: give
-/// either list or both (`invalid_argument` for neither). With Standard
+/// either list or both (`no_secrets` for neither). With Standard
 /// secrets only, a request must carry `webhook-signature`; with both, a
 /// request carrying it is held to it, one without it to `X-Signature`.
 /// `options` may be NULL (the defaults).
@@ -125,10 +127,9 @@ pub unsafe extern "C" fn callpost_receiver_new(
         guard(err, || {
             let segment = segment_secrets(list(secrets, secret_count))?;
             let standard = standard_secrets(list(standard, standard_count))?;
+            // The core's refusal, at once rather than at every request.
             if segment.is_empty() && standard.is_empty() {
-                return Err(misuse(
-                    "give X-Signature secrets, Standard Webhooks (whsec_) secrets, or both",
-                ));
+                return Err(SignatureError::NoSecrets.into());
             }
             let mut opts = ReceiveOptions::default();
             if let Some(o) = options.as_ref() {

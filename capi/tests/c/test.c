@@ -202,7 +202,7 @@ static void webhooks_and_receivers(void) {
   free(longer);
   callpost_receiver_free(r);
   CHECK(callpost_receiver_new(NULL, 0, NULL, 0, NULL, &r, &err) == CALLPOST_FAILED);
-  CHECK(eq(err.code, "invalid_argument"));
+  CHECK(eq(err.code, "no_secrets"));
   callpost_error_free(&err);
   callpost_request_free(&req);
   callpost_webhooks_free(w);
