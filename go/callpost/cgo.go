@@ -127,11 +127,27 @@ func failure(status C.CallpostStatus, e *C.CallpostError) error {
 }
 
 // headerLines writes name/value pairs as the header block the C ABI reads.
+// A line break inside a name or value (net/http never lets one through)
+// becomes a space, so that one header cannot pose as another.
 func headerLines(b []byte, name, value string) []byte {
-	b = append(b, name...)
+	b = appendHeaderText(b, name)
 	b = append(b, ':', ' ')
-	b = append(b, value...)
+	b = appendHeaderText(b, value)
 	return append(b, '\r', '\n')
+}
+
+func appendHeaderText(b []byte, s string) []byte {
+	if !strings.ContainsAny(s, "\r\n") {
+		return append(b, s...)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '\r' || c == '\n' {
+			b = append(b, ' ')
+		} else {
+			b = append(b, c)
+		}
+	}
+	return b
 }
 
 // parseHeaderBlock reads the header block the C ABI writes.

@@ -18,6 +18,11 @@ import (
 
 func vectors(t *testing.T, name string, into interface{}) {
 	t.Helper()
+	loadVectors(t, name, into)
+}
+
+func loadVectors(t testing.TB, name string, into interface{}) {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", name))
 	if err != nil {
 		t.Fatal(err)
