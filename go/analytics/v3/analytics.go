@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -163,7 +164,8 @@ func configError(err error, config Config) error {
 	ce := ConfigError{Reason: e.Message, err: err}
 	switch {
 	case e.Code == callpost.CodeInvalidEndpoint:
-		ce.Field, ce.Value = "Endpoint", config.Endpoint
+		// The error is printed with its value: never a password in it.
+		ce.Field, ce.Value = "Endpoint", redacted(config.Endpoint)
 	// The core names the setting it refused first in its message.
 	case e.Code == callpost.CodeInvalidConfig && strings.HasPrefix(e.Message, "flush_at "):
 		ce.Field, ce.Value = "BatchSize", config.BatchSize
@@ -173,6 +175,16 @@ func configError(err error, config Config) error {
 		return err
 	}
 	return ce
+}
+
+// redacted is an endpoint with any password in it masked, as the core
+// shows it.
+func redacted(endpoint string) string {
+	u, err := url.Parse(endpoint)
+	if err != nil || u.User == nil {
+		return endpoint
+	}
+	return u.Redacted()
 }
 
 // Enqueue queues msg (a message or a pointer to one).
