@@ -8,12 +8,12 @@ package e2e
 //     WRITE_KEY, RELAY_URL (a local Tracking API that checks the write key)
 //     and WEBHOOK_SECRET in its environment; it must exit 0, and the API
 //     must have refused nothing;
-//   - a ```sh block with go commands is the new user's setup: it is
-//     followed step by step in a fresh directory beside a copy of this
-//     checkout's path, with the program of the ```go block after it as
-//     main.go, and the program it builds must run. Its cargo command must
-//     name this repository's C ABI crate; the tests link the debug build
-//     scripts/test-go.sh made instead of building the release one.
+//   - a ```sh block with go commands is the new user's setup: its go
+//     commands run in a new module (go mod init, the program of the ```go
+//     block after it as main.go) beside a link to this checkout, and the
+//     program they build must run. Its cargo command must be the C ABI's
+//     release build; the tests link the debug build scripts/test-go.sh
+//     made instead.
 
 import (
 	"context"
@@ -158,13 +158,21 @@ func TestTheGoSetupAsANewUserFollowsIt(t *testing.T) {
 	}
 	checkout, _ := filepath.Abs(filepath.Join("..", ".."))
 	top := t.TempDir()
-	// The user's checkout of callpost, beside where their module goes.
+	// The user's checkout of callpost, and their module beside it, with
+	// the program of the docs as its main.go.
 	if err := os.Symlink(checkout, filepath.Join(top, "callpost")); err != nil {
 		t.Fatal(err)
 	}
-	api := testapi.New(t, docsWriteKey)
+	app := filepath.Join(top, "app")
+	if err := os.Mkdir(app, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	env := goEnv()
-	cwd := filepath.Join(top, "callpost")
+	run(t, app, env, goTool(), "mod", "init", "example.com/app")
+	if err := os.WriteFile(filepath.Join(app, "main.go"), []byte(program), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	api := testapi.New(t, docsWriteKey)
 	for _, line := range strings.Split(setup.code, "\n") {
 		args := strings.Fields(line)
 		if len(args) == 0 || strings.HasPrefix(args[0], "#") {
@@ -177,26 +185,16 @@ func TestTheGoSetupAsANewUserFollowsIt(t *testing.T) {
 			if strings.Join(args, " ") != strings.Join(want, " ") {
 				t.Fatalf("%s: %q is not the C ABI's build", setup.where, line)
 			}
-			if _, err := os.Stat(filepath.Join(cwd, "capi", "Cargo.toml")); err != nil {
-				t.Fatalf("%s: cargo runs in the checkout: %v", setup.where, err)
-			}
-		case "cd":
-			cwd = filepath.Join(cwd, args[1])
-		case "mkdir":
-			if err := os.Mkdir(filepath.Join(cwd, args[1]), 0o700); err != nil {
+			if _, err := os.Stat(filepath.Join(checkout, "capi", "Cargo.toml")); err != nil {
 				t.Fatal(err)
 			}
 		case "go":
-			if len(args) > 2 && args[1] == "mod" && args[2] == "tidy" {
-				if err := os.WriteFile(filepath.Join(cwd, "main.go"), []byte(program), 0o600); err != nil {
-					t.Fatal(err)
-				}
-			}
-			run(t, cwd, env, goTool(), args[1:]...)
+			run(t, app, env, goTool(), args[1:]...)
 		default:
 			t.Fatalf("%s: %q: a command this test does not follow", setup.where, line)
 		}
 	}
+	cwd := app
 	built := filepath.Join(cwd, filepath.Base(cwd))
 	run(t, cwd, goEnv("WRITE_KEY="+docsWriteKey, "RELAY_URL="+api.URL), built)
 	api.WaitMessages(t, 2)
