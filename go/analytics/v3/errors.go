@@ -20,6 +20,7 @@ type ConfigError struct {
 	err error
 }
 
+// Error is analytics-go's message: the reason, the field and its value.
 func (e ConfigError) Error() string {
 	return fmt.Sprintf("analytics.NewWithConfig: %s (analytics.Config.%s: %#v)", e.Reason, e.Field, e.Value)
 }
@@ -41,6 +42,7 @@ type FieldError struct {
 	err error
 }
 
+// Error is analytics-go's message: the type, the field and its value.
 func (e FieldError) Error() string {
 	return fmt.Sprintf("%s.%s: invalid field value: %#v", e.Type, e.Name, e.Value)
 }
