@@ -37,6 +37,7 @@ pub mod receive;
 pub mod webhooks;
 
 use callpost_core::{ApiMisuse, Error};
+use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// How a fallible function ended.
@@ -290,13 +291,16 @@ unsafe fn list<'a>(items: *const CallpostStr, count: usize) -> &'a [CallpostStr]
     unsafe { std::slice::from_raw_parts(items, count) }
 }
 
+/// A header's name and value, borrowed from a header block when it is UTF-8.
+type HeaderPair<'a> = (Cow<'a, str>, Cow<'a, str>);
+
 /// Parses an HTTP/1.1 header block into name/value pairs: `Name: value`
 /// lines, CRLF or LF, optional whitespace around the value trimmed, empty
 /// lines skipped. A value that is not UTF-8 keeps its valid part with
 /// U+FFFD for the rest, so a mangled signature reads as malformed, not as
-/// a misuse of the API.
-fn header_pairs(block: &[u8]) -> Result<Vec<(String, String)>, Error> {
-    let mut pairs = Vec::new();
+/// a misuse of the API. The pairs borrow from the block when it is UTF-8.
+fn header_pairs(block: &[u8]) -> Result<Vec<HeaderPair<'_>>, Error> {
+    let mut pairs = Vec::with_capacity(8);
     for line in block.split(|&b| b == b'\n') {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if line.is_empty() {
@@ -314,8 +318,8 @@ fn header_pairs(block: &[u8]) -> Result<Vec<(String, String)>, Error> {
             .rposition(|b| !is_ows(b))
             .map_or(start, |i| i + 1);
         pairs.push((
-            String::from_utf8_lossy(name).into_owned(),
-            String::from_utf8_lossy(&value[start..end]).into_owned(),
+            String::from_utf8_lossy(name),
+            String::from_utf8_lossy(&value[start..end]),
         ));
     }
     Ok(pairs)
@@ -343,10 +347,11 @@ mod tests {
         let block = header_block([("X-Signature", "ab"), ("Idempotency-Key", "m 1")]);
         assert_eq!(block, b"X-Signature: ab\r\nIdempotency-Key: m 1\r\n");
         let pairs = header_pairs(b"A:1\n\r\nB: \t two words \r\nC:\r\n").unwrap();
-        assert_eq!(
-            pairs,
-            [("A", "1"), ("B", "two words"), ("C", "")].map(|(n, v)| (n.to_owned(), v.to_owned()))
-        );
+        let pairs: Vec<(&str, &str)> = pairs
+            .iter()
+            .map(|(n, v)| (n.as_ref(), v.as_ref()))
+            .collect();
+        assert_eq!(pairs, [("A", "1"), ("B", "two words"), ("C", "")]);
         let e = header_pairs(b"no colon").unwrap_err();
         assert_eq!(e.code(), "invalid_argument");
     }

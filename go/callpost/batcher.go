@@ -272,7 +272,7 @@ type Request struct {
 
 // Header is the value of the first header named name (case-insensitively),
 // or "".
-func (r *Request) Header(name string) string {
+func (r Request) Header(name string) string {
 	for _, h := range r.Headers {
 		if strings.EqualFold(h.Name, name) {
 			return h.Value
@@ -282,8 +282,9 @@ func (r *Request) Header(name string) string {
 }
 
 // String shows the method, URL, header names and body size: header values
-// may be credentials and bodies hold customer data.
-func (r *Request) String() string {
+// may be credentials and bodies hold customer data. (A value receiver, so
+// that a BatchRequest printed by value shows no credentials either.)
+func (r Request) String() string {
 	names := make([]string, len(r.Headers))
 	for i, h := range r.Headers {
 		names[i] = h.Name
@@ -293,7 +294,7 @@ func (r *Request) String() string {
 }
 
 // GoString is String, so that %#v shows no credentials either.
-func (r *Request) GoString() string { return r.String() }
+func (r Request) GoString() string { return r.String() }
 
 func requestOf(r *C.CallpostRequest) Request {
 	return Request{

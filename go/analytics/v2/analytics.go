@@ -15,6 +15,7 @@
 package analytics
 
 import (
+	"fmt"
 	"log"
 	"net/http"
 	"os"
@@ -134,6 +135,15 @@ type Client struct {
 	startErr error
 	closing  sync.Once
 }
+
+// String shows the client's settings without its write key.
+func (c *Client) String() string {
+	return fmt.Sprintf("analytics.Client{Endpoint: %q, FlushAt: %d, FlushAfter: %s, Size: %d, Interval: %s}",
+		c.Endpoint, c.FlushAt, c.FlushAfter, c.Size, c.Interval)
+}
+
+// GoString is String: %#v must not print the write key either.
+func (c *Client) GoString() string { return c.String() }
 
 // New makes a client for the source whose write key is key, with the
 // core's defaults (20 messages or 5 seconds). Nothing is sent, and no

@@ -3,7 +3,9 @@ package analytics
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log"
+	"strings"
 	"testing"
 
 	"example.invalid/callpost/go/callpost"
@@ -107,6 +109,14 @@ func TestTwoNamesForOneSettingMustAgree(t *testing.T) {
 	}
 	api.WaitMessages(t, 1)
 	_ = c.Close()
+}
+
+func TestTheWriteKeyIsNeverPrinted(t *testing.T) {
+	c := New("wk-secret-key")
+	defer c.Close()
+	if s := fmt.Sprintf("%v %+v %#v %s", c, c, c, c); strings.Contains(s, "wk-secret-key") {
+		t.Fatalf("printed: %s", s)
+	}
 }
 
 func TestClose(t *testing.T) {

@@ -3,6 +3,7 @@ package analytics
 import (
 	"encoding/json"
 	"net"
+	"reflect"
 )
 
 // Context is a call's context (the spec's common fields): where the call
@@ -149,10 +150,21 @@ func (ctx *Context) fields() map[string]interface{} {
 	return m
 }
 
+// value is what the context is written as: Extra itself when no named
+// field is set (the common case, and no copy of it), else fields().
+func (ctx *Context) value() interface{} {
+	named := *ctx
+	named.Extra = nil
+	if named.IP == nil && named.Traits == nil && reflect.ValueOf(named).IsZero() {
+		return ctx.Extra
+	}
+	return ctx.fields()
+}
+
 // MarshalJSON writes the context as one object, Extra's keys beside the
 // named fields.
 func (ctx Context) MarshalJSON() ([]byte, error) {
-	return json.Marshal(ctx.fields())
+	return json.Marshal(ctx.value())
 }
 
 // contextValue is what a call's context is sent as: the call's own, over
@@ -162,7 +174,7 @@ func contextValue(defaults, own *Context) interface{} {
 	case defaults == nil && own == nil:
 		return nil
 	case defaults == nil:
-		return own.fields()
+		return own.value()
 	}
 	m := defaults.fields()
 	if own != nil {
