@@ -22,7 +22,8 @@ type Message interface {
 // (refused, retries exhausted, or still queued when the client closed;
 // err is a *callpost.Error of class callpost.ErrDelivery). Every message
 // Enqueue accepted gets exactly one of the two. They are called on the
-// client's goroutine, so they should return quickly.
+// client's goroutine, so they should return quickly, and must not call the
+// client's Close (which waits for that goroutine).
 type Callback interface {
 	// Success is called for a message the server accepted.
 	Success(Message)
