@@ -59,7 +59,8 @@ func TestEveryKindReachesTheTrackingAPI(t *testing.T) {
 	at := time.Date(2020, 2, 2, 2, 2, 2, 222_000_000, time.UTC)
 	messages := []Message{
 		Identify{UserId: "u1", Traits: NewTraits().SetEmail("u1@example.com").SetAge(42)},
-		&Track{UserId: "u1", Event: "Order Completed", Properties: NewProperties().SetRevenue(27.5).SetCurrency("EUR"),
+		&Track{UserId: "u1", Event: "Order Completed", Properties: NewProperties().SetRevenue(27.5).SetCurrency("EUR").
+			SetProducts(Product{ID: "p", SKU: "p-1", Price: 13.75}),
 			Context: &Context{IP: []byte{203, 0, 113, 5}, Extra: map[string]interface{}{"active": true}}},
 		Page{AnonymousId: "a1", Name: "Docs", Properties: NewProperties().SetURL("https://example.com/docs")},
 		Screen{UserId: "u1", Name: "Cart", Timestamp: at},
@@ -91,6 +92,10 @@ func TestEveryKindReachesTheTrackingAPI(t *testing.T) {
 	ctx := got[1]["context"].(map[string]interface{})
 	if ctx["ip"] != "203.0.113.5" || ctx["active"] != true {
 		t.Fatalf("context %v", ctx)
+	}
+	products := got[1]["properties"].(map[string]interface{})["products"].([]interface{})
+	if products[0].(map[string]interface{})["sku"] != "p-1" {
+		t.Fatalf("products %v", products)
 	}
 	if got[3]["timestamp"] != "2020-02-02T02:02:02.222Z" {
 		t.Fatalf("timestamp %v", got[3]["timestamp"])

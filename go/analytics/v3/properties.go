@@ -78,12 +78,11 @@ func (p Properties) Set(name string, value interface{}) Properties {
 	return p
 }
 
-// Product is a product of the e-commerce spec. Its JSON keys are
-// analytics-go's (SKU is written as "sky" there, which programs that read
-// the data back rely on).
+// Product is a product of the e-commerce spec, with its keys (analytics-go
+// wrote SKU as "sky").
 type Product struct {
 	ID    string  `json:"id,omitempty"`
-	SKU   string  `json:"sky,omitempty"`
+	SKU   string  `json:"sku,omitempty"`
 	Name  string  `json:"name,omitempty"`
 	Price float64 `json:"price"`
 }
