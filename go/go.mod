@@ -1,0 +1,3 @@
+module example.invalid/callpost/go
+
+go 1.19
