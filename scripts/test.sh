@@ -37,6 +37,9 @@ trap 'bash scripts/postgres.sh stop' EXIT
 cargo test --locked --workspace --features callpost-relay/test-clock --lib --bins --tests
 cargo test --locked --workspace --features callpost-relay/test-clock --doc
 
+step "go: the C ABI and the Go module (scripts/test-go.sh: the C test, go vet, go test -race with the relay end to end, a fuzz run; installs golang-go when go is missing)"
+CALLPOST_RELAY_BIN="$PWD/target/debug/callpost-relay" bash scripts/test-go.sh
+
 step "python: build the wheels (maturin) into target/venv"
 bash scripts/python-env.sh
 PY=target/venv/bin/python

@@ -70,6 +70,8 @@ const (
 	CodeInvalidHeaderName Code = "invalid_header_name"
 	// CodeInvalidHeaderValue is invalid_header_value (ErrSettings): a static header value with a control or non-ASCII character.
 	CodeInvalidHeaderValue Code = "invalid_header_value"
+	// CodePrivateAddress is private_address (ErrSettings): an endpoint whose host is at a loopback, private or other non-public address, where private networks are not allowed.
+	CodePrivateAddress Code = "private_address"
 	// CodeReservedHeader is reserved_header (ErrSettings): a static header that replaces one callpost sets.
 	CodeReservedHeader Code = "reserved_header"
 	// CodeInvalidSettings is invalid_settings (ErrSettings): a settings field of the wrong type.
@@ -144,6 +146,32 @@ const (
 	CodeOverloaded Code = "overloaded"
 	// CodeUnavailable is unavailable (ErrIngest): the relay cannot store calls now: retry later.
 	CodeUnavailable Code = "unavailable"
+	// CodeUnauthorized is unauthorized (ErrRelay): an admin request without the admin token (or a console session).
+	CodeUnauthorized Code = "unauthorized"
+	// CodeAdminDisabled is admin_disabled (ErrRelay): the admin API is off: the relay has no admin token.
+	CodeAdminDisabled Code = "admin_disabled"
+	// CodeNotFound is not_found (ErrRelay): no such route, source, stored call or endpoint.
+	CodeNotFound Code = "not_found"
+	// CodeMethodNotAllowed is method_not_allowed (ErrRelay): a method the route does not take.
+	CodeMethodNotAllowed Code = "method_not_allowed"
+	// CodePayloadTooLarge is payload_too_large (ErrRelay): a request body over the listener's limit.
+	CodePayloadTooLarge Code = "payload_too_large"
+	// CodeRequestTimeout is request_timeout (ErrRelay): a request body that did not arrive in time.
+	CodeRequestTimeout Code = "request_timeout"
+	// CodeInvalidBody is invalid_body (ErrRelay): a request body the connection failed to deliver.
+	CodeInvalidBody Code = "invalid_body"
+	// CodeOriginNotAllowed is origin_not_allowed (ErrRelay): a browser's preflight from an origin the relay does not list.
+	CodeOriginNotAllowed Code = "origin_not_allowed"
+	// CodeConflict is conflict (ErrRelay): a change that met another made at the same moment (sources, an audience): try again.
+	CodeConflict Code = "conflict"
+	// CodeNoSecretKey is no_secret_key (ErrRelay): sources kept in the database need CALLPOST_RELAY_SECRET_KEY.
+	CodeNoSecretKey Code = "no_secret_key"
+	// CodeWrongSecretKey is wrong_secret_key (ErrRelay): a stored source that does not open with the relay's CALLPOST_RELAY_SECRET_KEY.
+	CodeWrongSecretKey Code = "wrong_secret_key"
+	// CodeDatabaseRefused is database_refused (ErrRelay): the database cannot be used: another relay holds the SQLite file, or its schema is newer than the relay's.
+	CodeDatabaseRefused Code = "database_refused"
+	// CodeInternal is internal (ErrRelay): a fault of the relay's own: the answer could not be written.
+	CodeInternal Code = "internal"
 )
 
 // Error is a failure the core reported, with its stable code. Every error
@@ -218,6 +246,8 @@ var (
 	ErrDelivery error = &classError{"DeliveryError", "delivery gave up"}
 	// ErrIngest: a Tracking API request refused as a whole.
 	ErrIngest error = &classError{"IngestError", "tracking API request refused"}
+	// ErrRelay: a request the relay's admin API or console refuses, or an operation of the relay's that cannot be done.
+	ErrRelay error = &classError{"RelayError", "relay refused"}
 )
 
 // ErrInternal is a bug in callpost (a panic the library caught at its
@@ -236,7 +266,8 @@ var classOf = loadRegistry()
 func loadRegistry() map[Code]error {
 	byName := map[string]error{}
 	for _, c := range []error{ErrInvalidCall, ErrJSONValue, ErrNotJSON, ErrSettings, ErrSignature, ErrConfig,
-		ErrMessageTooLarge, ErrQueueFull, ErrClosed, ErrState, ErrInvalidArgument, ErrDelivery, ErrIngest} {
+		ErrMessageTooLarge, ErrQueueFull, ErrClosed, ErrState, ErrInvalidArgument, ErrDelivery, ErrIngest,
+		ErrRelay} {
 		byName[c.(*classError).name] = c
 	}
 	out := map[Code]error{}
