@@ -127,6 +127,7 @@ impl App {
     /// `reload_from` is how the configuration was read, so a reload reads
     /// it the same way.
     pub async fn open(cfg: Config, reload_from: Option<Overrides>) -> Result<Self, StartError> {
+        raise_open_files(&cfg);
         crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks).await?;
         let database = shown_database(cfg.database.expose());
         let store = store::open(cfg.database.expose(), store_options(&cfg, true))
@@ -276,6 +277,69 @@ impl App {
         self.relay.store.close().await;
         tracing::info!("relay stopped");
     }
+}
+
+/// Files kept open besides the listeners' and the deliveries'
+/// connections: the database (SQLite's file, WAL and lock, or Postgres's
+/// pool), the listeners themselves, DNS, logs.
+const OTHER_OPEN_FILES: u64 = 64;
+
+/// What the settings can hold open at once: every connection each listener
+/// may take, every request the deliveries may have in flight (each at most
+/// one per endpoint of its destination), and [`OTHER_OPEN_FILES`].
+pub fn open_files_needed(cfg: &Config) -> u64 {
+    let listeners = cfg.limits.max_connections
+        + cfg
+            .admin_listen
+            .as_ref()
+            .map_or(0, |_| cfg.limits.max_admin_connections);
+    let deliveries = if cfg.deliver {
+        cfg.delivery_concurrency * callpost_core::webhooks::MAX_ENDPOINTS
+    } else {
+        0
+    };
+    u64::try_from(listeners + deliveries).unwrap_or(u64::MAX) + OTHER_OPEN_FILES
+}
+
+/// Raises the soft limit on open files to the hard one (systems start
+/// services at 1,024, far below the default connection cap), and warns
+/// when even that is below what the settings can hold open: then a flood
+/// of connections runs out of files before it meets the caps, and the
+/// listener and the database fail instead of refusing.
+fn raise_open_files(cfg: &Config) {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let mut soft = limit.current;
+    if soft != limit.maximum {
+        let raised = Rlimit {
+            current: limit.maximum,
+            maximum: limit.maximum,
+        };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => {
+                tracing::info!(
+                    "open files: soft limit raised from {} to {}",
+                    shown_limit(soft),
+                    shown_limit(limit.maximum)
+                );
+                soft = limit.maximum;
+            }
+            Err(e) => tracing::warn!("open files: the soft limit could not be raised: {e}"),
+        }
+    }
+    let needed = open_files_needed(cfg);
+    if soft.is_some_and(|n| n < needed) {
+        tracing::warn!(
+            "open files: the limit is {} and the settings can hold {needed} open \
+             (limits.max_connections, limits.max_admin_connections, delivery.concurrency): \
+             raise the service's limit (LimitNOFILE=, ulimit -n) or lower the caps",
+            shown_limit(soft)
+        );
+    }
+}
+
+fn shown_limit(n: Option<u64>) -> String {
+    n.map_or_else(|| "unlimited".to_owned(), |n| n.to_string())
 }
 
 /// With a secret key: the file's sources applied to the database, the

@@ -83,6 +83,12 @@ pub const DEFAULT_MAX_HEADER_BYTES: usize = 32 * 1024;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// Open connections on the admin listener: operators and scrapers only.
 pub const DEFAULT_MAX_ADMIN_CONNECTIONS: usize = 64;
+/// The share of a listener's connections one client address (an IPv4
+/// address, an IPv6 /64) may hold, as nginx's `limit_conn` keys by
+/// address: a quarter, so one client never holds the whole cap, while a
+/// proxy in front of the relay (every request from its address) still
+/// gets most of it. `limits.max_connections_per_client` sets it outright.
+pub const DEFAULT_CLIENT_SHARE: usize = 4;
 /// An admin token shorter than this is refused at start: 32 characters
 /// of a random token is 128 bits or more.
 pub const MIN_ADMIN_TOKEN_LEN: usize = 32;
@@ -241,6 +247,8 @@ pub struct Limits {
     pub max_connections: usize,
     /// Open connections on the admin listener.
     pub max_admin_connections: usize,
+    /// Open connections one client address may hold on a listener.
+    pub max_connections_per_client: usize,
 }
 
 impl Default for Limits {
@@ -252,6 +260,7 @@ impl Default for Limits {
             max_header_bytes: DEFAULT_MAX_HEADER_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_admin_connections: DEFAULT_MAX_ADMIN_CONNECTIONS,
+            max_connections_per_client: DEFAULT_MAX_CONNECTIONS / DEFAULT_CLIENT_SHARE,
         }
     }
 }
@@ -526,6 +535,7 @@ struct FileLimits {
     max_header_bytes: Option<u64>,
     max_connections: Option<u64>,
     max_admin_connections: Option<u64>,
+    max_connections_per_client: Option<u64>,
 }
 
 /// What the command line gives (flags; `None`/empty: not given).
@@ -793,6 +803,19 @@ pub fn load(
             1,
             10_000,
         )? as usize,
+        max_connections_per_client: 0,
+    };
+    let limits = Limits {
+        max_connections_per_client: match l.max_connections_per_client {
+            Some(n) => range(
+                n,
+                "limits.max_connections_per_client",
+                1,
+                limits.max_connections as u64,
+            )? as usize,
+            None => (limits.max_connections / DEFAULT_CLIENT_SHARE).max(1),
+        },
+        ..limits
     };
     let log_level = first(&overrides.log_level, "LOG_LEVEL", &file.log_level)
         .unwrap_or_else(|| "info".to_owned())

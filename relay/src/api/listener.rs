@@ -8,6 +8,7 @@
 //! | the largest header block (else 431 and close) | `limits.max_header_bytes` | 32 KiB |
 //! | open connections on the Tracking API listener | `limits.max_connections` | 10,000 |
 //! | open connections on the admin listener | `limits.max_admin_connections` | 64 |
+//! | open connections of one client address (an IPv4 address, an IPv6 /64) | `limits.max_connections_per_client` | a quarter of the listener's cap |
 //!
 //! hyper's own `header_read_timeout` starts when hyper begins reading a
 //! request head, which on a keep-alive connection is as soon as the
@@ -20,9 +21,12 @@
 //! The body timeout is the handler's (it reads the body), so it can
 //! answer 408 before closing.
 //!
-//! A connection over the cap is accepted and closed at once (the kernel's
-//! accept queue would otherwise hold it, unanswered, until the client
-//! gives up), counted, and logged at most once a second.
+//! A connection over the cap, or over its client's share of it, is
+//! accepted and closed at once (the kernel's accept queue would otherwise
+//! hold it, unanswered, until the client gives up), counted, and logged at
+//! most once a second. Near the cap (its last tenth), each new connection
+//! first closes the connection that has been idle between requests the
+//! longest: keep-alive connections nobody uses never keep a new client out.
 
 use super::{Api, Serves, Throttle};
 use crate::config::Limits;
@@ -30,12 +34,13 @@ use crate::metrics::Metrics;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -155,6 +160,11 @@ async fn accept_loop(
     let metrics = Arc::clone(&api.relay.metrics);
     let refused_log = Throttle::default();
     let error_log = Throttle::default();
+    let per_client = api.relay.cfg.limits.max_connections_per_client.min(l.cap);
+    // The last tenth of the cap (at least one connection) is kept free by
+    // closing idle connections.
+    let headroom = (l.cap / 10).max(1);
+    let open = Arc::new(OpenConnections::default());
     loop {
         let accepted = tokio::select! {
             r = l.tcp.accept() => r,
@@ -173,22 +183,46 @@ async fn accept_loop(
                 continue;
             }
         };
+        let client = ClientKey::of(remote.ip());
+        let refused = |why: &str, held: Option<u64>| {
+            if let Some(held) = held {
+                tracing::warn!(
+                    "{why}; refusing new connections ({held} more refused since the last warning)"
+                );
+            }
+        };
+        if cap.available_permits() <= headroom {
+            open.close_longest_idle();
+        }
         let Ok(permit) = Arc::clone(&cap).try_acquire_owned() else {
             drop(stream);
             metrics.connection_refused(l.name);
-            if let Some(held) = refused_log.allow() {
-                tracing::warn!(
-                    "connection cap reached ({} = {}); refusing new connections ({} more refused since the last warning)",
-                    l.cap_setting,
-                    l.cap,
-                    held
-                );
-            }
+            refused(
+                &format!("connection cap reached ({} = {})", l.cap_setting, l.cap),
+                refused_log.allow(),
+            );
+            continue;
+        };
+        let Some(share) = open.admit(client, per_client) else {
+            drop(permit);
+            drop(stream);
+            metrics.connection_refused(l.name);
+            refused(
+                &format!(
+                    "a client at {} holds its share of the {} listener's connections \
+                     (limits.max_connections_per_client = {per_client})",
+                    client.shown(),
+                    l.name
+                ),
+                refused_log.allow(),
+            );
             continue;
         };
         // Answers are small and written whole: sending them at once
         // matters more than filling packets.
         let _ = stream.set_nodelay(true);
+        let state = Arc::new(ConnState::new());
+        let listed = open.list(Arc::clone(&state));
         tokio::spawn(connection(
             stream,
             remote,
@@ -197,21 +231,159 @@ async fn accept_loop(
                 builder: Arc::clone(&builder),
                 serves: l.serves,
                 name: l.name,
+                state,
                 _permit: permit,
+                _share: share,
+                _listed: listed,
             },
             stop.clone(),
         ));
     }
 }
 
-/// What a connection's task holds; the permit goes back to the cap when
-/// the task ends, however it ends.
+/// What a client's connections are counted by: its IPv4 address, or its
+/// IPv6 /64 (one host usually holds a whole /64).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ClientKey {
+    V4([u8; 4]),
+    V6([u8; 8]),
+}
+
+impl ClientKey {
+    fn of(ip: std::net::IpAddr) -> Self {
+        match ip {
+            std::net::IpAddr::V4(v4) => Self::V4(v4.octets()),
+            std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Self::V4(v4.octets()),
+                None => {
+                    let o = v6.octets();
+                    Self::V6([o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]])
+                }
+            },
+        }
+    }
+
+    fn shown(&self) -> String {
+        match self {
+            Self::V4(o) => std::net::Ipv4Addr::from(*o).to_string(),
+            Self::V6(o) => {
+                let mut full = [0u8; 16];
+                full[..8].copy_from_slice(o);
+                format!("{}/64", std::net::Ipv6Addr::from(full))
+            }
+        }
+    }
+}
+
+/// A listener's open connections: how many each client holds, and each
+/// one's state (to find the one idle the longest).
+#[derive(Default)]
+struct OpenConnections {
+    per_client: Mutex<HashMap<ClientKey, usize>>,
+    states: Mutex<HashMap<u64, Arc<ConnState>>>,
+    next: AtomicU64,
+}
+
+impl OpenConnections {
+    /// A place for one more connection of `client`, if it holds fewer than
+    /// `limit`.
+    fn admit(self: &Arc<Self>, client: ClientKey, limit: usize) -> Option<ClientShare> {
+        let mut counts = self
+            .per_client
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let n = counts.entry(client).or_default();
+        if *n >= limit {
+            return None;
+        }
+        *n += 1;
+        Some(ClientShare {
+            open: Arc::clone(self),
+            client,
+        })
+    }
+
+    /// Lists a connection's state while it lives.
+    fn list(self: &Arc<Self>, state: Arc<ConnState>) -> Listed {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        self.states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id, state);
+        Listed {
+            open: Arc::clone(self),
+            id,
+        }
+    }
+
+    /// Closes the connection idle between requests the longest, if any.
+    fn close_longest_idle(&self) {
+        let states = self
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let longest = states
+            .values()
+            .filter_map(|s| match s.get() {
+                (Phase::Idle, since) => Some((since, s)),
+                _ => None,
+            })
+            .min_by_key(|(since, _)| *since);
+        if let Some((_, state)) = longest {
+            state.evict();
+        }
+    }
+}
+
+/// One connection of a client, counted while it lives.
+struct ClientShare {
+    open: Arc<OpenConnections>,
+    client: ClientKey,
+}
+
+impl Drop for ClientShare {
+    fn drop(&mut self) {
+        let mut counts = self
+            .open
+            .per_client
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = counts.get_mut(&self.client) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(&self.client);
+            }
+        }
+    }
+}
+
+/// A connection's place in [`OpenConnections::states`], while it lives.
+struct Listed {
+    open: Arc<OpenConnections>,
+    id: u64,
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        self.open
+            .states
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&self.id);
+    }
+}
+
+/// What a connection's task holds; the permit goes back to the cap, and
+/// the client's share with it, when the task ends, however it ends.
 struct Conn {
     api: Arc<Api>,
     builder: Arc<http1::Builder>,
     serves: Serves,
     name: &'static str,
+    state: Arc<ConnState>,
     _permit: OwnedSemaphorePermit,
+    _share: ClientShare,
+    _listed: Listed,
 }
 
 /// Counts a connection open while it lives.
@@ -242,7 +414,7 @@ async fn connection(
     let relay = Arc::clone(&conn.api.relay);
     let _open = Open::new(Arc::clone(&relay.metrics), conn.name);
     let limits = relay.cfg.limits;
-    let state = Arc::new(ConnState::new());
+    let state = Arc::clone(&conn.state);
     let io = TokioIo::new(Watched {
         io: stream,
         state: Arc::clone(&state),
@@ -275,6 +447,11 @@ async fn connection(
             what = watchdog(&state, &limits) => {
                 relay.metrics.timeout(what);
                 tracing::debug!("closed the connection from {remote}: {what} timeout");
+                break;
+            }
+            () = state.evicted() => {
+                relay.metrics.timeout("evicted");
+                tracing::debug!("closed the idle connection from {remote}: the listener is near its cap");
                 break;
             }
             changed = stop.changed() => {
@@ -321,6 +498,9 @@ struct ConnState {
     /// the first of a request.
     waiting: AtomicBool,
     changed: Notify,
+    /// Told to close: the listener is near its cap and this connection
+    /// has been idle the longest.
+    evict: Notify,
 }
 
 impl ConnState {
@@ -329,6 +509,22 @@ impl ConnState {
             phase: Mutex::new((Phase::Fresh, Instant::now())),
             waiting: AtomicBool::new(true),
             changed: Notify::new(),
+            evict: Notify::new(),
+        }
+    }
+
+    /// Closes the connection if it is still idle between requests.
+    fn evict(&self) {
+        self.evict.notify_one();
+    }
+
+    /// Resolves once the connection is told to close while idle.
+    async fn evicted(&self) {
+        loop {
+            self.evict.notified().await;
+            if self.get().0 == Phase::Idle {
+                return;
+            }
         }
     }
 

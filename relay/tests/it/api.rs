@@ -1162,7 +1162,10 @@ async fn an_oversized_header_block_is_refused_431() {
 #[tokio::test]
 async fn the_connection_cap_closes_the_next_connection_at_once_and_says_so() {
     let t = Setup::new()
-        .tables("[limits]\nmax_connections = 2\nheader_timeout_ms = 600000")
+        .tables(
+            "[limits]\nmax_connections = 2\nmax_connections_per_client = 2\n\
+             header_timeout_ms = 600000",
+        )
         .start()
         .await;
     let open = r#"callpost_relay_connections_open{listener="api"}"#;
@@ -1192,6 +1195,74 @@ async fn the_connection_cap_closes_the_next_connection_at_once_and_says_so() {
     drop(first);
     t.wait_metric(open, 1.0).await;
     assert_eq!(call(t.api, "GET", "/healthz", &[], b"").await.status, 200);
+    t.shutdown().await;
+}
+
+/// A keep-alive connection from `from` (a loopback address) that has had
+/// one answer and is idle; `None` when the relay closed it at once.
+async fn idle_from(from: &str, to: SocketAddr) -> Option<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let mut s = socket.connect(to).await.unwrap();
+    s.write_all(&request("GET", "/healthz", &[], b"", false))
+        .await
+        .ok()?;
+    let reply = guard(read_reply(&mut s)).await?;
+    (reply.status == 200).then_some(s)
+}
+
+/// One client that holds every connection it can does not keep another
+/// out: it holds at most its share of the cap (a quarter by default), and
+/// near the cap the connection idle the longest is closed for a new one
+/// (where the share is the whole cap, as behind a proxy). Before, one
+/// client holding the cap with idle keep-alives had every other request
+/// refused until they timed out.
+#[tokio::test]
+async fn one_client_holding_connections_does_not_keep_another_out() {
+    let t = Setup::new()
+        .tables("[limits]\nmax_connections = 20")
+        .start()
+        .await;
+    let mut held = Vec::new();
+    for _ in 0..20 {
+        if let Some(s) = idle_from("127.0.0.1", t.api).await {
+            held.push(s);
+        }
+    }
+    assert_eq!(held.len(), 5, "a quarter of 20 for one client");
+    assert!(
+        log_text().contains(
+            "a client at 127.0.0.1 holds its share of the api listener's connections \
+             (limits.max_connections_per_client = 5)"
+        ),
+        "{}",
+        log_text()
+    );
+    assert!(idle_from("127.0.0.2", t.api).await.is_some());
+    t.shutdown().await;
+
+    // One address may hold the whole cap: its idle connections make room.
+    let t = Setup::new()
+        .tables("[limits]\nmax_connections = 20\nmax_connections_per_client = 20")
+        .start()
+        .await;
+    let mut held = Vec::new();
+    for _ in 0..40 {
+        if let Some(s) = idle_from("127.0.0.1", t.api).await {
+            held.push(s);
+        }
+    }
+    assert_eq!(held.len(), 40, "every new connection was served");
+    for _ in 0..5 {
+        assert!(
+            idle_from("127.0.0.2", t.api).await.is_some(),
+            "another client is served"
+        );
+    }
+    assert!(
+        t.metric(r#"callpost_relay_request_timeouts_total{phase="evicted"}"#) >= 20.0,
+        "idle connections were closed to make room"
+    );
     t.shutdown().await;
 }
 
