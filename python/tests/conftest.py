@@ -15,7 +15,8 @@ from servers import Received as Received
 from servers import Serve as Serve
 from servers import Server
 
-TESTDATA = pathlib.Path(__file__).resolve().parents[2] / "testdata"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TESTDATA = ROOT / "testdata"
 
 
 def vectors(name: str) -> Any:

@@ -17,6 +17,10 @@ use async_trait::async_trait;
 /// transaction holds locks or WAL for long.
 pub(crate) const PURGE_CHUNK: i64 = 10_000;
 
+/// Rows made pending again per replay statement, for the same reason as
+/// [`PURGE_CHUNK`].
+pub(crate) const REPLAY_CHUNK: i64 = PURGE_CHUNK;
+
 /// What one statement of a write gave back: the rows it returned
 /// (`SELECT`, `RETURNING`), and how many rows it changed or returned.
 #[derive(Debug, Clone, Default)]
@@ -25,6 +29,17 @@ pub(crate) struct Written {
     pub(crate) count: u64,
     /// Rows returned.
     pub(crate) rows: Vec<Cells>,
+}
+
+/// Whose a read is ([`Engine::read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Read {
+    /// The relay's own, on the way of its work (the next due time, the
+    /// audience and sources it works from).
+    Relay,
+    /// An operator's (the delivery log, counts, lists): it neither waits
+    /// behind the relay's reads nor changes the store's health.
+    Operator,
 }
 
 /// What a guarded write does once its guard has changed a row
@@ -63,8 +78,12 @@ pub(crate) trait Engine: std::fmt::Debug + Send + Sync + 'static {
     async fn close(&self);
 
     /// Reads: each statement's rows, in order, outside the queue of
-    /// writes. Success makes the store healthy again.
-    async fn read(&self, stmts: Vec<Stmt>) -> Result<Vec<Vec<Cells>>, StoreError>;
+    /// writes. A relay's own read ([`Read::Relay`]) that succeeds makes the
+    /// store healthy again, and one that fails makes it unhealthy; an
+    /// operator's ([`Read::Operator`]: searches, counts, lists) does
+    /// neither, and never waits behind the relay's own reads: a slow
+    /// search says nothing of ingest.
+    async fn read(&self, kind: Read, stmts: Vec<Stmt>) -> Result<Vec<Vec<Cells>>, StoreError>;
     /// A statement on a small table beside the queue (disabled endpoints,
     /// holds, heartbeats): its success says nothing of the queue's tables
     /// (it leaves the health as it is); a failure still counts.
@@ -116,7 +135,7 @@ impl<E: Engine> SqlStore<E> {
         stmt: Stmt,
         of: impl Fn(&Cells) -> Result<T, StoreError> + Send,
     ) -> Result<Vec<T>, StoreError> {
-        let results = self.engine.read(vec![stmt]).await?;
+        let results = self.engine.read(Read::Operator, vec![stmt]).await?;
         sql::rows(results.first().map_or(&[][..], Vec::as_slice), of)
     }
 
@@ -226,7 +245,10 @@ impl<E: Engine> Store for SqlStore<E> {
     }
 
     async fn next_due(&self, now: i64) -> Result<Option<i64>, StoreError> {
-        let results = self.engine.read(vec![sql::next_due(now)]).await?;
+        let results = self
+            .engine
+            .read(Read::Relay, vec![sql::next_due(now)])
+            .await?;
         sql::next_due_of(results.first().map_or(&[][..], Vec::as_slice))
     }
 
@@ -269,7 +291,19 @@ impl<E: Engine> Store for SqlStore<E> {
     }
 
     async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError> {
-        self.write_count(sql::replay(self.d(), now, &filter)).await
+        // In chunks, each a write of its own, as a purge: ingest waits
+        // behind one chunk at most, never behind a replay of millions.
+        let mut n = 0;
+        for stmt in sql::replay(self.d(), now, &filter, REPLAY_CHUNK) {
+            loop {
+                let changed = self.write_count(vec![stmt.clone()]).await?;
+                n += changed;
+                if changed < REPLAY_CHUNK.unsigned_abs() {
+                    break;
+                }
+            }
+        }
+        Ok(n)
     }
 
     async fn replayable(&self, filter: ReplayFilter) -> Result<u64, StoreError> {
@@ -277,7 +311,7 @@ impl<E: Engine> Store for SqlStore<E> {
         if stmts.is_empty() {
             return Ok(0);
         }
-        sql::replayable_of(&self.engine.read(stmts).await?)
+        sql::replayable_of(&self.engine.read(Read::Operator, stmts).await?)
     }
 
     async fn search(
@@ -320,7 +354,7 @@ impl<E: Engine> Store for SqlStore<E> {
             let batch = call.batch.clone().unwrap_or_default();
             let results = self
                 .engine
-                .read(vec![sql::batch_lead(&source, &batch)])
+                .read(Read::Operator, vec![sql::batch_lead(&source, &batch)])
                 .await?;
             call.batch_log = results
                 .first()
@@ -333,7 +367,7 @@ impl<E: Engine> Store for SqlStore<E> {
     }
 
     async fn stats(&self, now: i64) -> Result<Stats, StoreError> {
-        sql::stats_of(&self.engine.read(sql::stats(now)).await?)
+        sql::stats_of(&self.engine.read(Read::Operator, sql::stats(now)).await?)
     }
 
     async fn dead_letters(&self, limit: usize) -> Result<Vec<DeadLetter>, StoreError> {
@@ -352,7 +386,7 @@ impl<E: Engine> Store for SqlStore<E> {
     ) -> Result<Option<String>, StoreError> {
         let results = self
             .engine
-            .read(vec![sql::audience_state(source, audience)])
+            .read(Read::Relay, vec![sql::audience_state(source, audience)])
             .await?;
         sql::first_text(results.first().map_or(&[][..], Vec::as_slice))
     }
@@ -424,7 +458,7 @@ impl<E: Engine> Store for SqlStore<E> {
     }
 
     async fn stored_sources(&self) -> Result<StoredSources, StoreError> {
-        sql::stored_sources_of(&self.engine.read(sql::stored_sources()).await?)
+        sql::stored_sources_of(&self.engine.read(Read::Relay, sql::stored_sources()).await?)
     }
 
     async fn write_sources(

@@ -26,7 +26,7 @@
 //! verified, chain and host name, against the system's roots plus
 //! [`StoreOptions::ca_file`].
 
-use super::engine::{Engine, SqlStore, Then, Written};
+use super::engine::{Engine, Read, SqlStore, Then, Written};
 use super::sql::{Cells, Dialect, Stmt, Value};
 use super::*;
 use deadpool_postgres::{
@@ -580,7 +580,16 @@ impl Inner {
     /// The caller's error for a failure; the store turns unhealthy unless
     /// the server merely refused this one write.
     fn fail(&self, failure: &Failure) -> StoreError {
-        let error = match failure {
+        let error = self.error_of(failure);
+        if !failure.is_refusal() {
+            self.set_unhealthy(&error.to_string());
+        }
+        error
+    }
+
+    /// The caller's error for a failure, the store's health left alone.
+    fn error_of(&self, failure: &Failure) -> StoreError {
+        match failure {
             Failure::Timeout => StoreError::Timeout,
             Failure::Closed => StoreError::Closed,
             Failure::Pg(e) if e.code().is_some_and(|c| c.code() == "57014") => StoreError::Timeout,
@@ -588,11 +597,7 @@ impl Inner {
                 StoreError::Unavailable(self.redact(describe(e)))
             }
             Failure::Pool(m) => StoreError::Unavailable(self.redact(m.clone())),
-        };
-        if !failure.is_refusal() {
-            self.set_unhealthy(&error.to_string());
         }
-        error
     }
 
     async fn migrate(&self) -> Result<(i64, i64), StoreError> {
@@ -1300,6 +1305,28 @@ impl Inner {
         Ok(rows)
     }
 
+    /// An operator's reads (the delivery log, counts, lists): on a pooled
+    /// connection, within the store's timeout, and telling nothing of the
+    /// store's health either way (a slow search says nothing of ingest).
+    async fn operator_read(&self, stmts: &[Stmt]) -> Result<Vec<Written>, StoreError> {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        let result = match self.conn(deadline).await {
+            Ok(conn) => {
+                let run = async {
+                    let mut out = Vec::with_capacity(stmts.len());
+                    for stmt in stmts {
+                        out.push(self.statement(&conn, stmt).await?);
+                    }
+                    Ok(out)
+                };
+                let result = tokio::time::timeout_at(deadline, run).await;
+                settled(conn, result)
+            }
+            Err(failure) => Err(failure),
+        };
+        result.map_err(|failure| self.error_of(&failure))
+    }
+
     /// As [`Inner::read`], for the small tables beside the queue (relays'
     /// heartbeats, disabled endpoints, holds), whose single statements may
     /// write too: their success says nothing of the queue's tables, so it
@@ -1413,14 +1440,12 @@ impl Engine for Postgres {
         }
     }
 
-    async fn read(&self, stmts: Vec<Stmt>) -> Result<Vec<Vec<Cells>>, StoreError> {
-        Ok(self
-            .inner
-            .read(&stmts)
-            .await?
-            .into_iter()
-            .map(|w| w.rows)
-            .collect())
+    async fn read(&self, kind: Read, stmts: Vec<Stmt>) -> Result<Vec<Vec<Cells>>, StoreError> {
+        let written = match kind {
+            Read::Relay => self.inner.read(&stmts).await?,
+            Read::Operator => self.inner.operator_read(&stmts).await?,
+        };
+        Ok(written.into_iter().map(|w| w.rows).collect())
     }
 
     async fn aside(&self, stmt: Stmt) -> Result<Written, StoreError> {

@@ -383,9 +383,11 @@ fn replay_where(d: Dialect, filter: &ReplayFilter, status: Status) -> (String, V
     (format!(" WHERE {}", conds.join(" AND ")), values)
 }
 
-/// One UPDATE per finished state `filter` replays: each row pending again,
-/// due now, with a fresh window.
-pub(crate) fn replay(d: Dialect, now: i64, filter: &ReplayFilter) -> Vec<Stmt> {
+/// One UPDATE per finished state `filter` replays, each of at most
+/// `chunk` rows: each row pending again, due now, with a fresh window. A
+/// replayed row no longer matches, so running one again takes the next
+/// rows, until one changes fewer than `chunk`.
+pub(crate) fn replay(d: Dialect, now: i64, filter: &ReplayFilter, chunk: i64) -> Vec<Stmt> {
     filter
         .statuses()
         .into_iter()
@@ -393,11 +395,12 @@ pub(crate) fn replay(d: Dialect, now: i64, filter: &ReplayFilter) -> Vec<Stmt> {
             let (cond, values) = replay_where(d, filter, status);
             let mut all = vec![Value::Int(now)];
             all.extend(values);
+            all.push(Value::Int(chunk));
             Stmt::new(
                 format!(
                     "UPDATE deliveries SET status = 0, due_at = ?, state = NULL, outcome = NULL, \
                      attempts = 0, finished_at = NULL, lease_until = NULL, claim = NULL, \
-                     batch = NULL{cond}"
+                     batch = NULL WHERE id IN (SELECT id FROM deliveries{cond} LIMIT ?)"
                 ),
                 all,
             )
@@ -862,7 +865,7 @@ mod tests {
             sources_version_swap(3),
         ];
         all.extend(stored_sources());
-        all.extend(replay(d, 1, &filter));
+        all.extend(replay(d, 1, &filter, 10));
         all.extend(replayable(d, &filter));
         all.extend(stats(1));
         all.extend(write_sources(

@@ -18,7 +18,7 @@
 //! channel nobody listens to. An operation whose caller has already gone
 //! when the writer reaches it is dropped unrun.
 
-use super::engine::{Engine, SqlStore, Then, Written};
+use super::engine::{Engine, Read, SqlStore, Then, Written};
 use super::sql::{Cells, Dialect, Stmt, Value};
 use super::*;
 use rusqlite::types::{ToSqlOutput, ValueRef};
@@ -264,7 +264,11 @@ pub(crate) struct Sqlite {
     shared: Arc<Shared>,
     queue: Mutex<Option<Queue>>,
     writer: Mutex<Option<JoinHandle<()>>>,
-    reader: Arc<Mutex<Option<Db>>>,
+    reader: Reader,
+    /// The operators' reads (the delivery log, counts, lists), on a
+    /// connection of their own: a slow search never holds the relay's own
+    /// reads back.
+    operator: Reader,
     lock_file: Mutex<Option<File>>,
     timeout: Duration,
     migrated: (i64, i64),
@@ -299,6 +303,7 @@ impl Sqlite {
         let Opened {
             writer,
             reader,
+            operator,
             lock_file,
             migrated,
         } = opened;
@@ -314,7 +319,8 @@ impl Sqlite {
             shared,
             queue: Mutex::new(Some(queue)),
             writer: Mutex::new(Some(thread)),
-            reader: Arc::new(Mutex::new(Some(reader))),
+            reader: Reader::new(reader),
+            operator: Reader::new(operator),
             lock_file: Mutex::new(lock_file),
             timeout: options.timeout,
             migrated,
@@ -368,35 +374,76 @@ impl Sqlite {
         }
     }
 
-    /// Runs `f` on the reader connection, at most the store's time limit.
-    async fn read_with<R, F>(&self, f: F) -> Result<R, StoreError>
+    /// Runs `f` on a reader connection, at most the store's time limit: the
+    /// relay's own reader, whose failure makes the store unhealthy, or the
+    /// operators' (`kind`). A read past the limit is interrupted, so its
+    /// connection is free again at once.
+    async fn read_with<R, F>(&self, kind: Read, f: F) -> Result<R, StoreError>
     where
         R: Send + 'static,
         F: FnOnce(&Db) -> rusqlite::Result<R> + Send + 'static,
     {
-        let reader = self.reader.clone();
-        let task = tokio::task::spawn_blocking(move || {
-            let reader = lock(&reader);
-            match reader.as_ref() {
-                Some(db) => f(db).map_err(|e| store_error(&e)),
-                None => Err(StoreError::Closed),
-            }
-        });
-        let result = match tokio::time::timeout(self.timeout, task).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(e)) => Err(StoreError::Unavailable(e.to_string())),
-            Err(_) => Err(StoreError::Timeout),
+        let reader = match kind {
+            Read::Relay => &self.reader,
+            Read::Operator => &self.operator,
         };
-        if matches!(&result, Err(e) if *e != StoreError::Closed) {
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        // Waiting for the connection is async and bounded: a read that
+        // cannot have it in time gives up without a thread parked on it.
+        let result =
+            match tokio::time::timeout_at(deadline, reader.gate.clone().acquire_owned()).await {
+                Err(_) => Err(StoreError::Timeout),
+                Ok(Err(_)) => Err(StoreError::Closed),
+                Ok(Ok(permit)) => {
+                    let db = reader.db.clone();
+                    let task = tokio::task::spawn_blocking(move || {
+                        let _permit = permit;
+                        match lock(&db).as_ref() {
+                            Some(db) => f(db).map_err(|e| store_error(&e)),
+                            None => Err(StoreError::Closed),
+                        }
+                    });
+                    match tokio::time::timeout_at(deadline, task).await {
+                        Ok(Ok(result)) => result,
+                        Ok(Err(e)) => Err(StoreError::Unavailable(e.to_string())),
+                        Err(_) => {
+                            // The statement stops at its next step and the
+                            // connection (and its permit) is free again.
+                            reader.interrupt.interrupt();
+                            Err(StoreError::Timeout)
+                        }
+                    }
+                }
+            };
+        if kind == Read::Relay && matches!(&result, Err(e) if *e != StoreError::Closed) {
             self.shared.mark_unhealthy();
         }
         result
     }
 }
 
+/// A read-only connection, one read at a time.
+struct Reader {
+    /// Held for the whole of a read, from before its thread starts.
+    gate: Arc<tokio::sync::Semaphore>,
+    interrupt: Arc<rusqlite::InterruptHandle>,
+    db: Arc<Mutex<Option<Db>>>,
+}
+
+impl Reader {
+    fn new(db: Db) -> Self {
+        Self {
+            gate: Arc::new(tokio::sync::Semaphore::new(1)),
+            interrupt: Arc::new(db.conn.get_interrupt_handle()),
+            db: Arc::new(Mutex::new(Some(db))),
+        }
+    }
+}
+
 struct Opened {
     writer: Db,
     reader: Db,
+    operator: Db,
     lock_file: Option<File>,
     migrated: (i64, i64),
 }
@@ -444,9 +491,11 @@ fn open_files(
             .map_err(|e| store_error(&e))?;
     }
     let reader = connect()?;
+    let operator = connect()?;
     Ok(Opened {
         writer,
         reader,
+        operator,
         lock_file,
         migrated,
     })
@@ -1036,16 +1085,20 @@ impl Engine for Sqlite {
         *lock(&self.shared.observer) = Some(observer);
     }
 
-    async fn read(&self, stmts: Vec<Stmt>) -> Result<Vec<Vec<Cells>>, StoreError> {
-        self.read_with(move |db| stmts.iter().map(|s| run(db, s).map(|w| w.rows)).collect())
-            .await
+    async fn read(&self, kind: Read, stmts: Vec<Stmt>) -> Result<Vec<Vec<Cells>>, StoreError> {
+        self.read_with(kind, move |db| {
+            stmts.iter().map(|s| run(db, s).map(|w| w.rows)).collect()
+        })
+        .await
     }
 
     async fn aside(&self, stmt: Stmt) -> Result<Written, StoreError> {
         // One file, one writer: a statement that changes a row goes
         // through it; a read goes to the reader.
         if stmt.sql.trim_start().starts_with("SELECT") {
-            let rows = self.read_with(move |db| run(db, &stmt)).await?;
+            let rows = self
+                .read_with(Read::Relay, move |db| run(db, &stmt))
+                .await?;
             Ok(rows)
         } else {
             self.write_with(0, move |db| run(db, &stmt)).await
@@ -1116,10 +1169,111 @@ impl Engine for Sqlite {
         if let Some(writer) = writer {
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
         }
-        let reader = self.reader.clone();
-        let _ = tokio::task::spawn_blocking(move || drop(lock(&reader).take())).await;
+        for reader in [&self.reader, &self.operator] {
+            reader.gate.close();
+        }
+        let readers = [self.reader.db.clone(), self.operator.db.clone()];
+        let _ = tokio::task::spawn_blocking(move || {
+            for reader in readers {
+                drop(lock(&reader).take());
+            }
+        })
+        .await;
         if let Some(file) = lock(&self.lock_file).take() {
             let _ = file.unlock();
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn select_one() -> Stmt {
+        Stmt {
+            sql: "SELECT 1".into(),
+            values: vec![],
+        }
+    }
+
+    /// An operator's slow read (a search of a large log) holds neither the
+    /// relay's own reads nor its writes back, and does not make the store
+    /// unhealthy: here the operators' connection is held, as a long search
+    /// holds it. Before, every read shared one connection, and a read past
+    /// the time limit took readiness down with it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_operator_read_holds_nothing_else_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            synchronous: Synchronous::Normal,
+            timeout: Duration::from_millis(300),
+            exclusive: true,
+            ca_file: None,
+        };
+        let engine = Sqlite::open(dir.path().join("relay.db"), options)
+            .await
+            .unwrap();
+        // An operator's search still running.
+        let search = engine.operator.gate.clone().acquire_owned().await.unwrap();
+        let e = engine
+            .read(Read::Operator, vec![select_one()])
+            .await
+            .unwrap_err();
+        assert_eq!(e, StoreError::Timeout);
+        assert!(
+            engine.healthy(),
+            "an operator's read says nothing of ingest"
+        );
+        engine.read(Read::Relay, vec![select_one()]).await.unwrap();
+        let row = Row {
+            source: "a".into(),
+            message_id: "m".into(),
+            kind: "track",
+            message: "{}".into(),
+            received_at: 1,
+            status: Status::Pending,
+            user_id: None,
+            anonymous_id: None,
+            event: None,
+        };
+        assert_eq!(engine.insert(vec![row], vec![], None).await.unwrap(), 1);
+        assert!(engine.healthy());
+        drop(search);
+        engine
+            .read(Read::Operator, vec![select_one()])
+            .await
+            .unwrap();
+        engine.close().await;
+    }
+
+    /// A read past the time limit is interrupted, so the connection serves
+    /// the next read at once rather than after the slow statement ends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_read_past_the_limit_is_interrupted() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = StoreOptions {
+            synchronous: Synchronous::Normal,
+            timeout: Duration::from_millis(300),
+            exclusive: true,
+            ca_file: None,
+        };
+        let engine = Sqlite::open(dir.path().join("relay.db"), options)
+            .await
+            .unwrap();
+        // Minutes of work for SQLite.
+        let slow = Stmt {
+            sql: "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) \
+                  SELECT count(*) FROM n WHERE i < 0"
+                .into(),
+            values: vec![],
+        };
+        let e = engine.read(Read::Operator, vec![slow]).await.unwrap_err();
+        assert_eq!(e, StoreError::Timeout);
+        engine
+            .read(Read::Operator, vec![select_one()])
+            .await
+            .unwrap();
+        engine.close().await;
     }
 }

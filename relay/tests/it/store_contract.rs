@@ -68,6 +68,7 @@ macro_rules! contract_tests {
             replay_includes_delivered_and_undeliverable_only_when_asked,
             replay_resets_state_and_makes_rows_due_now,
             replay_long_id_list,
+            replay_of_more_rows_than_one_chunk,
             replay_by_user_event_type_and_status_with_a_dry_run,
             search_by_each_field_newest_first,
             search_pages_with_a_cursor,
@@ -1108,6 +1109,32 @@ pub(crate) async fn replay_long_id_list(store: Arc<dyn Store>) {
         .unwrap();
     assert_eq!(n, 600);
     assert_eq!(store.stats(T0 + 3_000).await.unwrap().dead, 600);
+}
+
+/// A replay runs in chunks of 10,000 rows, each a write of its own (so
+/// ingest never waits behind one statement over millions of rows); every
+/// row is replayed all the same, and the count is the sum of the chunks.
+pub(crate) async fn replay_of_more_rows_than_one_chunk(store: Arc<dyn Store>) {
+    const N: i64 = 10_000 * 2 + 7;
+    let rows: Vec<Row> = (0..N)
+        .map(|i| parked("a", &format!("p{i}"), T0 + i))
+        .collect();
+    for chunk in rows.chunks(5_000) {
+        store.insert(chunk.to_vec(), vec![]).await.unwrap();
+    }
+    let n = store
+        .replay(
+            T0 + N,
+            ReplayFilter {
+                include_undeliverable: true,
+                ..ReplayFilter::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(n, N.unsigned_abs());
+    let stats = store.stats(T0 + N).await.unwrap();
+    assert_eq!((stats.pending, stats.undeliverable), (N, 0));
 }
 
 // -- reads ----------------------------------------------------------------
