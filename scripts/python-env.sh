@@ -2,6 +2,9 @@
 # Builds the callpost wheel once and installs it, with the test tools, into a
 # virtualenv at target/venv (CPython 3.11). Idempotent: rebuilds the wheel
 # every run (maturin's own build cache keeps that fast), reuses the venv.
+# CALLPOST_WHEEL_PROFILE=<cargo profile> builds both wheels in that profile
+# (scripts/test.sh: dev); unset, each wheel's own (pyproject.toml: the
+# extension "release", the relay "relay"), as shipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,6 +23,9 @@ fi
   "flask>=3,<4" "django>=5,<6" "fastapi>=0.115,<1" "starlette>=0.40,<1" "standardwebhooks>=1.0,<2" \
   "schemathesis==4.30.1"
 rm -rf target/wheels
+if [ -n "${CALLPOST_WHEEL_PROFILE:-}" ]; then
+  export MATURIN_PEP517_ARGS="--profile $CALLPOST_WHEEL_PROFILE"
+fi
 PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/pip" wheel -q --no-deps --no-build-isolation -w target/wheels ./python
 # The relay's wheel: the callpost-relay binary (cargo profile "relay"),
 # which `python -m callpost relay` runs.

@@ -13,14 +13,16 @@ command -v node >/dev/null || { echo "node is required (the JSON.stringify oracl
 step "core builds for wasm32-unknown-unknown (no I/O, no std::time, no getrandom)"
 cargo build --locked -p callpost-core --target wasm32-unknown-unknown
 
-step "rustfmt, clippy (the relay with and without its test clock; the wasm crate also with the features callpost/verify and callpost/client build it with)"
+step "rustfmt, clippy (the workspace with the relay's test clock; the wasm crate also with the features callpost/verify and callpost/client build it with)"
 # rustfmt and clippy are installed when missing; if that fails, so does CI.
 for c in rustfmt clippy; do
   rustup component list --installed | grep -q "^$c" || rustup component add "$c"
 done
 cargo fmt --all -- --check
+# The relay without its test clock differs by one line (relay/src/cli.rs);
+# the wheel step below builds it, and the end-to-end tests check that the
+# shipped build has no test clock.
 cargo clippy --locked --workspace --all-targets --features callpost-relay/test-clock -- -D warnings
-cargo clippy --locked -p callpost-relay --all-targets -- -D warnings
 for f in signing client; do
   cargo clippy --locked -p callpost-wasm --no-default-features --features "$f" --target wasm32-unknown-unknown -- -D warnings
 done
@@ -32,16 +34,24 @@ CALLPOST_PG_URL=$(bash scripts/postgres.sh start)
 export CALLPOST_PG_URL
 trap 'bash scripts/postgres.sh stop' EXIT
 # With the relay's test clock (never in a shipped build): its tests run,
-# and target/debug/callpost-relay is the build the end-to-end tests start.
-# Examples are compiled by clippy above, not again here.
+# and a copy of target/debug/callpost-relay is the build the Go and
+# end-to-end tests start (the wheel step below builds the shipped relay,
+# without the test clock, to the same path). Examples are compiled by
+# clippy above, not again here.
 cargo test --locked --workspace --features callpost-relay/test-clock --lib --bins --tests
 cargo test --locked --workspace --features callpost-relay/test-clock --doc
+mkdir -p target/e2e
+cp target/debug/callpost-relay target/e2e/callpost-relay
+RELAY_BIN="$PWD/target/e2e/callpost-relay"
 
 step "go: the C ABI and the Go module (scripts/test-go.sh: the C test, go vet, go test -race with the relay end to end, a fuzz run; installs golang-go when go is missing)"
-CALLPOST_RELAY_BIN="$PWD/target/debug/callpost-relay" bash scripts/test-go.sh
+CALLPOST_RELAY_BIN="$RELAY_BIN" bash scripts/test-go.sh
 
-step "python: build the wheels (maturin) into target/venv"
-bash scripts/python-env.sh
+step "python: build the wheels (maturin, cargo's dev profile) into target/venv"
+# The dev profile reuses what the Rust tests compiled (a minute, where the
+# release profiles take seven on 2 cores); scripts/demo.sh and the
+# benchmarks build the shipped profiles.
+CALLPOST_WHEEL_PROFILE=dev bash scripts/python-env.sh
 PY=target/venv/bin/python
 
 step "python tests (shared vectors, real HTTP/HTTPS servers on 127.0.0.1, client, fork, atexit, segment drop-in, receivers in every framework, the docs' code blocks)"
@@ -54,7 +64,7 @@ fi
 (cd relay/tests/e2e/sdk && npm ci --no-audit --no-fund --loglevel=error)
 
 step "relay end-to-end tests (the built relay as real processes on SQLite and Postgres: real Segment SDKs, headless Chromium, kill -9, several relays on one database, Postgres restarted mid-run)"
-(cd relay/tests/e2e && CALLPOST_RELAY_BIN="$PWD/../../../target/debug/callpost-relay" "../../../$PY" -m pytest . -q -p no:cacheprovider)
+(cd relay/tests/e2e && CALLPOST_RELAY_BIN="$RELAY_BIN" "../../../$PY" -m pytest . -q -p no:cacheprovider)
 
 step "python lint and types: ruff format --check, ruff check, mypy --strict (package, tests, the relay's end-to-end tests, typed example, benches' scripts), stubtest"
 # Every Python file in the repository, with python/pyproject.toml's settings.
@@ -83,8 +93,9 @@ done
 step "js: tools (wasm-bindgen-cli 0.2.130, npm packages)"
 if ! wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen 0.2.130"; then
   # Without --locked: the webpki-roots version its lock file names is
-  # missing from the registry, and the locked install fails.
-  cargo install wasm-bindgen-cli --version 0.2.130
+  # missing from the registry, and the locked install fails. --debug: it
+  # builds in half the time, and processes a module this size in a second.
+  cargo install wasm-bindgen-cli --version 0.2.130 --debug
 fi
 (cd wasm && npm ci --no-audit --no-fund --loglevel=error)
 

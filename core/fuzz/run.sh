@@ -7,7 +7,8 @@ cd "$(dirname "$0")"
 seconds=${1:-15}
 
 if ! cargo fuzz --version 2>/dev/null | grep -q "0.13"; then
-  cargo install cargo-fuzz --version 0.13.2
+  # --debug: a command-line tool that starts cargo; it builds faster.
+  cargo install cargo-fuzz --version 0.13.2 --debug
 fi
 
 # Seeds: every call, body and JSON text the vectors hold, and every

@@ -101,7 +101,9 @@ class Server:
             self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
         scheme = "https" if tls else "http"
         self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        # serve_forever looks for shutdown() every poll_interval (0.5 s by
+        # default): every test would wait that long in its teardown.
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
     def close(self) -> None:
         self.httpd.shutdown()

@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from typing import Any
 
+import httpx
 from conftest import Serve
 
 import callpost
@@ -60,11 +61,12 @@ def test_webhook_deliveries_under_faults(serve: Serve) -> None:
     reported: list[str] = []
     attempts: list[int] = []
 
-    async def one(i: int, sem: asyncio.Semaphore) -> None:
+    async def one(i: int, sem: asyncio.Semaphore, http: httpx.AsyncClient) -> None:
         mid = f"m-{i}"
         async with sem:
             try:
-                result = await hooks.deliver_async({"type": "track", "userId": "u", "event": "e", "messageId": mid})
+                call = {"type": "track", "userId": "u", "event": "e", "messageId": mid}
+                result = await hooks.deliver_async(call, client=http)
                 delivered.append(mid)
                 attempts.append(result.attempts)
             except callpost.DeliveryError as e:
@@ -73,7 +75,12 @@ def test_webhook_deliveries_under_faults(serve: Serve) -> None:
 
     async def main() -> None:
         sem = asyncio.Semaphore(50)
-        await asyncio.gather(*(one(i, sem) for i in range(N)))
+        # One client for every delivery, as a service holds one: a client
+        # each would spend the run making TLS contexts, and on 2 cores the
+        # 0.2 s timeouts would fire on a busy event loop rather than on the
+        # faults.
+        async with httpx.AsyncClient() as http:
+            await asyncio.gather(*(one(i, sem, http) for i in range(N)))
 
     asyncio.run(main())
     lost = N - len(delivered) - len(reported)

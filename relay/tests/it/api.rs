@@ -1637,17 +1637,6 @@ async fn delete_audiences_replay_and_status_do_their_work() {
     t.shutdown().await;
 }
 
-#[cfg(not(feature = "test-clock"))]
-#[tokio::test]
-async fn the_test_clock_is_not_in_a_shipped_build() {
-    let t = Setup::new().start().await;
-    let r = t
-        .admin("POST", "/admin/test/clock", Some(json!({"offsetMs": 1000})))
-        .await;
-    assert_eq!((r.status, r.code()), (404, "not_found".to_owned()));
-    t.shutdown().await;
-}
-
 #[cfg(feature = "test-clock")]
 #[tokio::test]
 async fn the_test_clock_moves_the_relays_clock_when_started_with_it() {
