@@ -346,21 +346,29 @@ const events = [rcall('m-1'), rcall('m-2', { properties: { n: 1 } }), { type: 'i
 const batch = JSON.stringify(events);
 const pretty = JSON.stringify(events, null, 2);
 const firstOnly = hmac(rsecret, JSON.stringify(events[0]));
-// A call's id for duplicates: its messageId, else (one call) the
-// Idempotency-Key header callpost's sender adds.
-const ok = (body, header, coverage, key = null) => {
+// A call's id for duplicates: its messageId (inside the signed body), else
+// the request's signed id, and in a batch the call's index after it. The
+// signed id is the verified webhook-id under Standard Webhooks, and under
+// X-Signature or X-Segment-Signature over the whole body, `body_` and the
+// first 16 bytes of the body's SHA-256 in hex: never the Idempotency-Key
+// header, which no signature covers (a captured request sent again with a
+// new key is the same request). A first-event signature gives no id.
+const bodyId = (body) => 'body_' + createHash('sha256').update(body, 'utf8').digest('hex').slice(0, 32);
+const ok = (body, header, coverage, key = coverage === 'body' && header !== 'webhook-signature' ? bodyId(body) : null) => {
   const value = JSON.parse(body);
-  const calls = Array.isArray(value) ? value : [value];
   const id = (c) => (c && typeof c.messageId === 'string' && c.messageId !== '' ? c.messageId : null);
   return { header, coverage, batch: Array.isArray(value), value,
-    message_ids: Array.isArray(value) ? calls.map(id) : [id(value) ?? key] };
+    message_ids: Array.isArray(value) ? value.map((c, i) => id(c) ?? (key === null ? null : `${key}.${i}`)) : [id(value) ?? key] };
 };
 const spec = JSON.stringify({ version: 1, type: 'track', userId: 'u1', event: 'Signed Up', properties: {}, timestamp: '2026-11-22T10:04:05.123Z' });
 const receive = [
   { name: 'one_call', body: one, headers: [['X-Signature', hmac(rsecret, one)]], expect: ok(one, 'X-Signature', 'body') },
   { name: 'header_name_any_case', body: one, headers: [['x-signature', hmac(rsecret, one)]], expect: ok(one, 'X-Signature', 'body') },
   { name: 'rotation_second_secret', secrets: ['old', rsecret], body: one, headers: [['X-Signature', hmac(rsecret, one)]], expect: ok(one, 'X-Signature', 'body') },
-  { name: 'callpost_body_idempotency_key', body: spec, headers: [['X-Signature', hmac(rsecret, spec)], ['Idempotency-Key', 'm-9']], expect: ok(spec, 'X-Signature', 'body', 'm-9') },
+  // The spec's body has no messageId: the Idempotency-Key header is not
+  // its id, the body is; the same body under another key is a duplicate.
+  { name: 'callpost_body_idempotency_key', body: spec, headers: [['X-Signature', hmac(rsecret, spec)], ['Idempotency-Key', 'm-9']], expect: ok(spec, 'X-Signature', 'body') },
+  { name: 'callpost_body_replayed_under_a_new_key', body: spec, headers: [['X-Signature', hmac(rsecret, spec)], ['Idempotency-Key', 'forged-new-key']], expect: ok(spec, 'X-Signature', 'body') },
   { name: 'tampered_body', body: one.replace('25.5', '255'), headers: [['X-Signature', hmac(rsecret, one)]], expect: { error: 'signature_mismatch' } },
   { name: 'wrong_secret', body: one, headers: [['X-Signature', hmac('other', one)]], expect: { error: 'signature_mismatch' } },
   { name: 'missing_header', body: one, headers: [['Content-Type', 'application/json']], expect: { error: 'missing_signature' } },
@@ -486,11 +494,11 @@ receive.push(
   { name: 'both_x_signature_alone', standard_secrets: [NEW_SECRET], body: whOrder, headers: whSegment, expect: ok(whOrder, 'X-Signature', 'body') },
 );
 // A callpost batch (core webhooks/batch.rs): the spec's bodies carry no
-// messageId, so a call's id is the request's id and its index.
+// messageId, so a call's id is the request's signed id and its index.
 const cpBatch = `[${whOrder},${noId},${JSON.stringify({ type: 'track', event: 'E', messageId: 'own-id' })}]`;
 receive.push(
   { name: 'callpost_batch_ids', body: cpBatch, headers: [['X-Signature', hmac(rsecret, cpBatch)], ['Idempotency-Key', 'batch_0f1e']],
-    expect: { ...ok(cpBatch, 'X-Signature', 'body'), message_ids: ['batch_0f1e.0', 'batch_0f1e.1', 'own-id'] } },
+    expect: ok(cpBatch, 'X-Signature', 'body') },
   { name: 'callpost_batch_standard_ids', standard_secrets: [NEW_SECRET], secrets: [], body: cpBatch,
     headers: heads('batch_0f1e', WH_TS, v1(NEW_SECRET, 'batch_0f1e', WH_TS, cpBatch)),
     expect: { ...ok(cpBatch, 'webhook-signature', 'body'), message_ids: ['batch_0f1e.0', 'batch_0f1e.1', 'own-id'] } },
@@ -611,7 +619,14 @@ console.log(`wrote ${filterCases.length} filter decisions, ${invalidFilters.leng
 // batch (a call larger than maxBytes alone goes alone), after the filters
 // and the call's integrations; a batch's id is `batch_` and the first 16
 // bytes of the SHA-256 of its calls' messageIds, one per line, in hex.
-const batchId = (ids) => 'batch_' + createHash('sha256').update(ids.join('\n'), 'utf8').digest('hex').slice(0, 32);
+// Each id after its byte length and ':', so ids holding any character
+// (a newline) never run together.
+const batchId = (ids) =>
+  'batch_' +
+  createHash('sha256')
+    .update(ids.map((id) => `${Buffer.byteLength(id, 'utf8')}:${id}`).join(''), 'utf8')
+    .digest('hex')
+    .slice(0, 32);
 function packCalls(calls, batch, filters) {
   const maxCalls = batch.maxCalls ?? 1000;
   const maxBytes = batch.maxBytes ?? 500000;
@@ -655,7 +670,20 @@ const batchCases = [
   { name: 'filters_first', batch: { maxCalls: 3 }, filters: filterRules.no_pages.concat(filterRules.strip_pii), calls: mixed },
   { name: 'split_by_bytes', batch: { maxBytes: 64000 }, calls: [bigOrder(1), fSmall, bigOrder(2), bigOrder(3)] },
   { name: 'one_call', batch: { maxCalls: 1 }, calls: [fOrder] },
+  // Ids holding a newline and a multi-byte character: two batches whose ids
+  // joined by newlines would read alike have different ids.
+  { name: 'ids_with_newlines', batch: { maxCalls: 2 }, calls: [
+    { type: 'track', userId: 'u', event: 'E', messageId: 'a\nb', timestamp: '2026-11-22T10:00:00.000Z' },
+    { type: 'track', userId: 'u', event: 'E', messageId: 'c', timestamp: '2026-11-22T10:00:00.000Z' },
+    { type: 'track', userId: 'u', event: 'E', messageId: 'a', timestamp: '2026-11-22T10:00:00.000Z' },
+    { type: 'track', userId: 'u', event: 'E', messageId: 'b\nc', timestamp: '2026-11-22T10:00:00.000Z' },
+    { type: 'track', userId: 'u', event: 'E', messageId: 'é', timestamp: '2026-11-22T10:00:00.000Z' },
+  ] },
 ].map((c) => ({ ...c, calls: c.calls.map((x) => JSON.stringify(x)), now: NOW, expect: packCalls(c.calls, c.batch, c.filters) }));
 if (Buffer.byteLength(JSON.parse(batchCases[3].calls[0]).properties.products.map((p) => JSON.stringify(p)).join(',')) < 21000) throw new Error('bigOrder too small to split by bytes');
+{
+  const [first, second] = batchCases.find((c) => c.name === 'ids_with_newlines').expect.batches;
+  if (first.id === second.id) throw new Error('ids_with_newlines: the two batches share an id');
+}
 write('webhook_batches.json', batchCases);
 console.log(`wrote ${batchCases.length} webhook batch cases`);

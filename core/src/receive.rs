@@ -138,10 +138,19 @@ pub struct Received {
     pub header: &'static str,
     /// What that signature covers.
     pub coverage: Coverage,
-    /// The request's id: its `Idempotency-Key` header (callpost's sender
-    /// puts the call's `messageId` there, since the spec's body has no such
-    /// field), or under the Standard scheme its verified `webhook-id`.
+    /// The request's id as given: its `Idempotency-Key` header (callpost's
+    /// sender puts the call's `messageId` there, since the spec's body has
+    /// no such field), or under the Standard scheme its verified
+    /// `webhook-id`. No signature covers the header: it names the request
+    /// in logs, never for duplicates ([`Received::signed_id`]).
     pub idempotency_key: Option<String>,
+    /// The request's id taken from what its signature covers, for
+    /// duplicates: under the Standard scheme its verified `webhook-id`;
+    /// under `X-Signature` or `X-Segment-Signature` over the whole body,
+    /// [`BODY_ID_PREFIX`] and the first 16 bytes of the body's SHA-256 in
+    /// hex (the same request sent again, under any `Idempotency-Key`, has
+    /// the same); `None` when the signature covers only the first event.
+    pub signed_id: Option<String>,
     /// Under the Standard scheme, the verified `webhook-timestamp`
     /// (seconds since the epoch).
     pub timestamp: Option<i64>,
@@ -163,13 +172,15 @@ impl Received {
 
     /// Each call's id for duplicate detection, in [`Received::calls`]
     /// order: its `messageId` (Segment's bodies carry it); else for a
-    /// single call the request's id (`Idempotency-Key` or `webhook-id`:
-    /// callpost's sender), and for the call at `index` of a batch
-    /// `<request id>.<index>` (a callpost batch's id names its members in
-    /// order, [`crate::webhooks::Batch`]); else `None`: such calls cannot be
-    /// recognised as duplicates.
+    /// single call the request's [`Received::signed_id`], and for the call
+    /// at `index` of a batch `<signed id>.<index>` (a callpost batch's
+    /// `webhook-id` names its members in order, [`crate::webhooks::Batch`]);
+    /// else `None`: such calls cannot be recognised as duplicates. Only
+    /// what a signature covers makes an id: a captured request sent again
+    /// with a new `Idempotency-Key` is still a duplicate (Stripe and Svix
+    /// receivers key on their signed event id the same way).
     pub fn message_ids(&self) -> Vec<Option<String>> {
-        let key = self.idempotency_key.as_deref().filter(|k| !k.is_empty());
+        let key = self.signed_id.as_deref().filter(|k| !k.is_empty());
         if !self.is_batch() {
             return vec![message_id(&self.value).or(key).map(str::to_owned)];
         }
@@ -194,6 +205,17 @@ pub fn message_id(call: &Value) -> Option<&str> {
 
 /// The header callpost's sender carries a call's `messageId` in.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "Idempotency-Key";
+
+/// What a body's id ([`Received::signed_id`]) starts with.
+pub const BODY_ID_PREFIX: &str = "body_";
+
+/// A body's id: [`BODY_ID_PREFIX`] and the first 16 bytes of its SHA-256,
+/// in hex (as a batch's id, [`crate::webhooks::Batch`]).
+fn body_id(body: &[u8]) -> String {
+    use sha2::Digest as _;
+    let digest = sha2::Sha256::digest(body);
+    format!("{BODY_ID_PREFIX}{}", hex::encode(&digest[..16]))
+}
 
 /// Whether a header name is [`SEGMENT_SIGNATURE_HEADER`]'s.
 pub fn is_segment_signature_header(name: &str) -> bool {
@@ -250,6 +272,7 @@ pub fn receive<'a>(
             header,
             coverage: Coverage::Body,
             idempotency_key,
+            signed_id: Some(body_id(body)),
             timestamp: None,
         });
     }
@@ -278,6 +301,7 @@ pub fn receive<'a>(
         header,
         coverage: Coverage::FirstEvent,
         idempotency_key,
+        signed_id: None,
         timestamp: None,
     })
 }
@@ -315,6 +339,7 @@ pub fn receive_any<'a>(
         value: Value::from_json_slice(body)?,
         header: standard::SIGNATURE_HEADER,
         coverage: Coverage::Body,
+        signed_id: Some(verified.id.clone()),
         idempotency_key: Some(verified.id),
         timestamp: Some(verified.timestamp),
     })
@@ -379,12 +404,20 @@ mod tests {
         assert_eq!(r.coverage, Coverage::Body);
         assert!(!r.is_batch());
         assert_eq!(r.message_ids(), vec![Some("m1".to_owned())]);
-        // callpost's own bodies carry the id in Idempotency-Key.
+        // callpost's own bodies (the spec's) carry no messageId: the id is
+        // the signed body's, whatever Idempotency-Key says, so the same
+        // request sent again under a new key is a duplicate.
         let body = br#"{"version":1,"type":"track","event":"A"}"#;
         let s = sig(body);
-        let h = [("X-Signature", s.as_str()), ("idempotency-key", "m2")];
-        let r = receive(body, h, &secret(), Default::default()).unwrap();
-        assert_eq!(r.message_ids(), vec![Some("m2".to_owned())]);
+        let ids = |key: &str| {
+            let h = [("X-Signature", s.as_str()), ("idempotency-key", key)];
+            let r = receive(body, h, &secret(), Default::default()).unwrap();
+            assert_eq!(r.idempotency_key.as_deref(), Some(key));
+            r.message_ids()
+        };
+        assert_eq!(ids("m2"), ids("a-new-key"));
+        let id = ids("m2")[0].clone().unwrap();
+        assert!(id.starts_with(BODY_ID_PREFIX) && id.len() == 5 + 32, "{id}");
     }
 
     #[test]
@@ -437,7 +470,8 @@ mod tests {
         assert_eq!(r.header, SEGMENT_SIGNATURE_HEADER);
         assert!(r.is_batch());
         let ids = r.message_ids();
-        assert_eq!(ids, vec![Some("a".into()), Some("b".into()), None]);
+        let third = format!("{}.2", r.signed_id.clone().unwrap());
+        assert_eq!(ids, vec![Some("a".into()), Some("b".into()), Some(third)]);
         // A tampered batch under X-Segment-Signature never falls back.
         let tampered = br#"[{"messageId":"a"},{"messageId":"b"},{"type":"x"}]"#;
         let e = receive(tampered, h, &secret(), Default::default()).unwrap_err();

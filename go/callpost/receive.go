@@ -177,8 +177,10 @@ type Webhook struct {
 	// JSON.stringify form: process these (json.Unmarshal each into your
 	// own type).
 	Calls []json.RawMessage
-	// IDs are their ids: messageId, else the request's (Idempotency-Key
-	// or webhook-id, "<id>.<index>" for a batch's element); "" for none.
+	// IDs are their ids: messageId, else the request's signed id (the
+	// verified webhook-id, or under X-Signature "body_" and 16 bytes of
+	// the body's SHA-256 in hex; "<id>.<index>" for a batch's element);
+	// "" for none. The unsigned Idempotency-Key header is never an id.
 	IDs []string
 	// Duplicates are the ids of the calls dropped as already seen.
 	Duplicates []string

@@ -5,6 +5,7 @@ each framework helper in a real server process receiving webhooks sent by
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import subprocess
 import sys
@@ -152,16 +153,26 @@ def processed(base: str) -> list[str]:
 
 def test_framework_receives_real_webhooks(app: str) -> None:
     hooks = Webhooks([f"{app}/hook"], shared_secret=SECRET)
-    sent = call(properties={"products": [{"sku": "A-1", "price": 9.99, "name": "Café ☕"}]})
+    # A timestamp of its own: the body (and so its id) is the same each
+    # time it is built, as a sender's retries send the same bytes.
+    sent = call(
+        properties={"products": [{"sku": "A-1", "price": 9.99, "name": "Café ☕"}]},
+        timestamp="2026-11-22T10:04:05.123Z",
+    )
     result = hooks.deliver(sent)
     assert result.delivered and result.attempts == 1, result.log
-    assert processed(app) == [sent["messageId"]]
-
-    # The sender retries (same messageId): answered 200, not processed again.
+    # The spec's body has no messageId: its id is the signed body's.
     resend = hooks.request(sent, 0)
-    again = httpx.post(f"{app}/hook", content=resend.body, headers=resend.headers)
-    assert again.status_code == 200, again.text
-    assert processed(app) == [sent["messageId"]]
+    sent_id = "body_" + hashlib.sha256(resend.body).hexdigest()[:32]
+    assert processed(app) == [sent_id]
+
+    # The sender retries (the same signed bytes): answered 200, not
+    # processed again, whatever its Idempotency-Key says.
+    for key in (sent["messageId"], "a-new-key"):
+        headers = {**dict(resend.headers), "Idempotency-Key": key}
+        again = httpx.post(f"{app}/hook", content=resend.body, headers=headers)
+        assert again.status_code == 200, again.text
+    assert processed(app) == [sent_id]
 
     # Refusals: 401 with the code; nothing processed.
     body = callpost.stringify(call())
@@ -176,12 +187,15 @@ def test_framework_receives_real_webhooks(app: str) -> None:
     tampered = httpx.post(f"{app}/hook", content=body.replace("u1", "u2"), headers=signed(body))
     assert tampered.status_code == 401 and "signature_mismatch" in tampered.text
 
-    # A batch under X-Segment-Signature: every new call, in order.
-    batch_calls = [call(), call(), sent]
+    # A batch under X-Segment-Signature: every new call, in order; sent
+    # again, nothing.
+    batch_calls = [call(), call()]
     batch = callpost.stringify(batch_calls)
     r = httpx.post(f"{app}/hook", content=batch, headers=signed(batch, "X-Segment-Signature"))
     assert r.status_code == 204, r.text
-    assert processed(app) == [sent["messageId"], batch_calls[0]["messageId"], batch_calls[1]["messageId"]]
+    r = httpx.post(f"{app}/hook", content=batch, headers=signed(batch, "X-Segment-Signature"))
+    assert r.status_code == 200, r.text
+    assert processed(app) == [sent_id, batch_calls[0]["messageId"], batch_calls[1]["messageId"]]
 
     # A failing handler answers 5xx, and the retry is processed.
     flaky = call("Fail Once")

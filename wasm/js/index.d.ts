@@ -214,7 +214,7 @@ export interface Webhook {
   body: any;
   /** The calls not seen before, in body order: process these. */
   calls: any[];
-  /** Their ids: `messageId`, or for a single call the `Idempotency-Key` (or verified `webhook-id`) header; null where none. */
+  /** Their ids: `messageId`, else the request's signed id (the verified `webhook-id`, or under `X-Signature` `body_` and 16 bytes of the body's SHA-256 in hex; `.<index>` in a batch); null where none. The unsigned `Idempotency-Key` header is never an id. */
   ids: (string | null)[];
   /** Ids of the calls dropped as duplicates. */
   duplicates: string[];

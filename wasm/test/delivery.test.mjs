@@ -194,8 +194,12 @@ test('deliverBatch sends calls several to a POST; a receiver takes each batch as
       assert.ok(hook.batch);
       ids.push(...hook.ids);
     }
-    const key = srv.received[0].headers['idempotency-key'];
-    assert.deepEqual(ids.slice(0, 2), [`${key}.0`, `${key}.1`]);
+    // The spec's bodies carry no messageId: a call's id is its signed
+    // body's (body_ and 16 bytes of its SHA-256) and its index.
+    const { createHash } = await import('node:crypto');
+    const bodyId = 'body_' + createHash('sha256').update(srv.received[0].body).digest('hex').slice(0, 32);
+    assert.ok(srv.received[0].headers['idempotency-key'].startsWith('batch_'));
+    assert.deepEqual(ids.slice(0, 2), [`${bodyId}.0`, `${bodyId}.1`]);
     assert.equal(new Set(ids).size, 5);
     assert.deepEqual(hooks.pack(calls).batches.map((b) => b.members), [[0, 1], [3, 4], [5]]);
   } finally { srv.close(); }

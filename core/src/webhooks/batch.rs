@@ -4,7 +4,8 @@
 //! * The body is a JSON array of the calls' bodies, each exactly as it is
 //!   sent alone ([`write_body`]), in the order given, filters applied.
 //! * A batch's id is `batch_` and the first 16 bytes of the SHA-256 of its
-//!   calls' `messageId`s (one per line), in hex: the same members give the
+//!   calls' `messageId`s, each written as its length in UTF-8 bytes
+//!   (decimal), `:` and the id (`2:m13:m10`), in hex: the same members give the
 //!   same id, so a retried batch carries the same `Idempotency-Key` and
 //!   `webhook-id`. A receiver that finds no `messageId` in an element takes
 //!   `<id>.<index>` as its id ([`crate::receive::Received::message_ids`]).
@@ -178,9 +179,10 @@ impl Open {
         self.body
             .push(if self.members.is_empty() { b'[' } else { b',' });
         self.body.extend_from_slice(body);
-        if !self.members.is_empty() {
-            self.ids.push(b'\n');
-        }
+        // Each id after its length: a message id may hold any character
+        // (a newline included), and no two lists of ids may digest alike.
+        self.ids
+            .extend_from_slice(format!("{}:", id.len()).as_bytes());
         self.ids.extend_from_slice(id.as_bytes());
         self.members.push(index);
     }

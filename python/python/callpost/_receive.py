@@ -76,8 +76,10 @@ class Webhook:
     """A verified webhook.
 
     ``calls`` holds the calls not seen before, in body order: process these.
-    ``ids`` holds their ids (``messageId``, or for a single call the
-    ``Idempotency-Key`` header callpost's sender adds; None where neither).
+    ``ids`` holds their ids (``messageId``, else the request's signed id:
+    the verified ``webhook-id``, or under ``X-Signature`` ``body_`` and 16
+    bytes of the body's SHA-256 in hex, with ``.<index>`` in a batch; None
+    where neither). The unsigned ``Idempotency-Key`` header is never an id.
     ``duplicates`` holds the ids of the calls dropped as seen.
     ``body`` is the whole parsed body (a dict, or a list for a batch).
     ``header`` is the header whose signature was accepted (``X-Signature``,
