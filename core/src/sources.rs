@@ -25,8 +25,8 @@ pub const SOURCES_POLL_MS: u64 = 2_000;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SourceError {
-    /// The name is empty, too long or holds a NUL.
-    #[error("a source name must be 1 to {MAX_SOURCE_NAME_LEN} characters, without NUL")]
+    /// The name is empty, too long or holds a control character.
+    #[error("a source name must be 1 to {MAX_SOURCE_NAME_LEN} characters, none of them a control character")]
     Name,
     /// The source has no write key.
     #[error("source {0:?} needs at least one write key")]
@@ -37,9 +37,11 @@ pub enum SourceError {
     /// Two sources have this name.
     #[error("source names must be unique: {0:?} is used twice")]
     DuplicateName(String),
-    /// Two sources have one write key: a call could not be told apart.
-    #[error("a write key is used by both {0:?} and {1:?}")]
-    SharedWriteKey(String, String),
+    /// The source has a write key another source has: a call could not be
+    /// told apart. The other source is not named: whoever can add a
+    /// source must not learn which source holds a key they guessed.
+    #[error("source {0:?}: a write key it lists is taken (by another source, or listed twice); each source needs keys of its own")]
+    SharedWriteKey(String),
     /// Two sources protect one endpoint URL differently: a URL is one
     /// receiver whichever source posts to it.
     #[error("source {name:?}: {url} has other protection settings in another source")]
@@ -60,7 +62,12 @@ impl SourceError {
 
 /// Checks one source's name and write keys.
 pub fn check_source<K: AsRef<str>>(name: &str, write_keys: &[K]) -> Result<(), SourceError> {
-    if name.is_empty() || name.chars().count() > MAX_SOURCE_NAME_LEN || name.contains('\0') {
+    // Control characters (a newline, an escape) would be printed raw in
+    // logs and the console's text, where a name could forge a line.
+    if name.is_empty()
+        || name.chars().count() > MAX_SOURCE_NAME_LEN
+        || name.chars().any(char::is_control)
+    {
         return Err(SourceError::Name);
     }
     if write_keys.is_empty() {
@@ -77,8 +84,8 @@ pub fn check_source<K: AsRef<str>>(name: &str, write_keys: &[K]) -> Result<(), S
 #[derive(Debug, Default)]
 pub struct SourceSet {
     names: HashSet<String>,
-    /// write key → the source that has it.
-    owners: HashMap<String, String>,
+    /// The write keys of the sources added.
+    owners: HashSet<String>,
     /// endpoint URL → its protection settings, where a source gave some.
     protections: HashMap<String, ProtectionConfig>,
 }
@@ -103,21 +110,12 @@ impl SourceSet {
         if self.names.contains(name) {
             return Err(SourceError::DuplicateName(name.to_owned()));
         }
-        let mut keys: HashMap<&str, &str> = HashMap::new();
+        let mut keys: HashSet<&str> = HashSet::new();
         for k in write_keys {
             let k = k.as_ref();
-            if let Some(other) = self
-                .owners
-                .get(k)
-                .map(String::as_str)
-                .or(keys.get(k).copied())
-            {
-                return Err(SourceError::SharedWriteKey(
-                    other.to_owned(),
-                    name.to_owned(),
-                ));
+            if self.owners.contains(k) || !keys.insert(k) {
+                return Err(SourceError::SharedWriteKey(name.to_owned()));
             }
-            keys.insert(k, name);
         }
         let protections: Vec<(&str, ProtectionConfig)> = protections.into_iter().collect();
         for (url, p) in &protections {
@@ -135,9 +133,7 @@ impl SourceSet {
             }
         }
         self.names.insert(name.to_owned());
-        for k in keys.into_keys() {
-            self.owners.insert(k.to_owned(), name.to_owned());
-        }
+        self.owners.extend(keys.into_iter().map(str::to_owned));
         for (url, p) in protections {
             self.protections.insert(url.to_owned(), p);
         }
@@ -159,7 +155,20 @@ mod tests {
     fn a_source_needs_a_name_and_keys() {
         assert_eq!(check_source("web", &["wk"]), Ok(()));
         assert_eq!(check_source("", &["wk"]), Err(SourceError::Name));
-        assert_eq!(check_source("a\0b", &["wk"]), Err(SourceError::Name));
+        for bad in [
+            "a\0b",
+            "web\nINFO forged line",
+            "a\u{1b}[31mred",
+            "a\u{7f}",
+            "a\u{85}b",
+        ] {
+            assert_eq!(
+                check_source(bad, &["wk"]),
+                Err(SourceError::Name),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(check_source("Boutique é ☕ shop", &["wk"]), Ok(()));
         let long = "é".repeat(MAX_SOURCE_NAME_LEN + 1);
         assert_eq!(check_source(&long, &["wk"]), Err(SourceError::Name));
         let longest = "é".repeat(MAX_SOURCE_NAME_LEN);
@@ -190,8 +199,12 @@ mod tests {
             Err(SourceError::DuplicateName("a".into()))
         );
         let e = set.add("c", &["kb"], []).unwrap_err();
-        assert_eq!(e, SourceError::SharedWriteKey("b".into(), "c".into()));
+        assert_eq!(e, SourceError::SharedWriteKey("c".into()));
         assert!(!e.to_string().contains("kb"), "{e}");
+        assert!(
+            !e.to_string().contains("\"b\""),
+            "the holder is not named: {e}"
+        );
         let e = set.add("d", &["kd"], [(url, ProtectionConfig::default())]);
         let e = e.unwrap_err();
         assert!(
