@@ -5,6 +5,7 @@
 // bodies above all) is only ever set as text, never parsed as HTML.
 
 const REFRESH_MS = 10_000; // the relay samples its history this often
+const REJECTED_SHOWN = 100; // refused calls listed at once (each up to 32 KB)
 const HOUR_MS = 3_600_000;
 const SVG = 'http://www.w3.org/2000/svg'; // a namespace name, never fetched
 
@@ -314,29 +315,25 @@ function note(id, what, bad = false) {
   el.textContent = what instanceof ApiError ? `${what.message} (${what.code})` : String(what);
 }
 
-// The source editor: a PUT replaces the source whole, and the relay never
-// shows its secrets, header values, filter rules or batch settings, so the
-// form asks for the secrets and says what else a save would drop.
+// The source editor: it saves with a JSON Merge Patch (PATCH), sending
+// only what it shows, so what the relay never shows (URLs' query
+// credentials, secrets, header values, filter rules, batch settings)
+// stays as it is stored. A secret field left blank keeps the stored one.
 function editSource(src) {
   const w = src.webhooks;
   const p = w?.endpoints?.[0]?.protection ?? {};
   const field = (name, label, attrs = {}) =>
     h('div', { class: attrs.wide ? 'wide' : null }, h('label', { for: `edit-${name}` }, label),
       h(attrs.multiline ? 'textarea' : 'input', { id: `edit-${name}`, name, ...attrs, wide: null, multiline: null }));
-  const lost = [];
-  if (w?.filters) lost.push(`${w.filters} filter rule(s)`);
-  if (w?.endpoints?.some((e) => e.headers?.length)) lost.push('the endpoints\' extra headers');
-  if (w && w.signature !== 'segment') lost.push('the Standard Webhooks signing secrets');
   const form = h('form', { method: 'dialog', id: 'edit-source' },
     h('h2', {}, `Edit ${src.name}`),
     h('p', { class: 'muted' },
-      'Saving replaces the source as a whole (PUT /admin/sources/', src.name,
-      '). The relay never shows secrets: give the write keys and the shared secret again. ',
-      'Batch settings are not shown either: a save leaves the source without them.'),
-    lost.length ? h('p', { class: 'notice' }, `This form cannot keep ${lost.join(', ')}: change this source through the API or the CLI instead.`) : null,
+      'Saving changes only what this form shows (PATCH /admin/sources/', src.name,
+      '): the URLs, filters, extra headers, batch settings and signing secrets stay as they are. ',
+      'The relay never shows secrets: leave a secret blank to keep it.'),
     h('div', { class: 'grid' },
-      field('write_keys', 'Write keys (one a line)', { multiline: true, wide: true, rows: 2, required: true, autocomplete: 'off' }),
-      w ? field('shared_secret', 'Shared secret', { type: 'password', wide: true, autocomplete: 'new-password' }) : null,
+      field('write_keys', 'Write keys (one a line; blank: keep them)', { multiline: true, wide: true, rows: 2, autocomplete: 'off' }),
+      w ? field('shared_secret', 'Shared secret (blank: keep it)', { type: 'password', wide: true, autocomplete: 'new-password' }) : null,
       w ? field('rate_per_second', 'Rate limit (requests/s, empty: none)', { type: 'number', min: 1, value: p.rate_per_second ?? '' }) : null,
       w ? field('max_in_flight', 'Max in flight (empty: none)', { type: 'number', min: 1, value: p.max_in_flight ?? '' }) : null,
       w ? field('breaker_failures', 'Breaker: failures in a row (0: off)', { type: 'number', min: 0, value: p.breaker_failures ?? 10 }) : null,
@@ -357,12 +354,13 @@ function editSource(src) {
     if (ev.submitter?.value !== 'save') return;
     ev.preventDefault();
     const f = new FormData(form);
-    const num = (k) => (f.get(k) === '' || f.get(k) === null ? undefined : Number(f.get(k)));
-    const doc = { write_keys: String(f.get('write_keys')).split('\n').map((k) => k.trim()).filter(Boolean) };
+    // An empty number field removes the setting (null, in a merge patch).
+    const num = (k) => (f.get(k) === '' || f.get(k) === null ? null : Number(f.get(k)));
+    const patch = {};
+    const keys = String(f.get('write_keys') ?? '').split('\n').map((k) => k.trim()).filter(Boolean);
+    if (keys.length) patch.write_keys = keys;
     if (w) {
-      doc.webhooks = {
-        urls: w.endpoints.map((e) => e.url),
-        mode: w.mode,
+      patch.webhooks = {
         enabled: f.get('enabled') !== null,
         protection: {
           rate_per_second: num('rate_per_second'),
@@ -372,11 +370,10 @@ function editSource(src) {
           disable_after_ms: num('disable_after_ms'),
         },
       };
-      if (f.get('shared_secret')) doc.webhooks.shared_secret = String(f.get('shared_secret'));
-      if (w.signature !== 'segment') doc.webhooks.signature = w.signature;
+      if (f.get('shared_secret')) patch.webhooks.shared_secret = String(f.get('shared_secret'));
     }
     try {
-      const out = await api('PUT', `/admin/sources/${encodeURIComponent(src.name)}`, doc);
+      const out = await api('PATCH', `/admin/sources/${encodeURIComponent(src.name)}`, patch);
       dialog.close();
       await render();
       const c = out.changes ?? {};
@@ -393,17 +390,22 @@ function editSource(src) {
 // Asks the relay how many calls a replay would send again, then, once the
 // operator confirms that number, replays them. Says how it went in the
 // element `noteId`, and returns whether anything was replayed.
-async function replay(filter, noteId) {
+async function replay(filters, noteId) {
+  const list = Array.isArray(filters) ? filters : [filters];
+  const calls = (n) => `${n} call${n === 1 ? '' : 's'}`;
   try {
-    const dry = await api('POST', '/admin/replay', { ...filter, dryRun: true });
-    const n = dry.would_replay ?? 0;
+    let n = 0;
+    for (const filter of list) n += (await api('POST', '/admin/replay', { ...filter, dryRun: true })).would_replay ?? 0;
     if (n === 0) {
       note(noteId, 'Nothing to replay: no call matches.');
       return false;
     }
-    if (!(await confirm(`Replay ${n} call${n === 1 ? '' : 's'}? Each is delivered again from its first attempt.`))) return false;
-    const done = await api('POST', '/admin/replay', filter);
-    note(noteId, `Replaying ${done.replayed} call${done.replayed === 1 ? '' : 's'}.`);
+    if (!(await confirm(`Replay ${calls(n)}? Each is delivered again from its first attempt.`))) return false;
+    let replayed = 0;
+    for (const filter of list) replayed += (await api('POST', '/admin/replay', filter)).replayed ?? 0;
+    // The count and the replay are two requests: calls that died or were
+    // delivered in between change the number.
+    note(noteId, replayed === n ? `Replaying ${calls(replayed)}.` : `Replaying ${calls(replayed)} (${n} matched when counted).`);
     return true;
   } catch (e) {
     note(noteId, e, true);
@@ -495,9 +497,12 @@ async function log() {
   };
   more.addEventListener('click', page);
   replayAll.addEventListener('click', () => {
-    // The search takes one messageId; a replay, a list of them.
+    // The search takes one messageId; a replay, a list of them. Without a
+    // status the list shows every state, so the replay takes the delivered
+    // and undeliverable calls too (the API alone takes dead letters).
     const { messageId, ...rest } = filter;
-    replay(messageId ? { ...rest, messageIds: [messageId] } : rest, 'log-note');
+    const every = rest.status ? {} : { includeDelivered: true, includeUndeliverable: true };
+    replay({ ...rest, ...every, ...(messageId ? { messageIds: [messageId] } : {}) }, 'log-note');
   });
   await page();
   return null;
@@ -576,15 +581,20 @@ async function dead() {
   const panel = h('section', { class: 'panel' });
   show(h('h1', {}, 'Dead letters'), tabs, panel);
   if (tab === 'rejected') {
-    const rows = await api('GET', '/admin/rejected?limit=1000');
+    // The latest 100, loaded when asked rather than every few seconds: each
+    // keeps up to 32 KB of what was sent, and anyone with a write key (a
+    // browser's is public) can fill the list.
+    const rows = await api('GET', `/admin/rejected?limit=${REJECTED_SHOWN}`);
+    const again = h('button', { id: 'rejected-again', onclick: () => render() }, 'Load again');
     panel.append(
-      h('p', { class: 'muted' }, 'Calls refused inside accepted batches: they were never stored as calls, so there is nothing to replay; the sender must fix and send them again.'),
+      h('p', { class: 'muted' }, 'Calls refused inside accepted batches: they were never stored as calls, so there is nothing to replay; the sender must fix and send them again. The latest ', String(REJECTED_SHOWN), ' are shown.'),
+      h('div', { class: 'actions' }, again),
       h('table', { id: 'rejected-table' },
         h('thead', {}, h('tr', {}, ['Received', 'Source', 'Code', 'Reason', 'As it came'].map((t) => h('th', {}, t)))),
         h('tbody', {}, rows.length ? rows.map((r) => h('tr', {},
           h('td', {}, when(r.received_at)), h('td', {}, r.source), h('td', { class: 'mono' }, r.code), h('td', {}, r.reason),
           h('td', {}, h('details', {}, h('summary', {}, 'body'), h('pre', {}, r.text))))) : h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'None.')))));
-    return REFRESH_MS;
+    return null;
   }
   let rows;
   if (tab === 'dead') {
@@ -617,8 +627,15 @@ async function dead() {
     update();
   });
   button.addEventListener('click', async () => {
-    const messageIds = picked().map((c) => c.value);
-    if (await replay({ messageIds, status: tab }, 'dead-note')) {
+    // A messageId names a call within its source: one replay per source.
+    const bySource = new Map();
+    for (const c of picked()) {
+      const ids = bySource.get(c.dataset.source) ?? [];
+      ids.push(c.value);
+      bySource.set(c.dataset.source, ids);
+    }
+    const filters = [...bySource].map(([source, messageIds]) => ({ source, messageIds, status: tab }));
+    if (await replay(filters, 'dead-note')) {
       // The list without the replayed calls, and what was done above it.
       const said = document.getElementById('dead-note').textContent;
       await render();
@@ -631,7 +648,7 @@ async function dead() {
       h('thead', {}, h('tr', {}, h('th', {}, all), ['Received', 'Source', 'Type', 'messageId', 'Attempts', 'Ended', 'Why']
         .map((t) => h('th', { class: t === 'Attempts' ? 'num' : null }, t)))),
       h('tbody', {}, rows.length ? rows.map((r) => h('tr', { 'data-message-id': r.message_id },
-        h('td', {}, h('input', { type: 'checkbox', value: r.message_id, 'aria-label': `Select ${r.message_id}`, onchange: update })),
+        h('td', {}, h('input', { type: 'checkbox', value: r.message_id, 'data-source': r.source, 'aria-label': `Select ${r.message_id}`, onchange: update })),
         h('td', {}, when(r.received_at)), h('td', {}, r.source), h('td', {}, r.type),
         h('td', { class: 'mono' }, h('a', { href: `#log?${new URLSearchParams({ messageId: r.message_id, source: r.source })}` }, r.message_id)),
         h('td', { class: 'num' }, count(r.attempts)), h('td', {}, when(r.finished_at)), h('td', {}, r.why)))
@@ -659,7 +676,8 @@ let rendering = 0;
 async function render() {
   clearTimeout(timer);
   const name = location.hash.slice(1).split('?')[0] || 'overview';
-  const page = PAGES[name] ?? overview;
+  // Only the page's own names: `#constructor` is not a page.
+  const page = Object.hasOwn(PAGES, name) ? PAGES[name] : overview;
   for (const a of document.querySelectorAll('nav a')) {
     if (a.dataset.page === name) a.setAttribute('aria-current', 'page');
     else a.removeAttribute('aria-current');

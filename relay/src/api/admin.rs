@@ -72,6 +72,7 @@ pub(crate) enum Route {
     Sources,
     GetSource,
     PutSource,
+    PatchSource,
     DeleteSource,
     OpenApi,
     Log,
@@ -97,6 +98,7 @@ pub(crate) const ROUTES: &[(&str, &str, Route)] = &[
     ("GET", "/admin/sources", Route::Sources),
     ("GET", "/admin/sources/{name}", Route::GetSource),
     ("PUT", "/admin/sources/{name}", Route::PutSource),
+    ("PATCH", "/admin/sources/{name}", Route::PatchSource),
     ("DELETE", "/admin/sources/{name}", Route::DeleteSource),
     ("POST", "/admin/endpoints/enable", Route::EnableEndpoint),
     ("GET", "/admin/openapi.json", Route::OpenApi),
@@ -307,6 +309,19 @@ async fn run(
             let doc = SourceDoc::from_value(Value::Object(std::mem::take(&mut f.0)))
                 .map_err(|e| Refused::Op(e.into()))?;
             let changes = sources::put_live(relay, doc).await?;
+            let report = ops::sources_report(&relay.sources())
+                .into_iter()
+                .find(|s| s.name == name);
+            Ok(json_value(
+                200,
+                &json!({ "changes": changes, "source": report }),
+            ))
+        }
+        Route::PatchSource => {
+            no_query(query)?;
+            let name = source_name(path)?;
+            let patch = Value::Object(std::mem::take(&mut f.0));
+            let changes = sources::patch_live(relay, &name, &patch).await?;
             let report = ops::sources_report(&relay.sources())
                 .into_iter()
                 .find(|s| s.name == name);
@@ -868,7 +883,7 @@ mod tests {
             let method = Method::from_bytes(method.as_bytes()).unwrap();
             let path = template.replace(NAME, "web%20shop");
             assert_eq!(Route::of(&method, &path), Some(*route), "{method} {path}");
-            assert_eq!(Route::of(&Method::PATCH, &path), None);
+            assert_eq!(Route::of(&Method::OPTIONS, &path), None);
         }
         // A bad source name is the route's own 400, not a 404.
         assert_eq!(

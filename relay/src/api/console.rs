@@ -5,11 +5,16 @@
 //!
 //! * Sign-in: a form posts the admin token to `POST /console/session`
 //!   (checked in constant time; a wrong one counts, is logged and slowed
-//!   as a wrong admin token is). The answer sets the cookie
-//!   [`COOKIE`] = HMAC-SHA256(admin token, [`SESSION_CONTEXT`]) in hex:
-//!   not the token itself, and no state kept here, so every relay behind
-//!   one address takes the same cookie, and a new admin token signs every
-//!   console out.
+//!   as a wrong admin token is). The answer sets the cookie [`COOKIE`] =
+//!   `<expiry>.<HMAC-SHA256(admin token, SESSION_CONTEXT "." expiry)>`
+//!   (the expiry in seconds since the epoch, [`SESSION_TTL`] after the
+//!   sign-in; the HMAC in hex): not the token itself, and no state kept
+//!   here, so every relay behind one address takes the same cookie, a
+//!   session ends by itself, and a new admin token signs every console out
+//!   at once.
+//! * Signing out (`POST /console/session/end`) clears the cookie, and is
+//!   refused from another site's page as a sign-in is: no other site can
+//!   sign an operator out.
 //! * The cookie is `HttpOnly` (no script reads it), `SameSite=Strict`
 //!   (no other site's page sends it) and `Path=/` (it goes with the
 //!   `/admin/` requests). It is `Secure` when the sign-in came over HTTPS
@@ -50,16 +55,22 @@ const COOKIE: &str = "callpost_console";
 /// no cross-site form can.
 const HEADER: &str = "x-callpost-console";
 
-/// What the session cookie is the admin token's HMAC of; versioned, so a
-/// later form of session can sign older ones out.
-const SESSION_CONTEXT: &[u8] = b"callpost console session v1";
+/// What the session cookie is the admin token's HMAC of (with its expiry);
+/// versioned, so a later form of session signs older ones out.
+const SESSION_CONTEXT: &[u8] = b"callpost console session v2";
+
+/// How long a console session lasts before the token is asked for again:
+/// a working day, as an AWS IAM user's console session (12 hours).
+pub(crate) const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 
 /// The largest sign-in body: `token=` and a token (at least 32
 /// characters, a few hundred at most in practice), percent-encoded.
 const MAX_SIGN_IN_BYTES: usize = 1024;
 
-/// The console's Content-Security-Policy: its own files only, in no frame.
-const CSP: &str = "default-src 'self'; frame-ancestors 'none'";
+/// The console's Content-Security-Policy: its own files only, in no
+/// frame; forms post only to the relay, and no `<base>` can move the
+/// page's relative URLs elsewhere.
+const CSP: &str = "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'";
 
 const INDEX: &str = include_str!("../../console/index.html");
 const SIGN_IN: &str = include_str!("../../console/signin.html");
@@ -94,17 +105,25 @@ pub(crate) async fn handle(
             }
         }
         (&Method::POST, "/console/session") => sign_in(api, req, remote, headers_in).await,
-        (&Method::POST, "/console/session/end") => see_other(
-            "/console/",
-            Some(format!(
-                "{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{}",
-                if served_over_https(req.headers()) {
-                    "; Secure"
-                } else {
-                    ""
-                }
-            )),
-        ),
+        (&Method::POST, "/console/session/end") => {
+            if from_elsewhere(req.headers()) {
+                return closing(sign_in_page(
+                    403,
+                    "Sign out from the console's own page: a sign-out from another site is refused.",
+                ));
+            }
+            see_other(
+                "/console/",
+                Some(format!(
+                    "{COOKIE}=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict{}",
+                    if served_over_https(req.headers()) {
+                        "; Secure"
+                    } else {
+                        ""
+                    }
+                )),
+            )
+        }
         _ => secured(not_found()),
     }
 }
@@ -117,53 +136,71 @@ pub(crate) fn signed_in(api: &Api, headers: &HeaderMap) -> bool {
         .cfg
         .admin_token
         .as_ref()
-        .is_some_and(|t| console_request(t.expose(), headers))
+        .is_some_and(|t| console_request(t.expose(), headers, now_s(api)))
 }
 
-/// [`signed_in`] for the admin token `token`.
-fn console_request(token: &str, headers: &HeaderMap) -> bool {
+/// The relay's clock, in seconds since the epoch.
+fn now_s(api: &Api) -> i64 {
+    api.relay.clock.now_ms().div_euclid(1000)
+}
+
+/// [`signed_in`] for the admin token `token`, at `now` (seconds).
+fn console_request(token: &str, headers: &HeaderMap, now: i64) -> bool {
     let own_header = headers.get_all(HEADER).iter().any(|v| v.as_bytes() == b"1");
-    own_header && !cross_origin(headers) && has_session(token, headers)
+    own_header && !cross_origin(headers) && has_session(token, headers, now)
 }
 
-/// Whether a `callpost_console` cookie in `headers` is the session of
-/// `token` (compared in constant time).
-fn has_session(token: &str, headers: &HeaderMap) -> bool {
-    let expected = session(token);
+/// Whether a `callpost_console` cookie in `headers` is a session of
+/// `token` that has not expired at `now` (seconds; compared in constant
+/// time).
+fn has_session(token: &str, headers: &HeaderMap, now: i64) -> bool {
     let mut found = false;
     for value in headers.get_all(COOKIE_HEADER) {
         let Ok(text) = std::str::from_utf8(value.as_bytes()) else {
             continue;
         };
         for pair in text.split(';') {
-            if let Some((name, given)) = pair.trim().split_once('=') {
-                // No early return: every cookie of that name is compared.
-                found |= name == COOKIE && bool::from(given.as_bytes().ct_eq(expected.as_bytes()));
-            }
+            let Some((name, given)) = pair.trim().split_once('=') else {
+                continue;
+            };
+            let Some(expires) = given
+                .split_once('.')
+                .and_then(|(e, _)| e.parse::<i64>().ok())
+                .filter(|e| *e > now)
+            else {
+                continue;
+            };
+            // No early return: every cookie of that name is compared.
+            let expected = session(token, expires);
+            found |= name == COOKIE && bool::from(given.as_bytes().ct_eq(expected.as_bytes()));
         }
     }
     found
 }
 
-/// The session cookie's value for `token`: HMAC-SHA256 of
-/// [`SESSION_CONTEXT`] under the token, in lowercase hex.
-fn session(token: &str) -> String {
+/// The session cookie's value for `token` until `expires` (seconds since
+/// the epoch): the expiry, `.`, and the HMAC-SHA256 of [`SESSION_CONTEXT`],
+/// `.` and the expiry under the token, in lowercase hex.
+fn session(token: &str, expires: i64) -> String {
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, token.as_bytes());
-    let tag = ring::hmac::sign(&key, SESSION_CONTEXT);
-    tag.as_ref()
-        .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
-            use std::fmt::Write as _;
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    let mut signed = SESSION_CONTEXT.to_vec();
+    signed.push(b'.');
+    signed.extend_from_slice(expires.to_string().as_bytes());
+    let tag = ring::hmac::sign(&key, &signed);
+    tag.as_ref().iter().fold(format!("{expires}."), |mut s, b| {
+        use std::fmt::Write as _;
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
-/// The `Set-Cookie` value that signs a browser in with `token`.
-fn session_cookie(token: &str, secure: bool) -> String {
+/// The `Set-Cookie` value that signs a browser in with `token` at `now`
+/// (seconds), for [`SESSION_TTL`].
+fn session_cookie(token: &str, secure: bool, now: i64) -> String {
+    let ttl = SESSION_TTL.as_secs();
     format!(
-        "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict{}",
-        session(token),
+        "{COOKIE}={}; Path=/; Max-Age={ttl}; HttpOnly; SameSite=Strict{}",
+        session(token, now.saturating_add_unsigned(ttl)),
         if secure { "; Secure" } else { "" }
     )
 }
@@ -176,6 +213,26 @@ fn cross_origin(headers: &HeaderMap) -> bool {
     headers
         .get("sec-fetch-site")
         .is_some_and(|v| v.as_bytes() != b"same-origin")
+}
+
+/// Whether a form post comes from another site's page: as
+/// [`cross_origin`] says, or, from a browser that sends no
+/// `Sec-Fetch-Site`, an `Origin` whose host is neither the `Host` the
+/// request was sent to nor the one a proxy forwarded (`X-Forwarded-Host`).
+/// A post with neither header comes from no page (a script) and is
+/// judged by the other checks.
+fn from_elsewhere(headers: &HeaderMap) -> bool {
+    if headers.contains_key("sec-fetch-site") {
+        return cross_origin(headers);
+    }
+    let Some(origin) = header(headers, &ORIGIN) else {
+        return false;
+    };
+    let host = origin.split_once("://").map_or("", |(_, h)| h);
+    let same = |name: &HeaderName| {
+        header(headers, name).is_some_and(|h| h.trim().eq_ignore_ascii_case(host))
+    };
+    !(same(&http::header::HOST) || same(&HeaderName::from_static("x-forwarded-host")))
 }
 
 /// Whether the page was served over HTTPS, as the browser (`Origin`) or
@@ -196,7 +253,7 @@ fn page(api: &Api, headers: &HeaderMap) -> Answer {
             403,
             "The admin API is off: set admin_token to use the console.",
         ),
-        Some(t) if has_session(t.expose(), headers) => asset(INDEX, HTML),
+        Some(t) if has_session(t.expose(), headers, now_s(api)) => asset(INDEX, HTML),
         Some(_) => sign_in_page(200, ""),
     }
 }
@@ -215,7 +272,7 @@ async fn sign_in(
             "The admin API is off: set admin_token to use the console.",
         );
     };
-    if cross_origin(req.headers()) {
+    if from_elsewhere(req.headers()) {
         return closing(sign_in_page(
             403,
             "Sign in from the console's own page: a sign-in from another site is refused.",
@@ -238,7 +295,10 @@ async fn sign_in(
     };
     let given = form_field(&raw, "token").unwrap_or_default();
     if bool::from(given.as_bytes().ct_eq(token.expose().as_bytes())) {
-        return see_other("/console/", Some(session_cookie(token.expose(), secure)));
+        return see_other(
+            "/console/",
+            Some(session_cookie(token.expose(), secure, now_s(api))),
+        );
     }
     relay.metrics.admin_auth_failure();
     if let Some(held) = FAILURES.allow() {
@@ -328,17 +388,31 @@ mod tests {
         h
     }
 
+    /// A time to sign in at, seconds since the epoch.
+    const NOW: i64 = 1_800_000_000;
+
+    /// [`console_request`] at [`NOW`].
+    fn request(token: &str, h: &HeaderMap) -> bool {
+        console_request(token, h, NOW)
+    }
+
     fn cookie() -> String {
-        format!("{COOKIE}={}", session(TOKEN))
+        format!("{COOKIE}={}", session(TOKEN, NOW + 3600))
     }
 
     #[test]
     fn the_cookie_is_http_only_same_site_strict_and_secure_over_https() {
-        let c = session_cookie(TOKEN, false);
+        let c = session_cookie(TOKEN, false, NOW);
         let attrs: Vec<&str> = c.split("; ").collect();
-        assert_eq!(attrs[0], cookie());
-        assert_eq!(&attrs[1..], ["Path=/", "HttpOnly", "SameSite=Strict"]);
-        assert!(session_cookie(TOKEN, true).ends_with("; HttpOnly; SameSite=Strict; Secure"));
+        assert_eq!(
+            attrs[0],
+            format!("{COOKIE}={}", session(TOKEN, NOW + 12 * 3600))
+        );
+        assert_eq!(
+            &attrs[1..],
+            ["Path=/", "Max-Age=43200", "HttpOnly", "SameSite=Strict"]
+        );
+        assert!(session_cookie(TOKEN, true, NOW).ends_with("; HttpOnly; SameSite=Strict; Secure"));
         assert!(served_over_https(&headers(&[(
             "origin",
             "https://ops.example.com"
@@ -356,26 +430,24 @@ mod tests {
 
     #[test]
     fn the_session_is_derived_from_the_token_not_the_token_itself() {
-        let s = session(TOKEN);
-        assert_eq!(s.len(), 64);
+        let s = session(TOKEN, NOW);
+        assert_eq!(s.len(), 11 + 64);
         assert!(!s.contains(TOKEN));
-        assert_ne!(s, session("another-admin-token-0123456789abcdef"));
+        assert_ne!(s, session("another-admin-token-0123456789abcdef", NOW));
         // HMAC-SHA256, checked against an independent implementation
-        // (Python: hmac.new(token, context, sha256).hexdigest()).
+        // (Python: hmac.new(b"key", b"callpost console session v2.1800000000",
+        // sha256).hexdigest()).
         assert_eq!(
-            session("key"),
-            "84e9f8a2d0f5272d2221f453767315604e41ee5adb5a72f3e1be4623a4597df2"
+            session("key", NOW),
+            "1800000000.21f6bc4fcd7ee95e0ae3c1be79fc301e40c49cf732757bf4e1761a479c1025b7"
         );
     }
 
     #[test]
     fn the_right_cookie_and_the_console_header_sign_in() {
         let c = cookie();
-        assert!(console_request(
-            TOKEN,
-            &headers(&[("cookie", &c), (HEADER, "1")])
-        ));
-        assert!(console_request(
+        assert!(request(TOKEN, &headers(&[("cookie", &c), (HEADER, "1")])));
+        assert!(request(
             TOKEN,
             &headers(&[
                 ("cookie", &format!("theme=dark; {c}; other=1")),
@@ -385,25 +457,68 @@ mod tests {
         ));
     }
 
+    /// A session ends at its expiry, and its expiry cannot be moved: it is
+    /// signed with the rest.
+    #[test]
+    fn a_session_ends_at_its_expiry() {
+        let c = session_cookie(TOKEN, false, NOW);
+        let value = c.split("; ").next().unwrap();
+        let with = |now: i64, cookie: &str| {
+            console_request(TOKEN, &headers(&[("cookie", cookie), (HEADER, "1")]), now)
+        };
+        assert!(with(NOW, value));
+        assert!(with(NOW + 12 * 3600 - 1, value));
+        assert!(!with(NOW + 12 * 3600, value), "expired");
+        let (_, mac) = value.split_once('.').unwrap();
+        let later = format!("{COOKIE}={}.{mac}", NOW + 100 * 3600);
+        assert!(!with(NOW + 13 * 3600, &later), "an expiry moved by hand");
+    }
+
+    #[test]
+    fn a_form_post_from_another_site_is_told_apart() {
+        let from = |pairs: &[(&'static str, &str)]| from_elsewhere(&headers(pairs));
+        assert!(!from(&[
+            ("sec-fetch-site", "same-origin"),
+            ("origin", "https://evil.example")
+        ]));
+        assert!(from(&[("sec-fetch-site", "cross-site")]));
+        assert!(from(&[("sec-fetch-site", "same-site")]));
+        assert!(!from(&[
+            ("origin", "http://127.0.0.1:8088"),
+            ("host", "127.0.0.1:8088")
+        ]));
+        assert!(!from(&[
+            ("origin", "https://ops.example.com"),
+            ("host", "127.0.0.1:8088"),
+            ("x-forwarded-host", "ops.example.com"),
+        ]));
+        assert!(from(&[
+            ("origin", "https://evil.example"),
+            ("host", "127.0.0.1:8088")
+        ]));
+        assert!(from(&[("origin", "null"), ("host", "127.0.0.1:8088")]));
+        assert!(!from(&[("host", "127.0.0.1:8088")]), "no page: a script");
+    }
+
     #[test]
     fn a_wrong_or_missing_cookie_is_refused() {
-        assert!(!console_request(TOKEN, &headers(&[(HEADER, "1")])));
+        assert!(!request(TOKEN, &headers(&[(HEADER, "1")])));
         let wrong = format!(
             "{COOKIE}={}",
-            session("not-the-admin-token-0123456789abcdef")
+            session("not-the-admin-token-0123456789abcdef", NOW + 3600)
         );
-        assert!(!console_request(
+        assert!(!request(
             TOKEN,
             &headers(&[("cookie", &wrong), (HEADER, "1")])
         ));
         // The token itself is not a session.
         let token = format!("{COOKIE}={TOKEN}");
-        assert!(!console_request(
+        assert!(!request(
             TOKEN,
             &headers(&[("cookie", &token), (HEADER, "1")])
         ));
-        let other_name = format!("callpost_consol={}", session(TOKEN));
-        assert!(!console_request(
+        let other_name = format!("callpost_consol={}", session(TOKEN, NOW + 3600));
+        assert!(!request(
             TOKEN,
             &headers(&[("cookie", &other_name), (HEADER, "1")])
         ));
@@ -412,18 +527,15 @@ mod tests {
     #[test]
     fn the_cookie_without_the_console_header_is_refused() {
         let c = cookie();
-        assert!(!console_request(TOKEN, &headers(&[("cookie", &c)])));
-        assert!(!console_request(
-            TOKEN,
-            &headers(&[("cookie", &c), (HEADER, "0")])
-        ));
+        assert!(!request(TOKEN, &headers(&[("cookie", &c)])));
+        assert!(!request(TOKEN, &headers(&[("cookie", &c), (HEADER, "0")])));
     }
 
     #[test]
     fn a_request_from_another_origin_is_refused_even_with_both() {
         let c = cookie();
         for site in ["cross-site", "same-site", "none"] {
-            assert!(!console_request(
+            assert!(!request(
                 TOKEN,
                 &headers(&[("cookie", &c), (HEADER, "1"), ("sec-fetch-site", site)])
             ));

@@ -21,6 +21,12 @@
 //! * A changed destination applies from each call's next round, as a
 //!   reload's does; a removed source's pending calls are set aside as
 //!   undeliverable.
+//! * A change is made to the set as read, and written only over that set
+//!   (compare-and-swap on the set's version): of two changes at once,
+//!   the second is made again to the set the first left.
+//! * Sealing binds a row to its name, not to a version: whoever can write
+//!   to the database can put back an older sealed copy of a source (as
+//!   they could change its queue). The key is not rotated in place.
 
 use super::OpError;
 use crate::config::{checked_set, ConfigError, Source, SourceDoc};
@@ -104,49 +110,99 @@ impl Changes {
     }
 }
 
-/// Writes `next` over the stored sources (the whole set when `whole`,
-/// otherwise only the names in `next` and `remove`), after checking the
-/// set that results. Unchanged sources are left as they are. The write
-/// goes in only over the set it checked: when another change was written
-/// first (another relay, the command line), the set is read and checked
-/// again, at most [`WRITE_TRIES`] times.
+/// A change to the stored sources, made to the set as it is read.
+#[derive(Debug, Clone, Copy)]
+enum Edit<'a> {
+    /// The whole set becomes these.
+    Whole(&'a [SourceDoc]),
+    /// This one is created or replaced.
+    Put(&'a SourceDoc),
+    /// The source `name` changes by a JSON Merge Patch (RFC 7396) of its
+    /// JSON: what the patch leaves out stays as it is, `null` removes.
+    Patch {
+        name: &'a str,
+        patch: &'a serde_json::Value,
+    },
+    /// The source `name` is removed.
+    Remove(&'a str),
+}
+
+impl Edit<'_> {
+    /// The set `before` becomes.
+    fn apply(
+        self,
+        before: &BTreeMap<String, SourceDoc>,
+    ) -> Result<BTreeMap<String, SourceDoc>, OpError> {
+        let mut after = before.clone();
+        match self {
+            Self::Whole(docs) => {
+                after.clear();
+                for doc in docs {
+                    if after.insert(doc.name().to_owned(), doc.clone()).is_some() {
+                        return Err(OpError::Config(ConfigError::Settings {
+                            code: Code::InvalidSettings,
+                            message: format!(
+                                "source names must be unique: {:?} is given twice",
+                                doc.name()
+                            ),
+                        }));
+                    }
+                }
+            }
+            Self::Put(doc) => {
+                after.insert(doc.name().to_owned(), doc.clone());
+            }
+            Self::Patch { name, patch } => {
+                let old = before.get(name).ok_or_else(|| {
+                    OpError::NotFound(format!("there is no source {name:?} in the database"))
+                })?;
+                if patch.get("name").is_some_and(|n| n.as_str() != Some(name)) {
+                    return Err(OpError::Config(ConfigError::Settings {
+                        code: Code::InvalidSettings,
+                        message: "a patch cannot rename a source: name, when given, must be \
+                                  the name in the path"
+                            .into(),
+                    }));
+                }
+                let mut value = old.to_value();
+                json_patch::merge(&mut value, patch);
+                after.insert(name.to_owned(), SourceDoc::from_value(value)?);
+            }
+            Self::Remove(name) => {
+                after.remove(name);
+            }
+        }
+        Ok(after)
+    }
+}
+
+/// Makes `edit` to the stored sources, after checking the set that
+/// results (and, with `private` = `Some(allowed)`, the private-network
+/// rule for each source it adds or changes). Unchanged sources are left as
+/// they are. The write goes in only over the set it checked: when another
+/// change was written first (another relay, the command line), the set is
+/// read, changed and checked again, at most [`WRITE_TRIES`] times.
 async fn write(
     store: &dyn Store,
     key: &SealKey,
-    next: &[SourceDoc],
-    remove: &[String],
-    whole: bool,
+    edit: Edit<'_>,
+    private: Option<bool>,
 ) -> Result<Changes, OpError> {
-    let mut given = std::collections::HashSet::new();
-    for doc in next {
-        if !given.insert(doc.name()) {
-            return Err(OpError::Config(ConfigError::Settings {
-                code: Code::InvalidSettings,
-                message: format!(
-                    "source names must be unique: {:?} is given twice",
-                    doc.name()
-                ),
-            }));
-        }
-    }
     for _ in 0..WRITE_TRIES {
         let stored = store.stored_sources().await?;
         let before: BTreeMap<String, SourceDoc> = open_rows(key, &stored.rows)?
             .into_iter()
             .map(|d| (d.name().to_owned(), d))
             .collect();
-        let mut after = if whole {
-            BTreeMap::new()
-        } else {
-            before.clone()
-        };
-        for name in remove {
-            after.remove(name);
-        }
-        for doc in next {
-            after.insert(doc.name().to_owned(), doc.clone());
-        }
-        let docs: Vec<SourceDoc> = after.values().cloned().collect();
+        let after = edit.apply(&before)?;
+        // The sources this change adds or changes go last, so that a
+        // conflict (a write key another source holds) is reported against
+        // them: the message never names the other source to whoever is
+        // guessing keys.
+        let (same, new): (Vec<&SourceDoc>, Vec<&SourceDoc>) = after
+            .values()
+            .partition(|doc| before.get(doc.name()) == Some(*doc));
+        let docs: Vec<SourceDoc> = same.into_iter().chain(new).cloned().collect();
         build(&docs)?;
         let mut changes = Changes::default();
         let mut put = Vec::new();
@@ -155,6 +211,9 @@ async fn write(
                 Some(old) if old == doc => continue,
                 Some(_) => changes.changed.push(name.clone()),
                 None => changes.added.push(name.clone()),
+            }
+            if let Some(allowed) = private {
+                check_one(doc, allowed).await?;
             }
             put.push((name.clone(), key.seal(name, &doc.to_json())?));
         }
@@ -189,7 +248,13 @@ pub async fn apply(
     key: Option<&SealKey>,
     docs: &[SourceDoc],
 ) -> Result<Changes, OpError> {
-    write(store, key.ok_or(OpError::NoSecretKey)?, docs, &[], true).await
+    write(
+        store,
+        key.ok_or(OpError::NoSecretKey)?,
+        Edit::Whole(docs),
+        None,
+    )
+    .await
 }
 
 /// Checks one source as the file's are: the core's rules, then the
@@ -206,7 +271,13 @@ pub async fn put(
     key: Option<&SealKey>,
     doc: SourceDoc,
 ) -> Result<Changes, OpError> {
-    write(store, key.ok_or(OpError::NoSecretKey)?, &[doc], &[], false).await
+    write(
+        store,
+        key.ok_or(OpError::NoSecretKey)?,
+        Edit::Put(&doc),
+        None,
+    )
+    .await
 }
 
 /// Removes one source: `not_found` when there is none of that name.
@@ -218,9 +289,8 @@ pub async fn remove(
     let changes = write(
         store,
         key.ok_or(OpError::NoSecretKey)?,
-        &[],
-        &[name.to_owned()],
-        false,
+        Edit::Remove(name),
+        None,
     )
     .await?;
     if changes.removed.is_empty() {
@@ -237,6 +307,33 @@ pub async fn remove(
 pub async fn put_live(relay: &Relay, doc: SourceDoc) -> Result<Changes, OpError> {
     check_one(&doc, relay.cfg.allow_private_networks).await?;
     let changes = put(&*relay.store, relay.cfg.secret_key.as_deref(), doc).await?;
+    settle(relay, &changes).await?;
+    Ok(changes)
+}
+
+/// Changes the source `name` kept in the database by a JSON Merge Patch
+/// (RFC 7396) of its JSON, through this running relay: what the patch
+/// leaves out (URLs with their credentials, secrets, filters, headers) is
+/// kept as stored, and the result is checked and put in force as
+/// [`put_live`]'s. `not_found` when the database has no such source.
+pub async fn patch_live(
+    relay: &Relay,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<Changes, OpError> {
+    let key = relay
+        .cfg
+        .secret_key
+        .as_deref()
+        .ok_or(OpError::NoSecretKey)?;
+    let edit = Edit::Patch { name, patch };
+    let changes = write(
+        &*relay.store,
+        key,
+        edit,
+        Some(relay.cfg.allow_private_networks),
+    )
+    .await?;
     settle(relay, &changes).await?;
     Ok(changes)
 }

@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 from relay_support import (
     ADMIN,
-    SECRET,
     WRITE_KEY,
     Database,
     Delivery,
@@ -47,6 +46,9 @@ letter at once (every endpoint refused it), with no clock to move."""
 FOUND_USER = "u-looked-for"
 RATE = 25
 """The rate limit the console sets."""
+QUERY_TOKEN = "kept-query-token"
+"""A credential in the destination's URL query, which the relay never shows:
+the console's editor must keep it."""
 
 
 class World:
@@ -58,7 +60,7 @@ class World:
         self.hook = Hook(serve, self.answer)
         self.admin_port = free_port()
         self.relay = RelayProcess(
-            config_text(Database("sqlite", tmp, None), [self.hook.url]),
+            config_text(Database("sqlite", tmp, None), [f"{self.hook.url}?token={QUERY_TOKEN}"]),
             tmp,
             args=("--admin-listen", f"127.0.0.1:{self.admin_port}"),
             env={"CALLPOST_RELAY_SECRET_KEY": base64.b64encode(os.urandom(32)).decode()},
@@ -122,7 +124,9 @@ def test_without_the_token_there_is_only_the_sign_in_form_and_the_cookie_needs_t
 
     status, headers, page = w.request("GET", "/console/")
     assert status == 200 and b'type="password"' in page and b"console.js" not in page
-    assert headers["content-security-policy"] == "default-src 'self'; frame-ancestors 'none'"
+    assert headers["content-security-policy"] == (
+        "default-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    )
     assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
     assert headers["cache-control"] == "no-cache"
     for path in ("/admin/status", "/admin/dead-letters", "/console/history"):
@@ -139,7 +143,7 @@ def test_without_the_token_there_is_only_the_sign_in_form_and_the_cookie_needs_t
     status, headers, _ = sign_in(w, ADMIN)
     assert status == 303 and headers["location"] == "/console/"
     cookie = headers["set-cookie"]
-    assert cookie.endswith("; Path=/; HttpOnly; SameSite=Strict") and ADMIN not in cookie
+    assert cookie.endswith("; Path=/; Max-Age=43200; HttpOnly; SameSite=Strict") and ADMIN not in cookie
     session = cookie.split(";")[0]
     # Behind an HTTPS proxy, the cookie is Secure.
     secure = w.request(
@@ -170,6 +174,10 @@ def test_without_the_token_there_is_only_the_sign_in_form_and_the_cookie_needs_t
         {"Content-Type": "application/x-www-form-urlencoded", "Sec-Fetch-Site": "cross-site"},
     )
     assert status == 403 and "set-cookie" not in headers
+    # Another site's page cannot sign a browser out either.
+    for elsewhere in ({"Sec-Fetch-Site": "cross-site"}, {"Origin": "https://evil.example"}):
+        status, headers, _ = w.request("POST", "/console/session/end", headers={"Cookie": session, **elsewhere})
+        assert status == 403 and "set-cookie" not in headers, elsewhere
     # Signing out clears the cookie.
     status, headers, _ = w.request("POST", "/console/session/end", headers={"Cookie": session})
     assert status == 303 and headers["set-cookie"].startswith("callpost_console=; Path=/; Max-Age=0")
@@ -230,8 +238,6 @@ def test_an_operator_works_the_console_in_chromium_and_another_site_cannot(world
         "userId": FOUND_USER,
         "deadId": "m-dead",
         "source": "web",
-        "writeKey": WRITE_KEY,
-        "secret": SECRET,
         "rate": RATE,
     }
     out = subprocess.run(
@@ -275,7 +281,10 @@ def test_an_operator_works_the_console_in_chromium_and_another_site_cannot(world
     assert seen["sources"]["protection"] == [f"{RATE}/s, breaker after 10"]
     web = w.admin("GET", "/admin/sources/web")
     assert [e["protection"]["rate_per_second"] for e in web["webhooks"]["endpoints"]] == [RATE]
+    # The editor sent only what it shows: the write key, the shared secret
+    # and the URL's query credential, none of them shown, are as they were.
     assert web["write_keys"] == 1 and web["webhooks"]["signed"]
+    assert QUERY_TOKEN not in json.dumps(web)
 
     # Another site's forms: refused, the dead letter still dead, no cookie.
     by = {(a["from"].split(":")[1], a["to"]): a for a in seen["crossSite"]}
@@ -297,6 +306,11 @@ def test_an_operator_works_the_console_in_chromium_and_another_site_cannot(world
     w.relay.wait(lambda: w.hook.keys().get("m-dead") == 1, what="the replayed call")
     late = [d.key for d in w.hook.deliveries[received_before:]]
     assert late == ["m-dead"], "the cross-site replay sent nothing; the console's replay sent the call once"
+    # Sent after the edit: to the URL with its query credential, signed with
+    # the shared secret, accepted with the write key.
+    assert w.hook.deliveries[-1].verified
+    assert w.hook.server.received.requests[-1][0] == f"/hook?token={QUERY_TOKEN}"
+    assert w.relay.post("/v1/batch", {"batch": [track("after-edit")], "writeKey": WRITE_KEY})[0] == 200
 
     for page in ("overview", "sources", "log", "dead-letters"):
         shot = TARGET / f"console-{page}.png"

@@ -42,6 +42,8 @@ struct Setup {
     store: Arc<MemoryStore>,
     /// Serves through this store instead (it wraps `store`).
     wrapped: Option<Arc<dyn Store>>,
+    /// Keeps the sources in the database (`CALLPOST_RELAY_SECRET_KEY`).
+    secret_key: bool,
 }
 
 impl Setup {
@@ -53,7 +55,13 @@ impl Setup {
             test_clock: None,
             store: Arc::new(MemoryStore::new()),
             wrapped: None,
+            secret_key: false,
         }
+    }
+
+    fn secret_key(mut self) -> Self {
+        self.secret_key = true;
+        self
     }
 
     fn top(mut self, s: &str) -> Self {
@@ -115,13 +123,18 @@ enabled = false
             tables = self.tables,
         );
         std::fs::write(&path, text).unwrap();
+        let secret_key = self.secret_key;
         let cfg = config::load(
             &Overrides {
                 config: Some(path.to_string_lossy().into_owned()),
                 test_clock: self.test_clock,
                 ..Overrides::default()
             },
-            &|_| None,
+            &|k| {
+                // 32 bytes of 0x2a, in base64.
+                (secret_key && k == "CALLPOST_RELAY_SECRET_KEY")
+                    .then(|| "KioqKioqKioqKioqKioqKioqKioqKioqKioqKioqKio=".to_owned())
+            },
         )
         .unwrap();
         let store: Arc<dyn Store> = match self.wrapped {
@@ -259,6 +272,10 @@ impl Reply {
 
     fn code(&self) -> String {
         self.json()["code"].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
     }
 }
 
@@ -748,6 +765,10 @@ struct Observed {
     inner: Arc<MemoryStore>,
     backlog: AtomicUsize,
     inserts: AtomicUsize,
+    /// The next reads of the stored sources that wait for one another
+    /// (set by [`Observed::meet`]).
+    meeting: AtomicUsize,
+    gate: Mutex<Option<Arc<tokio::sync::Barrier>>>,
 }
 
 impl Observed {
@@ -756,7 +777,16 @@ impl Observed {
             inner: Arc::clone(inner),
             backlog: AtomicUsize::new(backlog),
             inserts: AtomicUsize::new(0),
+            meeting: AtomicUsize::new(0),
+            gate: Mutex::new(None),
         })
+    }
+
+    /// The next `n` reads of the stored sources each wait until all `n`
+    /// have read: `n` changes made at once all start from one set.
+    fn meet(&self, n: usize) {
+        *self.gate.lock().unwrap() = Some(Arc::new(tokio::sync::Barrier::new(n)));
+        self.meeting.store(n, Ordering::SeqCst);
     }
 }
 
@@ -876,7 +906,16 @@ impl Store for Observed {
         self.inner.set_endpoint_disabled(url, disabled, now).await
     }
     async fn stored_sources(&self) -> Result<StoredSources, StoreError> {
-        self.inner.stored_sources().await
+        let read = self.inner.stored_sources().await;
+        let waits = self
+            .meeting
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        let gate = self.gate.lock().unwrap().clone();
+        if let (true, Some(gate)) = (waits, gate) {
+            gate.wait().await;
+        }
+        read
     }
     async fn holds(&self, now: i64) -> Result<Vec<(String, Hold)>, StoreError> {
         self.inner.holds(now).await
@@ -1664,5 +1703,147 @@ async fn the_test_clock_moves_the_relays_clock_when_started_with_it() {
             .await;
         assert_eq!(r.status, 400, "{bad}");
     }
+    t.shutdown().await;
+}
+
+// -- sources kept in the database ------------------------------------------
+
+/// The stored source `name`, opened with the relay's key, as JSON.
+async fn stored_source(t: &TestRelay, name: &str) -> Option<Value> {
+    let key = t.relay.cfg.secret_key.clone().unwrap();
+    callpost_relay::ops::sources::stored(&*t.relay.store, &key)
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|d| d.name() == name)
+        .map(|d| d.to_value())
+}
+
+/// A PATCH (JSON Merge Patch) changes what it names and keeps the rest as
+/// stored: the URL's query credential, the shared secret, the filters and
+/// header values that the API never shows, so an editor that sends back
+/// only what it shows loses nothing. `null` removes a setting; a patch
+/// cannot rename a source; a source the database lacks is 404.
+#[tokio::test]
+async fn a_patch_keeps_what_it_leaves_out() {
+    let t = Setup::new().secret_key().start().await;
+    let shop = json!({
+        "write_keys": ["wk-shop"],
+        "webhooks": {
+            "urls": [{"url": "http://127.0.0.1:9/in?token=query-credential", "headers": {"Authorization": "Bearer header-secret"}}],
+            "shared_secret": "shop-secret",
+            "filters": [{"action": "drop", "if": {"field": "type", "in": ["page"]}}],
+            "protection": {"rate_per_second": 50}
+        }
+    });
+    let r = t
+        .admin("PUT", "/admin/sources/shop", Some(shop.clone()))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let mut before = stored_source(&t, "shop").await.unwrap();
+
+    let r = t
+        .admin(
+            "PATCH",
+            "/admin/sources/shop",
+            Some(json!({"webhooks": {"enabled": false, "protection": {"rate_per_second": 5}}})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["changes"]["changed"], json!(["shop"]));
+    let after = stored_source(&t, "shop").await.unwrap();
+    before["webhooks"]["enabled"] = json!(false);
+    before["webhooks"]["protection"]["rate_per_second"] = json!(5);
+    assert_eq!(after, before, "only what the patch named changed");
+    assert!(!r.text().contains("query-credential") && !r.text().contains("header-secret"));
+
+    // null removes; the same patch again changes nothing.
+    let drop_filters = json!({"webhooks": {"filters": null}});
+    let r = t
+        .admin("PATCH", "/admin/sources/shop", Some(drop_filters.clone()))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(stored_source(&t, "shop").await.unwrap()["webhooks"]
+        .get("filters")
+        .is_none());
+    let r = t
+        .admin("PATCH", "/admin/sources/shop", Some(drop_filters))
+        .await;
+    assert_eq!(r.json()["changes"]["changed"], json!([]));
+
+    let r = t
+        .admin(
+            "PATCH",
+            "/admin/sources/shop",
+            Some(json!({"name": "other"})),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (400, "invalid_settings".to_owned()));
+    let r = t
+        .admin(
+            "PATCH",
+            "/admin/sources/shop",
+            Some(json!({"write_keys": null})),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (400, "invalid_settings".to_owned()));
+    let r = t
+        .admin(
+            "PATCH",
+            "/admin/sources/absent",
+            Some(json!({"write_keys": ["x"]})),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (404, "not_found".to_owned()));
+    assert_eq!(
+        stored_source(&t, "shop").await.unwrap()["webhooks"]["shared_secret"],
+        json!("shop-secret")
+    );
+    t.shutdown().await;
+}
+
+/// Two operators adding sources with one write key at the same moment:
+/// both read the same stored set; one is written, and the other, written
+/// over a set that changed, is checked again against it and refused. The
+/// stored set stays valid, so later changes go through. Before, both were
+/// written, and every later change (and every start) was refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_puts_at_once_never_leave_a_set_that_refuses_changes() {
+    let mut setup = Setup::new().secret_key();
+    let observed = Observed::over(&setup.store, 0);
+    setup.wrapped = Some(observed.clone());
+    let t = setup.start().await;
+    observed.meet(2);
+    let put = |name: &'static str| {
+        let t = &t;
+        async move {
+            t.admin(
+                "PUT",
+                &format!("/admin/sources/{name}"),
+                Some(json!({"write_keys": ["wk-shared"]})),
+            )
+            .await
+        }
+    };
+    let (a, b) = guard(async { tokio::join!(put("a"), put("b")) }).await;
+    let mut statuses = [a.status, b.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 400], "{} / {}", a.text(), b.text());
+    let refused = if a.status == 400 { &a } else { &b };
+    assert_eq!(refused.code(), "invalid_settings");
+    let stored: Vec<bool> = vec![
+        stored_source(&t, "a").await.is_some(),
+        stored_source(&t, "b").await.is_some(),
+    ];
+    assert_eq!(stored.iter().filter(|s| **s).count(), 1, "{stored:?}");
+    // The set is still one the relay takes.
+    let r = t
+        .admin(
+            "PUT",
+            "/admin/sources/c",
+            Some(json!({"write_keys": ["wk-c"]})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
     t.shutdown().await;
 }

@@ -113,8 +113,7 @@ try {
   };
   await page.screenshot({ path: `${outDir}/console-sources.png` });
   await section.locator('button', { hasText: 'Edit source' }).click();
-  await page.fill('#edit-write_keys', settings.writeKey);
-  await page.fill('#edit-shared_secret', settings.secret);
+  // Only the rate: the write keys and the secret left blank are kept.
   await page.fill('#edit-rate_per_second', String(settings.rate));
   await page.click('#edit-save');
   await page.waitForSelector('#sources-note.ok-note', { timeout: 30_000 });
