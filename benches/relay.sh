@@ -17,8 +17,15 @@ fi
 # The relay as it ships (profile "relay"), and the benchmark's own echo
 # server and open-loop sender, built with it.
 cargo build --locked --profile relay -p callpost-relay \
-  --bin callpost-relay --example bench_echo --example bench_load
+  --bin callpost-relay --example bench_echo --example bench_load --example bench_answer
 # The receiver's Node environment (callpost's npm package, for
 # verifyRequest).
 bash benches/node-env.sh >/dev/null
 python3 benches/relay/bench.py "$@"
+# Answers whose body comes in a second write, beside answers in one: the
+# ratio is the cost of the wait (x1 when none).
+echo "== answers written apart (relay/examples/bench_answer.rs)"
+case " $* " in
+  *" --smoke "*) target/relay/examples/bench_answer 200 ;;
+  *) target/relay/examples/bench_answer 2000 ;;
+esac

@@ -71,11 +71,14 @@ step "python lint and types: ruff format --check, ruff check, mypy --strict (pac
 # mypy is handed the tracked .py files of benches/ and scripts/ by name: it
 # refuses a directory with none (scripts/ has none today). The relay's
 # end-to-end tests are checked apart (each suite has a conftest), with the
-# package tests' servers module on the path, as their conftest puts it.
+# package tests' servers module on the path, as their conftest puts it;
+# the benches with the end-to-end tests' relay_config on it, as the relay
+# benchmark imports it.
 (cd python && "../$PY" -m ruff format --check --config pyproject.toml python tests typecheck ../benches ../scripts ../relay/tests/e2e && \
   "../$PY" -m ruff check --config pyproject.toml python tests typecheck ../benches ../scripts ../relay/tests/e2e && \
   "../$PY" -m mypy --strict -p callpost --cache-dir ../target/mypy && \
-  "../$PY" -m mypy --strict tests typecheck $(git ls-files -- ../benches ../scripts | grep '\.py$') --cache-dir ../target/mypy && \
+  "../$PY" -m mypy --strict tests typecheck $(git ls-files -- ../scripts | grep '\.py$') --cache-dir ../target/mypy && \
+  MYPYPATH=../relay/tests/e2e "../$PY" -m mypy --strict $(git ls-files -- ../benches | grep '\.py$') --cache-dir ../target/mypy-benches && \
   MYPYPATH=tests "../$PY" -m mypy --strict ../relay/tests/e2e --cache-dir ../target/mypy-e2e && \
   "../$PY" -m mypy.stubtest callpost._callpost)
 

@@ -13,7 +13,7 @@ import pytest
 from servers import Handler as Handler
 from servers import Received as Received
 from servers import Serve as Serve
-from servers import Server
+from servers import Server as Server
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TESTDATA = ROOT / "testdata"

@@ -388,7 +388,7 @@ fn parse_addr(s: &str, what: &str) -> Result<SocketAddr, ConfigError> {
 
 // -- the file ------------------------------------------------------------
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     listen: Option<String>,
@@ -421,7 +421,7 @@ struct FileTracing {
     service_name: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileOperator {
     #[serde(default)]
@@ -433,7 +433,7 @@ struct FileOperator {
 
 /// A source as the file's `[[sources]]` table gives it, and as the
 /// database keeps it (the same fields, as JSON).
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct FileSource {
     name: String,
@@ -442,7 +442,7 @@ struct FileSource {
     webhooks: Option<FileWebhooks>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct FileWebhooks {
     #[serde(default)]
@@ -481,7 +481,7 @@ struct FileBatch {
     max_bytes: Option<usize>,
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
 enum FileUrl {
     Url(String),
@@ -539,7 +539,7 @@ struct FileLimits {
 }
 
 /// What the command line gives (flags; `None`/empty: not given).
-#[derive(Debug, Default, Clone)]
+#[derive(Default, Clone)]
 pub struct Overrides {
     /// `--config`.
     pub config: Option<String>,
@@ -563,6 +563,75 @@ pub struct Overrides {
     pub log_format: Option<String>,
     /// `--test-clock` with its start offset (test builds).
     pub test_clock: Option<i64>,
+}
+
+// The types that hold what the file, the database or the flags give,
+// secrets and URLs (which may carry credentials) among it, print neither:
+// only what a secret cannot be in.
+
+impl fmt::Debug for File {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("File")
+            .field("listen", &self.listen)
+            .field("admin_listen", &self.admin_listen)
+            .field("sources", &self.sources)
+            .field("operator", &self.operator)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for FileOperator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileOperator")
+            .field("urls", &self.urls.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for FileSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileSource")
+            .field("name", &self.name)
+            .field("write_keys", &self.write_keys.len())
+            .field("webhooks", &self.webhooks)
+            .finish()
+    }
+}
+
+impl fmt::Debug for FileWebhooks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileWebhooks")
+            .field("urls", &self.urls.len())
+            .field("mode", &self.mode)
+            .field("enabled", &self.enabled)
+            .field("signature", &self.signature)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for FileUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Url(url) => write!(f, "{:?}", callpost_core::ops::shown_url(url)),
+            Self::WithHeaders { url, headers } => f
+                .debug_struct("FileUrl")
+                .field("url", &callpost_core::ops::shown_url(url))
+                .field("headers", &headers.keys().collect::<Vec<_>>())
+                .finish(),
+        }
+    }
+}
+
+impl fmt::Debug for Overrides {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Overrides")
+            .field("config", &self.config)
+            .field("listen", &self.listen)
+            .field("admin_listen", &self.admin_listen)
+            .field("write_keys", &self.write_keys.len())
+            .field("webhook_urls", &self.webhook_urls.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The environment variables read, after `CALLPOST_RELAY_`.
@@ -1120,6 +1189,12 @@ impl SourceDoc {
             .map_err(|e| refused(Code::InvalidSettings, format!("not a valid source: {e}")))
     }
 
+    /// As a JSON value (with its secrets).
+    pub fn to_value(&self) -> serde_json::Value {
+        // A struct of strings, lists and maps always serialises.
+        serde_json::to_value(&self.0).unwrap_or_default()
+    }
+
     /// As JSON (with its secrets: seal it before it leaves the process).
     pub fn to_json(&self) -> String {
         // A struct of strings, lists and maps always serialises.
@@ -1221,6 +1296,53 @@ write_keys = ["wk"]
 urls = ["https://a.example.com/hook", { url = "https://b.example.com/hook", headers = { "X-Team" = "growth" } }]
 shared_secret = "s3cret"
 "#;
+
+    /// What the file, the database and the flags give prints none of
+    /// its secrets, nor a URL's credentials or a header's value.
+    #[test]
+    fn nothing_secret_is_in_debug_output() {
+        let text = r#"
+admin_token = "admin-token-0123456789-0123456789-xyz"
+database = "postgresql://relay:pg-password@db.example.com/relay"
+[operator]
+urls = ["https://ops.example.com/in?token=ops-query-token"]
+shared_secret = "ops-shared-secret"
+[[sources]]
+name = "web"
+write_keys = ["wk_live_secret"]
+[sources.webhooks]
+urls = ["https://user:url-password@a.example.com/hook?key=url-query-key",
+        { url = "https://b.example.com/hook", headers = { "Authorization" = "Bearer header-value" } }]
+shared_secret = "source-shared-secret"
+signature = "both"
+signing_secrets = ["whsec_c2lnbmluZy1zZWNyZXQtdmFsdWU="]
+"#;
+        let file: File = toml::from_str(text).unwrap();
+        let doc = SourceDoc(file.sources[0].clone());
+        let overrides = Overrides {
+            write_keys: vec!["wk_flag_secret".into()],
+            webhook_urls: vec!["https://c.example.com/?t=flag-url-token".into()],
+            ..Overrides::default()
+        };
+        let shown = format!("{file:?} {doc:?} {:?} {overrides:?}", file.sources[0]);
+        for secret in [
+            "admin-token",
+            "pg-password",
+            "ops-query-token",
+            "ops-shared-secret",
+            "wk_live_secret",
+            "url-password",
+            "url-query-key",
+            "header-value",
+            "source-shared-secret",
+            "whsec_",
+            "wk_flag_secret",
+            "flag-url-token",
+        ] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("\"web\""), "{shown}");
+    }
 
     #[test]
     fn a_file_with_one_source_loads_with_the_documented_defaults() {
