@@ -18,7 +18,7 @@ fi
 # each, and `ruff format --check` in scripts/test.sh must mean the same.
 # schemathesis is pinned: what it generates and checks changes from release
 # to release, and 4.30.1 is the last that runs on CPython 3.10.
-"$VENV/bin/pip" install -q "maturin>=1.16,<2" "pytest>=8" "mypy>=1.10" "ruff>=0.17,<0.18" "httpx>=0.27,<1" \
+"$VENV/bin/pip" install -q "maturin>=1.16,<2" "pytest>=8" "pytest-xdist>=3.6,<4" "mypy>=1.10" "ruff>=0.17,<0.18" "httpx>=0.27,<1" \
   "uvicorn[standard]>=0.30,<1" "psycopg[binary]>=3.2,<4" "segment-analytics-python>=2.3,<3" \
   "flask>=3,<4" "django>=5,<6" "fastapi>=0.115,<1" "starlette>=0.40,<1" "standardwebhooks>=1.0,<2" \
   "schemathesis==4.30.1"

@@ -55,7 +55,10 @@ CALLPOST_WHEEL_PROFILE=dev bash scripts/python-env.sh
 PY=target/venv/bin/python
 
 step "python tests (shared vectors, real HTTP/HTTPS servers on 127.0.0.1, client, fork, atexit, segment drop-in, receivers in every framework, the docs' code blocks)"
-(cd python && "../$PY" -m pytest tests -q -p no:cacheprovider)
+# Two workers (pytest-xdist): the suites wait on real servers, processes
+# and timers far more than they compute, so two at once take about half
+# the time on 2 cores.
+(cd python && "../$PY" -m pytest tests -q -p no:cacheprovider -n 2)
 
 step "relay end-to-end: its Segment SDKs (npm: @segment/analytics-node, @segment/analytics-next, playwright-core) and Debian chromium"
 if ! command -v chromium >/dev/null; then
@@ -64,7 +67,7 @@ fi
 (cd relay/tests/e2e/sdk && npm ci --no-audit --no-fund --loglevel=error)
 
 step "relay end-to-end tests (the built relay as real processes on SQLite and Postgres: real Segment SDKs, headless Chromium, kill -9, several relays on one database, Postgres restarted mid-run)"
-(cd relay/tests/e2e && CALLPOST_RELAY_BIN="$RELAY_BIN" "../../../$PY" -m pytest . -q -p no:cacheprovider)
+(cd relay/tests/e2e && CALLPOST_RELAY_BIN="$RELAY_BIN" "../../../$PY" -m pytest . -q -p no:cacheprovider -n 2)
 
 step "python lint and types: ruff format --check, ruff check, mypy --strict (package, tests, the relay's end-to-end tests, typed example, benches' scripts), stubtest"
 # Every Python file in the repository, with python/pyproject.toml's settings.

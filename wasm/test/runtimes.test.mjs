@@ -83,13 +83,17 @@ async function post(url, body, headers) {
 async function scenario(url) {
   // A real delivery: callpost's Webhooks signs and sends it.
   const hooks = new Webhooks({ endpoints: [url], sharedSecret: SECRET });
-  const first = call();
+  // A timestamp of its own, so the body built again is the same bytes.
+  const first = call({ timestamp: '2026-11-22T10:04:05.123Z' });
   const result = await hooks.deliver(first);
   assert.equal(result.delivered, true);
   assert.equal(result.attempts, 1);
-  // Its retry, byte for byte: a duplicate, not processed again.
+  // Its retry, byte for byte: a duplicate, not processed again, whatever
+  // its (unsigned) Idempotency-Key says.
   const again = hooks.request(first, 0);
   assert.deepEqual(await post(url, again.body, Object.fromEntries(again.headers)), [200, { duplicates: 1 }]);
+  const rekeyed = { ...Object.fromEntries(again.headers), 'Idempotency-Key': 'a-new-key' };
+  assert.deepEqual(await post(url, again.body, rekeyed), [200, { duplicates: 1 }]);
   // A tampered body, and no signature at all.
   const tampered = again.body.replace('9.99', '0.01');
   const [status, body] = await post(url, tampered, Object.fromEntries(again.headers));
@@ -98,11 +102,13 @@ async function scenario(url) {
   const [status2, body2] = await post(url, stringify(call()), {});
   assert.equal(status2, 401);
   assert.equal(body2.error, 'missing_signature');
-  // A batch under X-Segment-Signature, with one call already seen.
-  const batch = [call(), call(), first];
+  // A batch under X-Segment-Signature: its calls, by their messageIds;
+  // sent again, nothing.
+  const batch = [call(), call()];
   const text = stringify(batch);
   assert.deepEqual(await post(url, text, { 'X-Segment-Signature': sign(SECRET, text) }),
     [200, { processed: [batch[0].messageId, batch[1].messageId] }]);
+  assert.deepEqual(await post(url, text, { 'X-Segment-Signature': sign(SECRET, text) }), [200, { duplicates: 2 }]);
   // A batch whose X-Signature covers only the first event: refused.
   const legacy = [call(), call()];
   const legacyText = JSON.stringify(legacy, null, 2);

@@ -309,26 +309,14 @@ async fn run(
             let doc = SourceDoc::from_value(Value::Object(std::mem::take(&mut f.0)))
                 .map_err(|e| Refused::Op(e.into()))?;
             let changes = sources::put_live(relay, doc).await?;
-            let report = ops::sources_report(&relay.sources())
-                .into_iter()
-                .find(|s| s.name == name);
-            Ok(json_value(
-                200,
-                &json!({ "changes": changes, "source": report }),
-            ))
+            Ok(source_changed(relay, &name, &changes))
         }
         Route::PatchSource => {
             no_query(query)?;
             let name = source_name(path)?;
             let patch = Value::Object(std::mem::take(&mut f.0));
             let changes = sources::patch_live(relay, &name, &patch).await?;
-            let report = ops::sources_report(&relay.sources())
-                .into_iter()
-                .find(|s| s.name == name);
-            Ok(json_value(
-                200,
-                &json!({ "changes": changes, "source": report }),
-            ))
+            Ok(source_changed(relay, &name, &changes))
         }
         Route::DeleteSource => {
             no_query(query)?;
@@ -647,6 +635,15 @@ fn source_name(path: &str) -> Result<String> {
         Ok(name) if !name.is_empty() && !name.contains('/') => Ok(name.into_owned()),
         _ => bad("the path must be /admin/sources/{name}, the name percent-encoded UTF-8"),
     }
+}
+
+/// A change's answer: what changed, and the source `name` as now in force
+/// (`null` if another relay removed it meanwhile).
+fn source_changed(relay: &crate::state::Relay, name: &str, changes: &sources::Changes) -> Answer {
+    let report = ops::sources_report(&relay.sources())
+        .into_iter()
+        .find(|s| s.name == name);
+    json_value(200, &json!({ "changes": changes, "source": report }))
 }
 
 fn no_source(name: &str) -> Refused {

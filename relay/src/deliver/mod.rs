@@ -1045,11 +1045,14 @@ fn ended(
                 "a delivery gave up ({}); it is a dead letter",
                 reason.code().as_str()
             );
+            // No saved state: a replay starts the call afresh, and the
+            // attempt log is in the outcome record (a batch's on its
+            // first row), so the signed body is not kept for 30 days.
             Finish::Dead {
                 id: row.id,
                 claim: row.claim,
                 attempts,
-                state: with_log.then(|| d.to_json()),
+                state: None,
                 outcome: outcome_record(d, &outcome, with_log),
                 batch: batch_id,
             }

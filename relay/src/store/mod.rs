@@ -271,8 +271,9 @@ pub enum Finish {
         claim: i64,
         /// Attempts made in all.
         attempts: i64,
-        /// The core's saved delivery state, if any (a batch's lead's
-        /// only).
+        /// The core's saved delivery state to keep, if any (the relay's
+        /// delivery keeps none: a replay starts afresh, and the attempt
+        /// log is in the outcome record).
         state: Option<String>,
         /// The outcome record (JSON).
         outcome: String,

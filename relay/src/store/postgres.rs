@@ -1309,22 +1309,9 @@ impl Inner {
     /// connection, within the store's timeout, and telling nothing of the
     /// store's health either way (a slow search says nothing of ingest).
     async fn operator_read(&self, stmts: &[Stmt]) -> Result<Vec<Written>, StoreError> {
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        let result = match self.conn(deadline).await {
-            Ok(conn) => {
-                let run = async {
-                    let mut out = Vec::with_capacity(stmts.len());
-                    for stmt in stmts {
-                        out.push(self.statement(&conn, stmt).await?);
-                    }
-                    Ok(out)
-                };
-                let result = tokio::time::timeout_at(deadline, run).await;
-                settled(conn, result)
-            }
-            Err(failure) => Err(failure),
-        };
-        result.map_err(|failure| self.error_of(&failure))
+        self.run_reads(stmts)
+            .await
+            .map_err(|failure| self.error_of(&failure))
     }
 
     /// As [`Inner::read`], for the small tables beside the queue (relays'
@@ -1333,22 +1320,25 @@ impl Inner {
     /// leaves the store's health as it is (a queue another session has
     /// locked stays unhealthy), and a failure still makes it unhealthy.
     async fn read_aside(&self, stmts: &[Stmt]) -> Result<Vec<Written>, StoreError> {
+        self.run_reads(stmts)
+            .await
+            .map_err(|failure| self.fail(&failure))
+    }
+
+    /// `stmts` in order on one pooled connection, within the store's
+    /// timeout.
+    async fn run_reads(&self, stmts: &[Stmt]) -> Result<Vec<Written>, Failure> {
         let deadline = tokio::time::Instant::now() + self.timeout;
-        let result = match self.conn(deadline).await {
-            Ok(conn) => {
-                let run = async {
-                    let mut out = Vec::with_capacity(stmts.len());
-                    for stmt in stmts {
-                        out.push(self.statement(&conn, stmt).await?);
-                    }
-                    Ok(out)
-                };
-                let result = tokio::time::timeout_at(deadline, run).await;
-                settled(conn, result)
+        let conn = self.conn(deadline).await?;
+        let run = async {
+            let mut out = Vec::with_capacity(stmts.len());
+            for stmt in stmts {
+                out.push(self.statement(&conn, stmt).await?);
             }
-            Err(failure) => Err(failure),
+            Ok(out)
         };
-        result.map_err(|failure| self.fail(&failure))
+        let result = tokio::time::timeout_at(deadline, run).await;
+        settled(conn, result)
     }
 }
 

@@ -1190,6 +1190,19 @@ impl Engine for Sqlite {
 mod tests {
     use super::*;
 
+    /// A store in `dir` whose calls wait 300 ms at most.
+    async fn short_limit(dir: &tempfile::TempDir) -> Sqlite {
+        let options = StoreOptions {
+            synchronous: Synchronous::Normal,
+            timeout: Duration::from_millis(300),
+            exclusive: true,
+            ca_file: None,
+        };
+        Sqlite::open(dir.path().join("relay.db"), options)
+            .await
+            .unwrap()
+    }
+
     fn select_one() -> Stmt {
         Stmt {
             sql: "SELECT 1".into(),
@@ -1205,15 +1218,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_slow_operator_read_holds_nothing_else_back() {
         let dir = tempfile::tempdir().unwrap();
-        let options = StoreOptions {
-            synchronous: Synchronous::Normal,
-            timeout: Duration::from_millis(300),
-            exclusive: true,
-            ca_file: None,
-        };
-        let engine = Sqlite::open(dir.path().join("relay.db"), options)
-            .await
-            .unwrap();
+        let engine = short_limit(&dir).await;
         // An operator's search still running.
         let search = engine.operator.gate.clone().acquire_owned().await.unwrap();
         let e = engine
@@ -1252,15 +1257,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_read_past_the_limit_is_interrupted() {
         let dir = tempfile::tempdir().unwrap();
-        let options = StoreOptions {
-            synchronous: Synchronous::Normal,
-            timeout: Duration::from_millis(300),
-            exclusive: true,
-            ca_file: None,
-        };
-        let engine = Sqlite::open(dir.path().join("relay.db"), options)
-            .await
-            .unwrap();
+        let engine = short_limit(&dir).await;
         // Minutes of work for SQLite.
         let slow = Stmt {
             sql: "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) \

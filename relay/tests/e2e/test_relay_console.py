@@ -299,7 +299,23 @@ def test_an_operator_works_the_console_in_chromium_and_another_site_cannot(world
     assert seen["log"]["body"]["userId"] == FOUND_USER and seen["log"]["body"]["messageId"] == "m-found"
     assert len(seen["log"]["attempts"]) == 1 and "200" in seen["log"]["attempts"][0]
 
-    # The dead letter: the dry run's count asked about, replayed, delivered.
+    # "Replay every matching call" with no status filter counts every state
+    # the list shows (the call found was delivered), not only dead letters.
+    assert seen["log"]["replayAsked"].startswith("Replay 1 call?"), seen["log"]
+    replays = [json.loads(a["body"]) for a in seen["asked"] if a["path"] == "/admin/replay"]
+    assert replays[0] == {
+        "userId": FOUND_USER,
+        "includeDelivered": True,
+        "includeUndeliverable": True,
+        "dryRun": True,
+    }, replays
+
+    # The dead letter: the dry run's count asked about, replayed (in its own
+    # source), delivered.
+    assert replays[1:] == [
+        {"source": "web", "messageIds": ["m-dead"], "status": "dead", "dryRun": True},
+        {"source": "web", "messageIds": ["m-dead"], "status": "dead"},
+    ], replays
     assert seen["dead"]["asked"].startswith("Replay 1 call?")
     assert "Replaying 1 call" in seen["dead"]["note"]
     assert seen["dead"]["statusAfter"]["dead"] == 0
@@ -311,6 +327,14 @@ def test_an_operator_works_the_console_in_chromium_and_another_site_cannot(world
     assert w.hook.deliveries[-1].verified
     assert w.hook.server.received.requests[-1][0] == f"/hook?token={QUERY_TOKEN}"
     assert w.relay.post("/v1/batch", {"batch": [track("after-edit")], "writeKey": WRITE_KEY})[0] == 200
+
+    # The refused calls: the latest 100, not the thousand a write key's
+    # holder could fill with 32 KB each.
+    assert [a["path"] for a in seen["asked"] if a["path"].startswith("/admin/rejected")] == [
+        "/admin/rejected?limit=100"
+    ]
+    # #constructor is no page: the overview, not a loop.
+    assert seen["notAPage"] == "Overview"
 
     for page in ("overview", "sources", "log", "dead-letters"):
         shot = TARGET / f"console-{page}.png"

@@ -17,8 +17,8 @@ call leased at it may be sent again. The report says how the queue
 drained and what waited; a queue that stops draining after the jump fails
 the test.
 
-``CALLPOST_CRASH_KILLS`` sets the number of kills (by default 40 on each
-backend and 20 with batched webhooks, which the test run makes;
+``CALLPOST_CRASH_KILLS`` sets the number of kills (by default 30 on each
+backend and 15 with batched webhooks, which the test run makes;
 ``CALLPOST_CRASH_KILLS=200`` is the run the documentation's figures come
 from); the seed is printed, and ``CALLPOST_CRASH_SEED`` replays a run.
 """
@@ -36,8 +36,8 @@ from typing import Any
 import pytest
 from relay_support import Database, Hook, RelayProcess, Sender, Settled, Tally, config_text, free_port, pending_report
 
-KILLS = {"sqlite": 40, "postgres": 40}
-BATCHED_KILLS = 20
+KILLS = {"sqlite": 30, "postgres": 30}
+BATCHED_KILLS = 15
 
 # A hang guard: how long the queue may go without shrinking while calls are
 # due or in flight (or at all, after the clock moved) before the test fails.

@@ -85,7 +85,7 @@ def drained(procs: list[RelayProcess], timeout: float, pg: Database) -> None:
     live.wait_drained(timeout, pg)
 
 
-@pytest.mark.parametrize("n", [2, 3])
+@pytest.mark.parametrize("n", [3])
 def test_relays_on_one_postgres_with_one_killed_again_and_again(
     n: int, pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]
 ) -> None:

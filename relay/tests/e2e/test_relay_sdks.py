@@ -31,7 +31,7 @@ import callpost
 
 SDK = pathlib.Path(__file__).parent / "sdk"
 ROOT = pathlib.Path(__file__).resolve().parents[3]
-N = int(os.environ.get("CALLPOST_SDK_CALLS", "500"))
+N = int(os.environ.get("CALLPOST_SDK_CALLS", "200"))
 """Calls of each kind per SDK run."""
 SKEW_MS = 3_600_000
 """The relay's clock is this far ahead of the senders'."""
@@ -154,8 +154,10 @@ def test_segment_analytics_node(relay: RelayProcess, hook: Hook) -> None:
     check(relay, hook, "node", started, ended)
 
 
-@pytest.mark.parametrize("mode", ["per-call", "batching"])
-def test_analytics_js_in_chromium_cross_origin(relay: RelayProcess, hook: Hook, mode: str) -> None:
+def test_analytics_js_in_chromium_cross_origin(relay: RelayProcess, hook: Hook, database: Database) -> None:
+    # Each of analytics.js's delivery strategies once, one on each backend:
+    # the backend is the subject of the other tests.
+    mode = "per-call" if database.backend == "sqlite" else "batching"
     _node_ready()
     chromium = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
     if not shutil.which(chromium):

@@ -2,9 +2,8 @@
 // as another site's page would try to misuse it.
 //   node console_browser.mjs <relay url> <admin token> <screenshot dir> <settings JSON>
 // settings: {"userId": the user whose call to find, "deadId": the dead
-// letter's messageId, "source": its source, "writeKey", "secret": the
-// source's secrets (the console never shows them), "rate": the rate limit
-// to set}.
+// letter's messageId, "source": its source, "rate": the rate limit to
+// set}.
 // Prints one JSON line: what it saw, for the Python test to judge. A step
 // that fails ends the run with its error in the report.
 import http from 'node:http';
@@ -58,6 +57,12 @@ try {
     if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) errors.push(m.text());
   });
   const ready = (name) => page.waitForSelector(`body[data-ready="${name}"]`, { timeout: 30_000 });
+  // What the console asks of the admin API.
+  const asked = [];
+  page.on('request', (r) => {
+    const url = new URL(r.url());
+    if (url.pathname.startsWith('/admin/')) asked.push({ method: r.method(), path: url.pathname + url.search, body: r.postData() ?? null });
+  });
   // The admin API as the console's own script calls it: cookie and header.
   const fromPage = (path) => page.evaluate(async (p) => {
     const r = await fetch(p, { headers: { 'X-Callpost-Console': '1' } });
@@ -157,6 +162,11 @@ try {
   report.log.body = JSON.parse(await page.locator('#call-body').innerText());
   report.log.attempts = await page.locator('#call-attempts tbody tr').allInnerTexts();
   await page.screenshot({ path: `${outDir}/console-log.png` });
+  // "Replay every matching call": its count asked, then cancelled.
+  await page.click('#log-replay-all');
+  await page.waitForSelector('#confirm[open]');
+  report.log.replayAsked = await page.locator('#confirm-text').innerText();
+  await page.click('#confirm-cancel');
   step('log');
 
   // Dead letters: pick the dead call, see the dry run's count, replay it.
@@ -181,6 +191,21 @@ try {
   }
   report.dead.statusAfter = status;
   step('dead letter replayed');
+
+  // The refused calls: the latest 100, loaded when the tab opens.
+  await page.click('button[data-tab=rejected]');
+  await page.waitForSelector('#rejected-table', { timeout: 30_000 });
+  step('rejected');
+
+  // A name that is not a page (an Object.prototype key among them) shows
+  // the overview.
+  await page.evaluate(() => { location.hash = 'log'; });
+  await ready('log');
+  await page.evaluate(() => { location.hash = 'constructor'; });
+  await ready('constructor');
+  report.notAPage = await page.locator('h1').first().innerText();
+  step('not a page');
+  report.asked = asked.filter((a) => a.path.startsWith('/admin/replay') || a.path.startsWith('/admin/rejected'));
   report.errors = errors;
 } catch (e) {
   report.failed = String(e.stack ?? e);
