@@ -510,9 +510,10 @@ write('receive.json', receiveCases);
 console.log(`wrote ${receiveCases.length} receive cases`);
 
 // Destination filters (core filter.rs): each case's rules applied to a
-// call, by this JavaScript reading of docs/filters.md: dropped by rule n,
-// or kept with its body (the spec's body of the call without the dropped
-// fields). `invalid` lists rules the settings refuse.
+// call, by this JavaScript reading of docs/operators.md ("Destination
+// filters"): dropped by rule n, or kept with its body (the spec's body of
+// the call without the dropped fields). `invalid` lists rules the settings
+// refuse.
 const OWN_FIELDS = ['type', 'event', 'name', 'category', 'userId', 'anonymousId', 'groupId', 'previousId'];
 const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
 function sameJson(a, b) {
@@ -687,3 +688,154 @@ if (Buffer.byteLength(JSON.parse(batchCases[3].calls[0]).properties.products.map
 }
 write('webhook_batches.json', batchCases);
 console.log(`wrote ${batchCases.length} webhook batch cases`);
+
+// Mappings (core mapping.rs): each case's mapping applied to a call by this
+// JavaScript reading of the rules in docs/mappings.md, over the call as
+// Segment's message has it; `invalid` lists mappings the settings refuse.
+class CallScope {
+  constructor(call, now) { this.call = call; this.now = now; }
+}
+const MESSAGE_STRINGS = ['messageId', 'userId', 'anonymousId', 'event', 'name', 'category', 'groupId', 'previousId'];
+function messageOf({ call }) {
+  const m = { type: call.type };
+  for (const k of MESSAGE_STRINGS) {
+    if (call[k]) m[k] = call[k];
+    if (k === 'messageId' && call.timestamp) m.timestamp = iso(Date.parse(call.timestamp));
+  }
+  for (const k of ['properties', 'traits', 'context', 'integrations']) if (call[k] !== undefined) m[k] = call[k];
+  return m;
+}
+function callField({ call, now }, k) {
+  if (k === 'type') return call.type;
+  if (MESSAGE_STRINGS.includes(k)) return call[k] ? call[k] : undefined;
+  if (k === 'timestamp') return iso(call.timestamp ? Date.parse(call.timestamp) : now);
+  if (['properties', 'traits', 'context', 'integrations'].includes(k)) return call[k];
+  return undefined;
+}
+const arrayIndexOf = (k) => (/^(0|[1-9][0-9]{0,9})$/.test(k) && Number(k) <= 4294967294 ? Number(k) : undefined);
+function stepsOf(text) {
+  if (text === '$') return [];
+  const steps = [];
+  for (const seg of (text.startsWith('$.') ? text.slice(2) : text).split('.')) {
+    const [, key, brackets] = /^([^[]*)(.*)$/.exec(seg);
+    if (key) steps.push(key);
+    for (const [, n] of brackets.matchAll(/\[([0-9]+)\]/g)) steps.push(Number(n));
+  }
+  return steps;
+}
+function lookup(scope, steps) {
+  let v = scope;
+  for (const s of steps) {
+    if (v instanceof CallScope) v = typeof s === 'string' ? callField(v, s) : undefined;
+    else if (Array.isArray(v)) {
+      const i = typeof s === 'number' ? s : arrayIndexOf(s);
+      v = i !== undefined && i < v.length ? v[i] : undefined;
+    } else if (isObj(v)) v = typeof s === 'string' && Object.hasOwn(v, s) ? v[s] : undefined;
+    else v = undefined;
+    if (v === undefined) return undefined;
+  }
+  return v instanceof CallScope ? messageOf(v) : v;
+}
+function asText(v) {
+  if (v === undefined || v === null) return '';
+  if (typeof v === 'string') return v;
+  return JSON.stringify(v);
+}
+function resolve(m, scope) {
+  if (Array.isArray(m)) return m.map((x) => resolve(x, scope)).filter((x) => x !== undefined);
+  if (!isObj(m)) return m;
+  const directive = Object.keys(m).find((k) => k.startsWith('@'));
+  if (directive === undefined) {
+    const out = {};
+    for (const k of Object.keys(m)) {
+      const v = resolve(m[k], scope);
+      if (v !== undefined) out[k] = v;
+    }
+    return out;
+  }
+  const a = m[directive];
+  switch (directive) {
+    case '@path': return lookup(scope, stepsOf(a));
+    case '@literal': return a;
+    case '@template': return a.replace(/\{\{([\s\S]*?)\}\}/g, (_, p) => asText(lookup(scope, stepsOf(p.trim()))));
+    case '@if': {
+      const blank = Object.hasOwn(a, 'blank');
+      const v = resolve(blank ? a.blank : a.exists, scope);
+      const holds = v !== undefined && v !== null && (!blank || v !== '');
+      const branch = holds ? 'then' : 'else';
+      return Object.hasOwn(a, branch) ? resolve(a[branch], scope) : undefined;
+    }
+    case '@arrayPath': {
+      const [from, shape] = a;
+      const root = typeof from === 'string' ? lookup(scope, stepsOf(from)) : resolve(from, scope);
+      if (root === undefined || shape === undefined) return root;
+      if (Array.isArray(root)) return root.map((x) => resolve(shape, x)).filter((x) => x !== undefined);
+      return isObj(root) ? [resolve(shape, root)] : root;
+    }
+    case '@default':
+      for (const x of a) {
+        const v = resolve(x, scope);
+        if (v !== undefined && v !== null) return v;
+      }
+      return undefined;
+  }
+  throw new Error(`no directive ${directive}`);
+}
+const mOrder = { ...fOrder, anonymousId: 'a-1', integrations: { All: false, Webhooks: true },
+  traits: { email: '' }, properties: { ...fOrder.properties, currency: 'EUR', '7': 'seven', tags: ['new', 'gift', null],
+    products: [...fOrder.properties.products, { sku: 'p-2', name: '"Quoted" \\ name\n', price: 1e21, quantity: 2 }, { sku: null }] } };
+const mUntimed = { type: 'identify', userId: 'u9', traits: { name: 'Ünï 🎉', plan: 'pro', logins: 5, vip: false, email: 'u9@example.com' } };
+const mCalls = { order: mOrder, identify: fIdentify, page: fPage, screen: fScreen, untimed: mUntimed };
+const mappings = {
+  segment_readme: { name: 'Mr. Rogers', neighborhood: { '@path': '$.properties.neighborhood' }, greeting: { '@template': "Won't you be my {{properties.noun}}?" } },
+  crm_user: { id: { '@path': '$.userId' }, email: { '@default': [{ '@path': '$.traits.email' }, { '@path': '$.context.traits.email' }, 'unknown'] },
+    name: { '@path': 'traits.name' }, address: { '@path': 'traits.address' }, plan: { '@if': { blank: { '@path': 'traits.plan' }, then: { '@path': 'traits.plan' }, else: 'free' } },
+    seen: { '@path': '$.timestamp' }, kind: { '@path': 'type' } },
+  chat_text: { text: { '@template': '{{ userId }}{{anonymousId}} did {{event}}{{name}}: {{properties.total}} {{properties.currency}} {{properties.products[0].name}} at {{timestamp}}' } },
+  warehouse_row: { '10': 'index keys first', z: { '@path': 'messageId' }, '2': { '@path': 'properties.7' },
+    items: { '@arrayPath': ['$.properties.products', { sku: { '@path': 'sku' }, price: { '@path': '$.price' }, qty: { '@default': [{ '@path': 'quantity' }, 1] }, whole: { '@path': '$' } }] },
+    tags: { '@path': 'properties.tags' }, second_tag: { '@path': 'properties.tags.1' }, third: { '@path': 'properties.tags[2]' }, none: { '@path': 'properties.tags[9]' } },
+  copies_whole_objects: { p: { '@path': 'properties' }, t: { '@path': 'traits' }, c: { '@path': 'context' }, i: { '@path': 'integrations' }, all: { '@path': '$' } },
+  conditions: { has_coupon: { '@if': { exists: { '@path': 'properties.coupon' }, then: true, else: false } },
+    has_total: { '@if': { exists: { '@path': 'properties.total' }, then: { '@path': 'properties.total' } } },
+    empty_email: { '@if': { blank: { '@path': 'traits.email' }, then: 'set', else: '' } },
+    zero_else: { '@if': { exists: { '@path': 'nothing' }, then: 1, else: 0 } },
+    nested: { '@if': { exists: { '@if': { exists: { '@path': 'event' }, then: null } }, then: 'never', else: { '@literal': { '@path': 'kept as written' } } } } },
+  arrays_and_literals: { list: [{ '@path': 'userId' }, { '@path': 'missing' }, 3, { '@literal': [1, { '@template': 'x' }] }],
+    product_names: { '@arrayPath': ['properties.products', { n: { '@path': 'name' } }] }, no_shape: { '@arrayPath': ['properties.card'] },
+    object_as_one: { '@arrayPath': ['properties.card', { brand: { '@path': 'brand' } }] }, scalar: { '@arrayPath': ['properties.total', { a: 1 }] },
+    from_directive: { '@arrayPath': [{ '@default': [{ '@path': 'properties.nope' }, { '@path': 'properties.products' }] }, { s: { '@path': 'sku' } }] } },
+  missing_everything: { a: { '@path': 'properties.a.b.c' }, b: { '@path': 'userId.length' }, c: { '@path': 'receivedAt' }, d: { '@template': '[{{nope}}]' }, e: { '@default': [{ '@path': 'x' }] }, f: null },
+  screen_context: { device: { '@path': 'context.device.id' }, os: { '@template': '{{context.os.name}}/{{context.app}}' } },
+};
+const mappingCases = [];
+for (const [mName, mapping] of Object.entries(mappings)) {
+  for (const [cName, call] of Object.entries(mCalls)) {
+    mappingCases.push({ name: `${mName}/${cName}`, mapping, call: JSON.stringify(call), now: NOW,
+      expect: { body: JSON.stringify(resolve(mapping, new CallScope(call, NOW))) } });
+  }
+}
+const invalidMappings = [
+  { name: 'not_an_object', mapping: [{ '@path': 'event' }] },
+  { name: 'top_level_directive', mapping: { '@path': 'event' } },
+  { name: 'unknown_directive', mapping: { a: { '@json': 'event' } } },
+  { name: 'directive_beside_a_key', mapping: { a: { '@path': 'event', b: 1 } } },
+  { name: 'path_not_a_string', mapping: { a: { '@path': 1 } } },
+  { name: 'path_empty_key', mapping: { a: { '@path': 'properties..total' } } },
+  { name: 'path_bad_index', mapping: { a: { '@path': 'properties.tags[x]' } } },
+  { name: 'path_unclosed_bracket', mapping: { a: { '@path': 'properties.tags[1' } } },
+  { name: 'template_unclosed', mapping: { a: { '@template': 'Hi {{userId' } } },
+  { name: 'template_not_a_string', mapping: { a: { '@template': { '@path': 'userId' } } } },
+  { name: 'if_without_test', mapping: { a: { '@if': { then: 1 } } } },
+  { name: 'if_without_branch', mapping: { a: { '@if': { exists: { '@path': 'userId' } } } } },
+  { name: 'if_unknown_key', mapping: { a: { '@if': { exists: { '@path': 'userId' }, then: 1, otherwise: 2 } } } },
+  { name: 'if_two_tests', mapping: { a: { '@if': { exists: 1, blank: 2, then: 1 } } } },
+  { name: 'array_path_not_a_list', mapping: { a: { '@arrayPath': 'properties.products' } } },
+  { name: 'array_path_shape_not_an_object', mapping: { a: { '@arrayPath': ['properties.products', [1]] } } },
+  { name: 'default_empty', mapping: { a: { '@default': [] } } },
+  { name: 'too_deep', mapping: JSON.parse('{"a":'.repeat(17) + '1' + '}'.repeat(17)) },
+  { name: 'too_many_nodes', mapping: Object.fromEntries(Array.from({ length: 1025 }, (_, i) => [`k${i}`, i])) },
+  { name: 'too_much_text', mapping: { a: 'x'.repeat(65 * 1024) } },
+  { name: 'path_too_long', mapping: { a: { '@path': Array.from({ length: 17 }, () => 'a').join('.') } } },
+];
+write('mappings.json', { cases: mappingCases, invalid: invalidMappings.map((c) => ({ ...c, code: 'invalid_settings' })) });

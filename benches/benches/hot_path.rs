@@ -205,6 +205,64 @@ fn filters(c: &mut Criterion) {
     g.finish();
 }
 
+/// Mappings beside the spec's body: the delivery a host starts for a call
+/// (body and signature of the first request), with no mapping and with
+/// the mappings people write: a CRM's fields, a chat message, one row per
+/// product, and whole objects copied.
+fn mappings(c: &mut Criterion) {
+    use callpost_core::mapping::Mapping;
+    use callpost_core::{Delivery, DeliveryConfig};
+    let mut g = c.benchmark_group("mappings");
+    let endpoints = [EndpointConfig::new("https://hooks.example.com/segment")];
+    let now = at(1_795_341_845_123);
+    let mappings = [
+        ("spec_body", None),
+        (
+            "crm_fields",
+            Some(
+                r#"{"id":{"@path":"userId"},"event":{"@path":"event"},"email":{"@default":[{"@path":"traits.email"},{"@path":"context.traits.email"},"unknown"]},"total":{"@path":"properties.total"},"currency":{"@path":"properties.currency"},"at":{"@path":"timestamp"}}"#,
+            ),
+        ),
+        (
+            "chat_template",
+            Some(
+                r#"{"text":{"@template":"{{userId}} did {{event}}: {{properties.total}} {{properties.currency}} ({{properties.products[0].name}})"}}"#,
+            ),
+        ),
+        (
+            "product_rows",
+            Some(
+                r#"{"order":{"@path":"properties.order_id"},"items":{"@arrayPath":["properties.products",{"sku":{"@path":"sku"},"name":{"@path":"name"},"price":{"@path":"price"},"qty":{"@default":[{"@path":"quantity"},1]}}]}}"#,
+            ),
+        ),
+        (
+            "copy_objects",
+            Some(
+                r#"{"event":{"@path":"event"},"user":{"@path":"userId"},"properties":{"@path":"properties"},"traits":{"@path":"traits"},"context":{"@path":"context"}}"#,
+            ),
+        ),
+    ];
+    for name in [
+        "track_423",
+        "order_completed",
+        "identify_200_traits",
+        "product_list_32k",
+    ] {
+        let call = Call::from_json_str(callpost_benches::fixture(name).compact).unwrap();
+        for (mapping, json) in mappings {
+            let hooks = Webhooks::new(&endpoints, Some(b"whsec-bench"))
+                .unwrap()
+                .with_mapping(json.map(|j| Mapping::from_json(j).unwrap()));
+            g.bench_with_input(BenchmarkId::new(mapping, name), &call, |b, call| {
+                b.iter(|| {
+                    Delivery::new(&hooks, black_box(call), now, DeliveryConfig::new(1)).unwrap()
+                });
+            });
+        }
+    }
+    g.finish();
+}
+
 /// Batched webhooks beside one call per POST: the deliveries a host starts
 /// for 20 calls (bodies and signatures of the first requests), as 20
 /// deliveries or as one batch the core packs.
@@ -317,6 +375,7 @@ criterion_group!(
     webhook_request,
     signing_mode,
     filters,
+    mappings,
     batching,
     batcher
 );

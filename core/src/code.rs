@@ -276,6 +276,8 @@ codes! {
     RetriesExhausted = "retries_exhausted" => Delivery,
     /// The client shut down before the messages were delivered.
     Shutdown = "shutdown" => Delivery,
+    /// A destination's mapping built a body over 500,000 bytes for a call: not sent there.
+    MappedBodyTooLarge = "mapped_body_too_large" => Delivery,
     // The relay's Tracking API (ingest::IngestError).
     /// A path that is not a Tracking API route.
     UnknownRoute = "unknown_route" => Ingest,

@@ -62,6 +62,9 @@ pub enum Error {
     /// A Standard Webhooks secret or request that does not verify.
     #[error(transparent)]
     Standard(#[from] StandardError),
+    /// A destination's mapping could not build a call's body.
+    #[error(transparent)]
+    Map(#[from] crate::mapping::MapError),
 }
 
 impl From<ReceiveError> for Error {
@@ -79,6 +82,7 @@ impl From<RequestError> for Error {
         match e {
             RequestError::Call(e) => Self::Call(e),
             RequestError::Misuse(e) => Self::Misuse(e),
+            RequestError::MappedBodyTooLarge => Self::Map(crate::mapping::MapError::TooLarge),
         }
     }
 }
@@ -98,6 +102,7 @@ impl Error {
             Self::Misuse(e) => e.code(),
             Self::Ingest(e) => e.code(),
             Self::Protection(e) => e.code(),
+            Self::Map(e) => e.code(),
             Self::Standard(e) => e.code(),
         }
     }

@@ -28,6 +28,8 @@
 //! * [`Batcher`]: the client library's queue, batches and upload retries.
 //! * [`Delivery`]: one call through the Webhooks destination, in rounds
 //!   across its endpoints, with 4 hours of retries.
+//! * [`mapping`]: a destination's request body built from each call by
+//!   Segment-style mapping directives.
 //! * [`protection`], [`ops`], [`notify`]: a service's receiver protection
 //!   per endpoint URL, its operational events, and which of them it sends
 //!   its operator, when.
@@ -52,6 +54,7 @@ pub mod error;
 pub mod filter;
 pub mod ingest;
 pub mod json;
+pub mod mapping;
 pub mod misuse;
 pub mod notify;
 pub mod ops;

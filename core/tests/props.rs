@@ -293,3 +293,128 @@ proptest! {
         }
     }
 }
+
+/// Objects whose keys a mapping's paths can name.
+fn named_object() -> impl Strategy<Value = Option<Map>> {
+    prop::option::of(
+        prop::collection::vec(
+            (
+                prop::sample::select(vec!["a", "b", "0", "1", "é"]),
+                json_value(),
+            ),
+            0..5,
+        )
+        .prop_map(|kv| kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()),
+    )
+}
+
+fn mapping_path() -> impl Strategy<Value = String> {
+    let root = prop::sample::select(vec!["properties", "traits", "context", "$.properties"]);
+    let step = prop::sample::select(vec![".a", ".b", ".0", "[0]", "[1]", ".é", ".1"]);
+    prop_oneof![
+        prop::sample::select(vec![
+            "$",
+            "event",
+            "userId",
+            "timestamp",
+            "messageId",
+            "type",
+            "integrations",
+            "nope"
+        ])
+        .prop_map(str::to_owned),
+        (root, prop::collection::vec(step, 0..3)).prop_map(|(r, s)| format!("{r}{}", s.concat())),
+    ]
+}
+
+fn mapping_node() -> impl Strategy<Value = Value> {
+    let path = |p: String| Value::Object(Map::from_iter([("@path".to_owned(), Value::String(p))]));
+    let leaf = prop_oneof![
+        leaf(),
+        mapping_path().prop_map(path),
+        (mapping_path(), "[ -~]{0,6}").prop_map(|(p, t)| {
+            Value::Object(Map::from_iter([(
+                "@template".to_owned(),
+                Value::String(format!("{t}{{{{{p}}}}}{t}")),
+            )]))
+        }),
+    ];
+    leaf.prop_recursive(4, 40, 4, move |inner| {
+        let directive = |k: &str, v: Value| Value::Object(Map::from_iter([(k.to_owned(), v)]));
+        prop_oneof![
+            prop::collection::vec(
+                (
+                    prop::sample::select(vec!["x", "y", "3", "z"]),
+                    inner.clone()
+                ),
+                0..4
+            )
+            .prop_map(|kv| Value::Object(kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())),
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            (any::<bool>(), inner.clone(), inner.clone(), inner.clone()).prop_map(
+                move |(blank, t, a, b)| {
+                    let test = if blank { "blank" } else { "exists" };
+                    directive(
+                        "@if",
+                        Value::Object(Map::from_iter([
+                            (test.to_owned(), t),
+                            ("then".to_owned(), a),
+                            ("else".to_owned(), b),
+                        ])),
+                    )
+                }
+            ),
+            prop::collection::vec(inner.clone(), 1..3)
+                .prop_map(move |c| directive("@default", Value::Array(c))),
+            (
+                mapping_path(),
+                prop::collection::vec((prop::sample::select(vec!["x", "2"]), inner), 1..3)
+            )
+                .prop_map(move |(p, shape)| {
+                    let shape =
+                        Value::Object(shape.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
+                    directive(
+                        "@arrayPath",
+                        Value::Array(vec![Value::String(p.replace("$.", "")), shape]),
+                    )
+                }),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A mapping copies a call's objects as their text or as maps alike,
+    /// and what it builds is in `JSON.stringify` form.
+    #[test]
+    fn a_mapping_reads_text_and_maps_alike(
+        call in call(),
+        properties in named_object(),
+        traits in named_object(),
+        fields in prop::collection::vec((prop::sample::select(vec!["p", "q", "0", "10"]), mapping_node()), 0..5),
+    ) {
+        use callpost_core::mapping::Mapping;
+        let mapping = Value::Object(fields.into_iter().map(|(k, v)| (k.to_owned(), v)).collect());
+        let Ok(mapping) = Mapping::from_value(&mapping) else { return Ok(()) };
+        let now = Timestamp::from_millis(1_700_000_000_000).unwrap();
+        let mut as_map = call;
+        as_map.properties = properties.map(Object::Map);
+        as_map.traits = traits.map(Object::Map);
+        let as_text_of = |o: &Option<Object>| o.as_ref().map(|o| Object::Json(JsonObject::from_map(&o.to_map()).unwrap()));
+        let mut as_text = as_map.clone();
+        as_text.properties = as_text_of(&as_map.properties);
+        as_text.traits = as_text_of(&as_map.traits);
+        as_text.context = as_text_of(&as_map.context);
+        let (a, b) = (mapping.body(&as_map, now), mapping.body(&as_text, now));
+        match (a, b) {
+            (Ok(a), Ok(b)) => {
+                prop_assert_eq!(&a, &b);
+                let text = std::str::from_utf8(&a).unwrap();
+                let again = Value::from_json_str(text).unwrap().to_json_string().unwrap();
+                prop_assert_eq!(text, again.as_str());
+            }
+            (a, b) => prop_assert_eq!(a.is_err(), b.is_err()),
+        }
+    }
+}

@@ -943,6 +943,7 @@ fn webhook_batch_vectors() {
                         v.push("filtered".into());
                         v.push(Value::from(f64::from(*rule)));
                     }
+                    Skip::MappedBodyTooLarge => v.push("mapped_body_too_large".into()),
                 }
                 Value::Array(v)
             })
@@ -956,4 +957,105 @@ fn num_of(v: &Value) -> f64 {
         Value::Number(n) => *n,
         _ => panic!("not a number: {v:?}"),
     }
+}
+
+/// `testdata/mappings.json`: each case's mapping builds its call's body as
+/// the generator's JavaScript reading of the rules does, byte for byte,
+/// in the request a delivery sends (as every host starts one) and in a
+/// batch; each refused mapping is refused when the settings are read.
+#[test]
+fn mapping_vectors() {
+    use callpost_core::{Delivery, DeliveryConfig};
+    let all = load(include_str!("../../testdata/mappings.json"));
+    let settings = |mapping: &Value, batch: bool| {
+        let mut m = Map::new();
+        m.insert(
+            "endpoints".into(),
+            Value::Array(vec!["https://hooks.example.com/in".into()]),
+        );
+        m.insert("mapping".into(), mapping.clone());
+        if batch {
+            m.insert("batch".into(), Value::Object(Map::new()));
+        }
+        Webhooks::from_value(&Value::Object(m))
+    };
+    let cases = arr(&all, "cases");
+    assert!(cases.len() >= 40);
+    for case in cases {
+        let name = s(case, "name");
+        let hooks = settings(get(case, "mapping"), false).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let call = Call::from_json_str(s(case, "call")).unwrap();
+        let now = at(num(case, "now") as i64);
+        let expect = s(get(case, "expect"), "body");
+        let mut d = Delivery::new(&hooks, &call, now, DeliveryConfig::new(0)).unwrap();
+        let attempt = d
+            .poll_request(now)
+            .unwrap_or_else(|| panic!("{name}: sent"));
+        assert_eq!(
+            std::str::from_utf8(&attempt.request.body).unwrap(),
+            expect,
+            "{name}"
+        );
+        let batched = settings(get(case, "mapping"), true).unwrap();
+        let packed = batched.pack(std::slice::from_ref(&call), now).unwrap();
+        assert_eq!(
+            packed.batches[0].body,
+            format!("[{expect}]").into_bytes(),
+            "{name}: batched"
+        );
+    }
+    for case in arr(&all, "invalid") {
+        let name = s(case, "name");
+        let e = settings(get(case, "mapping"), false).unwrap_err();
+        assert_eq!(e.code(), s(case, "code"), "{name}: {e}");
+    }
+}
+
+/// A mapping that copies a call past the body limit sends nothing and says
+/// so: the delivery gives up before its first attempt, the batch skips the
+/// call, and a request is refused, each with `mapped_body_too_large`.
+#[test]
+fn a_mapped_body_past_the_limit_gives_up_unsent() {
+    use callpost_core::webhooks::Skip;
+    use callpost_core::{Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason};
+    let copies: Map = (0..20)
+        .map(|i| (format!("k{i}"), load(r#"{"@path":"properties"}"#)))
+        .collect();
+    let hooks = Webhooks::from_value(&load(&format!(
+        r#"{{"endpoints":["https://hooks.example.com/in"],"mapping":{}}}"#,
+        Value::Object(copies).to_json_string().unwrap()
+    )))
+    .unwrap();
+    let pad = "x".repeat(30_000);
+    let big = Call::from_json_str(&format!(
+        r#"{{"type":"track","userId":"u","event":"e","messageId":"m","properties":{{"pad":"{pad}"}}}}"#
+    ))
+    .unwrap();
+    let small = Call::from_json_str(r#"{"type":"track","userId":"u","event":"e","messageId":"s"}"#)
+        .unwrap();
+    let now = at(0);
+    let mut d = Delivery::new(&hooks, &big, now, DeliveryConfig::new(0)).unwrap();
+    assert!(d.poll_request(now).is_none(), "nothing is sent");
+    assert_eq!(
+        d.poll_outcome(),
+        Some(DeliveryOutcome::GaveUp {
+            reason: GiveUpReason::MappedBodyTooLarge,
+            attempts: 0,
+            last: None
+        })
+    );
+    assert_eq!(
+        GiveUpReason::MappedBodyTooLarge.code(),
+        "mapped_body_too_large"
+    );
+    assert_eq!(
+        callpost_core::mapping::MAX_BODY_BYTES,
+        callpost_core::batcher::MAX_BATCH_BYTES
+    );
+    let e = hooks.request(&big, 0, now).unwrap_err();
+    assert_eq!(e.code(), "mapped_body_too_large");
+    let packed = hooks.pack(&[big, small], now).unwrap();
+    assert_eq!(packed.skipped, vec![(0, Skip::MappedBodyTooLarge)]);
+    assert_eq!(packed.batches.len(), 1);
+    assert_eq!(packed.batches[0].members, vec![1]);
 }

@@ -55,6 +55,7 @@ var allCodes = []Code{
 	CodeRejected,
 	CodeRetriesExhausted,
 	CodeShutdown,
+	CodeMappedBodyTooLarge,
 	CodeUnknownRoute,
 	CodeInvalidBatch,
 	CodeBatchTooLarge,

@@ -122,6 +122,8 @@ const (
 	CodeRetriesExhausted Code = "retries_exhausted"
 	// CodeShutdown is shutdown (ErrDelivery): the client shut down before the messages were delivered.
 	CodeShutdown Code = "shutdown"
+	// CodeMappedBodyTooLarge is mapped_body_too_large (ErrDelivery): a destination's mapping built a body over 500,000 bytes for a call: not sent there.
+	CodeMappedBodyTooLarge Code = "mapped_body_too_large"
 	// CodeUnknownRoute is unknown_route (ErrIngest): a path that is not a Tracking API route.
 	CodeUnknownRoute Code = "unknown_route"
 	// CodeInvalidBatch is invalid_batch (ErrIngest): a body that is not a batch object, or a batch that is not an array.

@@ -143,6 +143,52 @@ func TestWebhookRequests(t *testing.T) {
 	}
 }
 
+// testdata/mappings.json: each case's mapping, in the settings the core
+// reads, builds its call's body exactly as the generator's JavaScript
+// reading of the rules does; refused mappings are invalid_settings.
+func TestMappings(t *testing.T) {
+	var v struct {
+		Cases []struct {
+			Name    string          `json:"name"`
+			Mapping json.RawMessage `json:"mapping"`
+			Call    string          `json:"call"`
+			Now     int64           `json:"now"`
+			Expect  struct {
+				Body string `json:"body"`
+			} `json:"expect"`
+		} `json:"cases"`
+		Invalid []struct {
+			Name    string          `json:"name"`
+			Mapping json.RawMessage `json:"mapping"`
+			Code    Code            `json:"code"`
+		} `json:"invalid"`
+	}
+	vectors(t, "mappings.json", &v)
+	settings := func(mapping json.RawMessage) []byte {
+		return []byte(`{"endpoints":["https://hooks.example.com/in"],"mapping":` + string(mapping) + `}`)
+	}
+	if len(v.Cases) < 40 || len(v.Invalid) < 10 {
+		t.Fatalf("%d cases, %d refused", len(v.Cases), len(v.Invalid))
+	}
+	for _, c := range v.Cases {
+		w, err := NewWebhooks(settings(c.Mapping))
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		r, err := w.Request([]byte(c.Call), 0, time.UnixMilli(c.Now))
+		if err != nil || string(r.Body) != c.Expect.Body {
+			t.Fatalf("%s: %s, %v; want %s", c.Name, r.Body, err, c.Expect.Body)
+		}
+	}
+	for _, c := range v.Invalid {
+		_, err := NewWebhooks(settings(c.Mapping))
+		var e *Error
+		if !errors.As(err, &e) || e.Code != c.Code || !strings.Contains(e.Error(), "mapping") {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+	}
+}
+
 func TestStringify(t *testing.T) {
 	var cases []struct {
 		Input    string `json:"input"`

@@ -76,7 +76,7 @@ impl Webhooks {
     #[new]
     #[pyo3(signature = (
         endpoints, shared_secret=None, *, mode=None, signature=None, signing_secrets=None,
-        filters=None, batch_max_calls=None, batch_max_bytes=None, batch=false,
+        filters=None, batch_max_calls=None, batch_max_bytes=None, batch=false, mapping=None,
     ))]
     #[allow(clippy::too_many_arguments)] // the Python signature
     fn new(
@@ -89,6 +89,7 @@ impl Webhooks {
         batch_max_calls: Option<usize>,
         batch_max_bytes: Option<usize>,
         batch: bool,
+        mapping: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let secret = shared_secret
             .map(|s| bytes_of(s, "shared_secret"))
@@ -119,6 +120,13 @@ impl Webhooks {
                 inner.with_filters(rules)
             }
         };
+        let mapping = mapping
+            .map(|m| {
+                core::mapping::Mapping::from_value(&to_value(m)?)
+                    .map_err(|e| err(core::SettingsError::from(e)))
+            })
+            .transpose()?;
+        let inner = inner.with_mapping(mapping);
         let batching = (batch || batch_max_calls.is_some() || batch_max_bytes.is_some())
             .then(|| core::webhooks::Batching::new(batch_max_calls, batch_max_bytes))
             .transpose()

@@ -498,6 +498,31 @@ def test_refused_filters(case: dict[str, Any]) -> None:
     assert "filters" in str(e.value)
 
 
+MAPPINGS = vectors("mappings.json")
+
+
+@pytest.mark.parametrize("case", MAPPINGS["cases"], ids=lambda c: c["name"])
+def test_mapped_bodies(case: dict[str, Any]) -> None:
+    """Each case's mapping builds its call's body exactly as the
+    generator's JavaScript reading of the rules does, in the request and
+    through a delivery."""
+    hooks = callpost.Webhooks(["https://hooks.example.com/in"], mapping=case["mapping"])
+    expect = case["expect"]["body"]
+    assert hooks.request(case["call"].encode(), now=case["now"]).body.decode() == expect
+    d = callpost.Delivery(hooks.settings, case["call"].encode(), case["now"], seed=0)
+    attempt = d.poll_request(case["now"])
+    assert attempt is not None
+    assert attempt.request.body.decode() == expect
+
+
+@pytest.mark.parametrize("case", MAPPINGS["invalid"], ids=lambda c: c["name"])
+def test_refused_mappings(case: dict[str, Any]) -> None:
+    with pytest.raises(callpost.SettingsError) as e:
+        callpost.Webhooks(["https://hooks.example.com/in"], mapping=case["mapping"])
+    assert_code(e.value, case["code"])
+    assert "mapping" in str(e.value)
+
+
 @pytest.mark.parametrize("case", vectors("webhook_batches.json"), ids=lambda c: c["name"])
 def test_webhook_batches(case: dict[str, Any]) -> None:
     """The calls packed into batches (ids, bodies, members) and the calls in

@@ -12,6 +12,7 @@
 
 use crate::seal::{SealError, SealKey};
 use callpost_core::filter::Filters;
+use callpost_core::mapping::Mapping;
 use callpost_core::notify::DEAD_LETTER_WINDOW_RANGE_MS;
 use callpost_core::protection::ProtectionConfig;
 use callpost_core::sources::{check_source, SourceError, SourceSet};
@@ -465,6 +466,12 @@ struct FileWebhooks {
     /// `[[sources.webhooks.filters]]` tables in the file.
     #[serde(skip_serializing_if = "Option::is_none")]
     filters: Option<Vec<serde_json::Value>>,
+    /// The body each call is sent with, in the core's JSON form
+    /// (`core::mapping`): `[sources.webhooks.mapping]` in the file. Its
+    /// keys keep their order (serde_json's and toml's `preserve_order`):
+    /// they are the body's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mapping: Option<serde_json::Value>,
     /// Several calls per POST (`[sources.webhooks.batch]`; an empty table
     /// takes the core's limits).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -690,6 +697,7 @@ pub fn load(
                 signature: None,
                 signing_secrets: None,
                 filters: None,
+                mapping: None,
                 batch: None,
             }),
         }));
@@ -1070,9 +1078,9 @@ fn signing_of(
     })
 }
 
-/// The destination with `webhooks.batch` and `webhooks.filters` (the core
-/// reads and checks them; the file's filter tables are the core's JSON
-/// form).
+/// The destination with `webhooks.batch`, `webhooks.filters` and
+/// `webhooks.mapping` (the core reads and checks them; the file's tables
+/// are the core's JSON form).
 fn filters_of(
     name: &str,
     webhooks: Webhooks,
@@ -1093,17 +1101,32 @@ fn filters_of(
             webhooks.with_batching(Some(batching))
         }
     };
+    let webhooks = match &hooks.mapping {
+        None => webhooks,
+        Some(m) => {
+            let mapping = Mapping::from_value(&core_value(name, m, "mapping")?)
+                .map_err(|e| refused(e.code(), format!("source {name:?}: webhooks.{e}")))?;
+            webhooks.with_mapping(Some(mapping))
+        }
+    };
     let Some(rules) = &hooks.filters else {
         return Ok(webhooks);
     };
-    // serde_json writes what it read; the core's parser takes it back.
-    let text =
-        serde_json::to_vec(rules).map_err(|e| refused(Code::InvalidSettings, e.to_string()))?;
-    let value = callpost_core::Value::from_json_slice(&text)
-        .map_err(|e| refused(e.code(), format!("source {name:?}: webhooks.filters: {e}")))?;
-    let filters = Filters::from_value(&value)
+    let filters = Filters::from_value(&core_value(name, rules, "filters")?)
         .map_err(|e| refused(e.code(), format!("source {name:?}: webhooks.{e}")))?;
     Ok(webhooks.with_filters(filters))
+}
+
+/// A setting in the core's JSON form: serde_json writes what it read; the
+/// core's parser takes it back.
+fn core_value(
+    name: &str,
+    v: &impl Serialize,
+    what: &str,
+) -> Result<callpost_core::Value, ConfigError> {
+    let text = serde_json::to_vec(v).map_err(|e| refused(Code::InvalidSettings, e.to_string()))?;
+    callpost_core::Value::from_json_slice(&text)
+        .map_err(|e| refused(e.code(), format!("source {name:?}: webhooks.{what}: {e}")))
 }
 
 /// A source the core's rules refuse, as a configuration error.
@@ -1394,6 +1417,36 @@ signing_secrets = ["whsec_c2lnbmluZy1zZWNyZXQtdmFsdWU="]
         assert!(
             e.to_string()
                 .contains("webhooks.filters[1]: unknown action")
+                && e.code() == Code::InvalidSettings,
+            "{e}"
+        );
+        // Mappings: the file's table is the core's JSON form, its keys in
+        // the file's order (the body's), checked by the core.
+        let mapped = format!(
+            "{ONE}[sources.webhooks.mapping]
+zeta = {{ \"@path\" = \"event\" }}
+             alpha = {{ \"@template\" = \"{{{{userId}}}}!\" }}
+             items = {{ \"@arrayPath\" = [\"properties.products\", {{ sku = {{ \"@path\" = \"sku\" }} }}] }}
+"
+        );
+        let cfg = load_text(&mapped, &[]).unwrap();
+        let hooks = cfg.sources[0].webhooks.as_ref().unwrap();
+        let track = callpost_core::Call::from_json_str(
+            r#"{"type":"track","userId":"u","event":"e","properties":{"products":[{"sku":"a"}]}}"#,
+        )
+        .unwrap();
+        let body = hooks
+            .request(&track, 0, callpost_core::Timestamp::from_millis(0).unwrap())
+            .unwrap()
+            .body;
+        assert_eq!(
+            std::str::from_utf8(&body).unwrap(),
+            r#"{"zeta":"e","alpha":"u!","items":[{"sku":"a"}]}"#
+        );
+        let e = load_text(&mapped.replace("@template", "@liquid"), &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("webhooks.mapping.alpha.@liquid: unknown directive")
                 && e.code() == Code::InvalidSettings,
             "{e}"
         );

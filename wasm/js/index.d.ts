@@ -40,7 +40,7 @@ export interface CallpostError extends Error {
 
 export interface DeliveryError extends CallpostError {
   name: 'DeliveryError';
-  /** 'all_endpoints_rejected' | 'window_exhausted' */
+  /** 'all_endpoints_rejected' | 'window_exhausted' | 'mapped_body_too_large' */
   code: string;
   outcome: DeliveryOutcome;
   log: AttemptRecord[];
@@ -75,7 +75,7 @@ export interface AttemptRecord {
 
 export type DeliveryOutcome =
   | { kind: 'delivered'; endpoint: number; attempt: number; at: number }
-  | { kind: 'gave_up'; reason: 'window_exhausted' | 'all_endpoints_rejected'; attempts: number; last: Outcome | null }
+  | { kind: 'gave_up'; reason: 'window_exhausted' | 'all_endpoints_rejected' | 'mapped_body_too_large'; attempts: number; last: Outcome | null }
   | { kind: 'disabled' }
   | { kind: 'filtered'; rule: number };
 
@@ -96,10 +96,23 @@ export type FilterTest = { field: string } & (
   | { gt: number } | { gte: number } | { lt: number } | { lte: number }
 );
 export type FilterCondition = FilterTest | { and: FilterCondition[] } | { or: FilterCondition[] } | { not: FilterCondition };
-/** A destination filter rule (docs/filters.md). */
+/** A destination filter rule (docs/operators.md, "Destination filters"). */
 export type FilterRule =
   | { action: 'drop' | 'keep'; if: FilterCondition }
   | { action: 'drop_fields'; fields: string[]; if?: FilterCondition };
+
+/** A mapping directive (docs/mappings.md); paths are into the call as Segment's message has it. */
+export type MappingDirective =
+  | { '@path': string }
+  | { '@template': string }
+  | { '@literal': unknown }
+  | { '@if': ({ exists: MappingValue } | { blank: MappingValue }) & { then?: MappingValue; else?: MappingValue } }
+  | { '@arrayPath': [string | MappingDirective] | [string | MappingDirective, Mapping] }
+  | { '@default': MappingValue[] };
+/** A raw JSON value, or a directive, at any depth. */
+export type MappingValue = null | boolean | number | string | MappingValue[] | MappingDirective | { [key: string]: MappingValue };
+/** A destination's mapping: the body's object, its values raw or directives. */
+export type Mapping = { [key: string]: MappingValue };
 
 export type Endpoint = string | { url: string; headers?: Record<string, string> };
 export type Secret = string | Uint8Array;
@@ -297,6 +310,11 @@ export interface WebhooksOptions {
   signingSecrets?: string[];
   /** Rules that drop calls, or fields of them, before delivery (docs/operators.md, destination filters); checked here (`invalid_settings`). */
   filters?: FilterRule[];
+  /**
+   * The body each call is sent with, built by Segment Actions-style directives (`@path`, `@template`, `@if`,
+   * `@arrayPath`, `@default`, `@literal`; docs/mappings.md) in place of the spec's body; checked here (`invalid_settings`).
+   */
+  mapping?: Mapping;
   /**
    * How `deliverBatch` packs calls: `true` for the defaults (1,000 calls, 500,000 bytes a POST), or the limits
    * (at most 4,000 calls; 64,000 to 500,000 bytes). `deliver` always sends one call.

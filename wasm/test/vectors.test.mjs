@@ -570,6 +570,24 @@ test('filter vectors', async () => {
   }
 });
 
+// testdata/mappings.json: each case's mapping builds its call's body exactly
+// as the generator's JavaScript reading of the rules does, in the request
+// and through a Delivery; refused mappings throw invalid_settings.
+test('mapping vectors', () => {
+  const { cases, invalid } = vectors('mappings.json');
+  assert.ok(cases.length >= 40);
+  for (const c of cases) {
+    const hooks = new callpost.Webhooks({ endpoints: ['https://hooks.example.com/in'], mapping: c.mapping });
+    assert.equal(hooks.request(c.call, 0, c.now).body, c.expect.body, c.name);
+    const d = new callpost.Delivery(hooks, c.call, { nowMs: c.now });
+    assert.equal(d.pollRequest(c.now).request.body, c.expect.body, c.name);
+  }
+  for (const c of invalid) {
+    assert.throws(() => new callpost.Webhooks({ endpoints: ['https://hooks.example.com/in'], mapping: c.mapping }),
+      (e) => e.code === c.code && /mapping/.test(e.message), c.name);
+  }
+});
+
 // testdata/webhook_batches.json: calls packed into batches (ids, bodies,
 // members) and the calls in none, as the generator's JavaScript packs them.
 test('webhook batch vectors', () => {

@@ -6,9 +6,10 @@ use crate::call::{Call, CallError};
 use crate::code::Code;
 use crate::filter::Decision;
 use crate::json::JsonError;
+use crate::mapping::MapError;
 use crate::retry::{parse_retry_after, Backoff, Jitter, Outcome, Verdict};
 use crate::timestamp::Timestamp;
-use crate::webhooks::{write_body, HostHmac, Mode, Request, Webhooks};
+use crate::webhooks::{HostHmac, Mode, Request, Webhooks};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -104,6 +105,10 @@ pub enum GiveUpReason {
     WindowExhausted,
     /// Every endpoint refused the call for good (4xx, 3xx or TLS failure).
     AllEndpointsRejected,
+    /// The destination's mapping built a body over
+    /// [`MAX_BODY_BYTES`](crate::mapping::MAX_BODY_BYTES) for the call;
+    /// nothing was sent.
+    MappedBodyTooLarge,
 }
 
 impl GiveUpReason {
@@ -112,6 +117,7 @@ impl GiveUpReason {
         match self {
             Self::WindowExhausted => Code::WindowExhausted,
             Self::AllEndpointsRejected => Code::AllEndpointsRejected,
+            Self::MappedBodyTooLarge => Code::MappedBodyTooLarge,
         }
     }
 }
@@ -154,6 +160,11 @@ impl From<crate::webhooks::Skip> for DeliveryOutcome {
         match why {
             crate::webhooks::Skip::Disabled => Self::Disabled,
             crate::webhooks::Skip::Filtered { rule } => Self::Filtered { rule },
+            crate::webhooks::Skip::MappedBodyTooLarge => Self::GaveUp {
+                reason: GiveUpReason::MappedBodyTooLarge,
+                attempts: 0,
+                last: None,
+            },
         }
     }
 }
@@ -298,8 +309,13 @@ impl Delivery {
             Decision::Drop { rule } => (Cow::Borrowed(call), Some(rule)),
         };
         let mut body = Vec::with_capacity(call.capacity_hint());
+        let mut too_large = false;
         if filtered.is_none() {
-            write_body(&call, now, &mut body)?;
+            match settings.write_call_body(&call, now, &mut body) {
+                Ok(()) => {}
+                Err(MapError::Call(e)) => return Err(e),
+                Err(_) => too_large = true,
+            }
         }
         let body = String::from_utf8(body).map_err(|_| JsonError::InvalidUnicode)?;
         let mut d = Self::unstarted(settings, call.message_id.clone(), body, config);
@@ -308,6 +324,8 @@ impl Delivery {
         } else if let Some(rule) = filtered {
             let rule = u32::try_from(rule).unwrap_or(u32::MAX);
             d.finish(DeliveryOutcome::Filtered { rule });
+        } else if too_large {
+            d.finish(crate::webhooks::Skip::MappedBodyTooLarge.into());
         } else {
             d.phase = Phase::Round(d.new_round(now));
         }

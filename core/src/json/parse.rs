@@ -100,6 +100,35 @@ pub(crate) fn member_span(text: &str, keys: &[String]) -> Option<(usize, usize, 
     }
 }
 
+/// Where each element of the array `text` sits: the offsets of its start
+/// and just past its end. The elements' syntax is skipped, not built.
+/// `None` when the text is not an array or is malformed.
+pub(crate) fn element_spans(text: &str) -> Option<Vec<(usize, usize)>> {
+    let mut p = Parser::new(text);
+    p.ws();
+    if !p.eat(b'[') {
+        return None;
+    }
+    let mut spans = Vec::new();
+    p.ws();
+    if p.eat(b']') {
+        return Some(spans);
+    }
+    loop {
+        p.ws();
+        let at = p.pos;
+        p.skip_value().ok()?;
+        spans.push((at, p.pos));
+        p.ws();
+        if p.eat(b']') {
+            return Some(spans);
+        }
+        if !p.eat(b',') {
+            return None;
+        }
+    }
+}
+
 /// A cursor over JSON text.
 pub(crate) struct Parser<'a> {
     text: &'a str,

@@ -14,9 +14,10 @@
 //! * A batch holds at most `max_calls` calls and `max_bytes` bytes of body.
 //!   A call whose body alone is larger than `max_bytes` goes alone.
 
-use super::{write_body, SettingsError, Webhooks};
+use super::{SettingsError, Webhooks};
 use crate::call::{Call, CallError};
 use crate::filter::Decision;
+use crate::mapping::MapError;
 use crate::timestamp::Timestamp;
 
 /// Calls per batch unless set: Segment's Webhooks (Actions) mapping's
@@ -119,6 +120,9 @@ pub enum Skip {
         /// The index of the rule that dropped it.
         rule: u32,
     },
+    /// The destination's mapping built a body over
+    /// [`MAX_BODY_BYTES`](crate::mapping::MAX_BODY_BYTES) for it.
+    MappedBodyTooLarge,
 }
 
 impl Webhooks {
@@ -144,7 +148,14 @@ impl Webhooks {
                 }
             };
             let mut body = Vec::with_capacity(kept.capacity_hint());
-            write_body(&kept, now, &mut body)?;
+            match self.write_call_body(&kept, now, &mut body) {
+                Ok(()) => {}
+                Err(MapError::Call(e)) => return Err(e),
+                Err(_) => {
+                    out.skipped.push((i, Skip::MappedBodyTooLarge));
+                    continue;
+                }
+            }
             let id = kept.message_id.clone().unwrap_or_default();
             // The open batch's bytes hold its `[` and commas; this call
             // adds a comma, its body, and the closing `]`.

@@ -27,6 +27,7 @@ pub use settings::{
 use crate::call::Call;
 use crate::filter::{Decision, Filters};
 use crate::json::Value;
+use crate::mapping::{MapError, Mapping};
 use crate::misuse::ApiMisuse;
 use crate::routing::{is_enabled, WEBHOOKS};
 use crate::signature::Secret;
@@ -57,6 +58,9 @@ struct Settings {
     filters: Filters,
     /// Several calls per POST when set ([`batch`]).
     batching: Option<Batching>,
+    /// The body each call is sent with, when not the spec's
+    /// ([`crate::mapping`]).
+    mapping: Option<Mapping>,
 }
 
 impl Webhooks {
@@ -93,6 +97,7 @@ impl Webhooks {
                 signing_secrets: Vec::new(),
                 filters: Filters::none(),
                 batching: None,
+                mapping: None,
             }),
         })
     }
@@ -124,6 +129,31 @@ impl Webhooks {
     /// and without which fields ([`crate::filter`]).
     pub fn with_filters(self, filters: Filters) -> Self {
         self.changed(|s| s.filters = filters)
+    }
+
+    /// These settings sending each call with the body `mapping` builds
+    /// (`Some`), or with the spec's body (`None`, the default).
+    pub fn with_mapping(self, mapping: Option<Mapping>) -> Self {
+        self.changed(|s| s.mapping = mapping)
+    }
+
+    /// The mapping the bodies are built with, if any.
+    pub fn mapping(&self) -> Option<&Mapping> {
+        self.inner.mapping.as_ref()
+    }
+
+    /// Writes the body `call` is sent with: the mapping's when the
+    /// destination has one, else the spec's ([`write_body`]).
+    pub fn write_call_body(
+        &self,
+        call: &Call,
+        now: Timestamp,
+        out: &mut Vec<u8>,
+    ) -> Result<(), MapError> {
+        match &self.inner.mapping {
+            Some(m) => m.write_body(call, now, out),
+            None => Ok(write_body(call, now, out)?),
+        }
     }
 
     /// These settings sending several calls per POST (`Some`), or one
@@ -211,6 +241,10 @@ impl Webhooks {
             None | Some(Value::Null) => Filters::none(),
             Some(v) => Filters::from_value(v)?,
         };
+        let mapping = match map.get("mapping") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(Mapping::from_value(v)?),
+        };
         let batching = match map.get("batch") {
             None | Some(Value::Null) => None,
             Some(Value::Object(b)) => {
@@ -236,6 +270,7 @@ impl Webhooks {
         Ok(Self::with_mode(&endpoints, secret, mode)?
             .with_signing(signing, &signing_secrets)?
             .with_filters(filters)
+            .with_mapping(mapping)
             .with_batching(batching))
     }
 
@@ -284,7 +319,11 @@ impl Webhooks {
         hmac: Option<HostHmac<'_>>,
     ) -> Result<Request, RequestError> {
         let mut body = Vec::with_capacity(call.capacity_hint());
-        write_body(call, now, &mut body)?;
+        self.write_call_body(call, now, &mut body)
+            .map_err(|e| match e {
+                MapError::Call(e) => RequestError::Call(e),
+                _ => RequestError::MappedBodyTooLarge,
+            })?;
         Ok(self.request_for_body(call.message_id.as_deref(), body, endpoint, now, hmac)?)
     }
 

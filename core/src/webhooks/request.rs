@@ -20,6 +20,10 @@ pub enum RequestError {
     /// An endpoint index past the configured endpoints.
     #[error(transparent)]
     Misuse(#[from] ApiMisuse),
+    /// The destination's mapping built a body over
+    /// [`MAX_BODY_BYTES`](crate::mapping::MAX_BODY_BYTES) for the call.
+    #[error("the mapped body is over {} bytes", crate::mapping::MAX_BODY_BYTES)]
+    MappedBodyTooLarge,
 }
 
 impl RequestError {
@@ -28,6 +32,7 @@ impl RequestError {
         match self {
             Self::Call(e) => e.code(),
             Self::Misuse(e) => e.code(),
+            Self::MappedBodyTooLarge => Code::MappedBodyTooLarge,
         }
     }
 }

@@ -177,6 +177,9 @@ pub enum SettingsError {
     /// The `filters` cannot be used; the message names the rule.
     #[error(transparent)]
     Filter(#[from] crate::filter::FilterError),
+    /// The `mapping` cannot be used; the message names the place.
+    #[error(transparent)]
+    Mapping(#[from] crate::mapping::MappingError),
 }
 
 impl SettingsError {
@@ -194,6 +197,7 @@ impl SettingsError {
             Self::ReservedHeader { .. } => Code::ReservedHeader,
             Self::InvalidField(_) => Code::InvalidSettings,
             Self::Filter(e) => e.code(),
+            Self::Mapping(e) => e.code(),
         }
     }
 }

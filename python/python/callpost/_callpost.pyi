@@ -255,6 +255,7 @@ class Webhooks:
         batch_max_calls: int | None = None,
         batch_max_bytes: int | None = None,
         batch: bool = False,
+        mapping: JSONObject | None = None,
     ) -> Webhooks: ...
     def pack(self, calls: Iterable[Call], now: Now = None) -> tuple[list[Batch], list[tuple[int, DeliveryOutcome]]]:
         """Groups ``calls`` into batches (the destination's batching, or the

@@ -140,8 +140,12 @@ class Webhooks:
     under ``shared_secret``; the default), ``"standard"`` (the Standard
     Webhooks headers, one signature per ``whsec_`` secret in
     ``signing_secrets``) or ``"both"``. ``filters`` is a list of rules
-    (docs/filters.md) that drop calls or their fields before delivery; a
-    dropped call's ``deliver`` returns ``filtered_by`` and sends nothing.
+    (docs/operators.md, "Destination filters") that drop calls or their
+    fields before delivery; a dropped call's ``deliver`` returns
+    ``filtered_by`` and sends nothing.
+    ``mapping`` (docs/mappings.md) builds each call's body with Segment
+    Actions-style directives (``@path``, ``@template``, ``@if``,
+    ``@arrayPath``, ``@default``, ``@literal``) in place of the spec's body.
     ``batch=True`` (or ``batch_max_calls`` / ``batch_max_bytes``: at most
     4,000 calls and 500,000 bytes; 1,000 and 500,000 by default) is what
     ``deliver_batch`` packs by; it changes nothing about ``deliver``.
@@ -157,6 +161,7 @@ class Webhooks:
         signature: str | None = None,
         signing_secrets: Sequence[str] | None = None,
         filters: Sequence[JSONObject] | None = None,
+        mapping: JSONObject | None = None,
         batch: bool = False,
         batch_max_calls: int | None = None,
         batch_max_bytes: int | None = None,
@@ -172,6 +177,7 @@ class Webhooks:
             signature=signature,
             signing_secrets=None if signing_secrets is None else list(signing_secrets),
             filters=filters,
+            mapping=mapping,
             batch=batch,
             batch_max_calls=batch_max_calls,
             batch_max_bytes=batch_max_bytes,

@@ -508,6 +508,9 @@ pub struct WebhooksReport {
     /// How many destination filter rules apply (the rules themselves are
     /// in `GET /admin/sources/{name}`).
     pub filters: usize,
+    /// Whether a mapping builds the bodies (the mapping itself is in
+    /// `GET /admin/sources/{name}`).
+    pub mapped: bool,
 }
 
 /// One endpoint of a [`WebhooksReport`].
@@ -548,6 +551,7 @@ pub fn sources_report(sources: &Sources) -> Vec<SourceReport> {
                 signed: (w.is_signed() && w.signing().segment()) || w.signing().standard(),
                 signature: w.signing().as_str(),
                 filters: w.filters().len(),
+                mapped: w.mapping().is_some(),
             }),
         })
         .collect()

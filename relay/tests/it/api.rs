@@ -1719,6 +1719,58 @@ async fn stored_source(t: &TestRelay, name: &str) -> Option<Value> {
         .map(|d| d.to_value())
 }
 
+/// A source's mapping goes in through the API, is checked by the core
+/// (refused naming the place), is in force (`mapped`), and keeps its keys'
+/// order, which is the body's, through a PATCH of something else.
+#[tokio::test]
+async fn a_mapping_is_checked_put_in_force_and_keeps_its_order() {
+    let t = Setup::new().secret_key().start().await;
+    let mapping = r#"{"zeta":{"@path":"event"},"alpha":{"@template":"{{userId}}!"},"mid":{"@arrayPath":["properties.products",{"sku":{"@path":"sku"}}]}}"#;
+    let shop = json!({
+        "write_keys": ["wk-shop"],
+        "webhooks": {
+            "urls": ["http://127.0.0.1:9/in"],
+            "mapping": serde_json::from_str::<Value>(mapping).unwrap()
+        }
+    });
+    let mut bad = shop.clone();
+    bad["webhooks"]["mapping"]["mid"] = json!({"@arrayPath": "properties.products"});
+    let r = t.admin("PUT", "/admin/sources/shop", Some(bad)).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "invalid_settings".to_owned()),
+        "{}",
+        r.text()
+    );
+    assert!(r.text().contains("mapping.mid.@arrayPath"), "{}", r.text());
+
+    let r = t.admin("PUT", "/admin/sources/shop", Some(shop)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = t
+        .admin(
+            "PATCH",
+            "/admin/sources/shop",
+            Some(json!({"webhooks": {"enabled": false}})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let stored = stored_source(&t, "shop").await.unwrap();
+    assert_eq!(
+        serde_json::to_string(&stored["webhooks"]["mapping"]).unwrap(),
+        mapping
+    );
+    let listed = t.admin("GET", "/admin/sources", None).await.json();
+    let shop = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "shop")
+        .unwrap()
+        .clone();
+    assert_eq!(shop["webhooks"]["mapped"], json!(true), "{listed}");
+    t.shutdown().await;
+}
+
 /// A PATCH (JSON Merge Patch) changes what it names and keeps the rest as
 /// stored: the URL's query credential, the shared secret, the filters and
 /// header values that the API never shows, so an editor that sends back

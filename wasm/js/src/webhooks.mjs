@@ -41,12 +41,12 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
   class Webhooks {
     #core;
     #timing;
-    constructor({ endpoints, sharedSecret, mode, signature, signingSecrets, filters, batch, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
+    constructor({ endpoints, sharedSecret, mode, signature, signingSecrets, filters, mapping, batch, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
       const secret = sharedSecret == null ? null : textOf(sharedSecret, 'sharedSecret');
-      // signature, signingSecrets, filters and batch are checked by the
+      // signature, signingSecrets, filters, mapping and batch are checked by the
       // core's settings; `batch: true` is its defaults.
       const batching = batch === true ? {} : batch === false ? undefined : batch;
-      this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode, signature, signingSecrets, filters, batch: batching }));
+      this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode, signature, signingSecrets, filters, mapping, batch: batching }));
       // Large request bodies are signed by the platform (see sign() in
       // signing.mjs); the core decides which, and which header carries the
       // signature.

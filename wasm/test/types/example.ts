@@ -36,6 +36,14 @@ const shaped = new Webhooks({
     { action: 'drop_fields', fields: ['traits.email'], if: { not: { field: 'properties.total', gte: 100 } } },
   ],
   batch: { maxCalls: 500 },
+  mapping: {
+    text: { '@template': '{{userId}} did {{event}}' },
+    email: { '@default': [{ '@path': 'traits.email' }, 'unknown'] },
+    vip: { '@if': { exists: { '@path': 'traits.plan' }, then: true, else: false } },
+    items: { '@arrayPath': ['properties.products', { sku: { '@path': 'sku' } }] },
+    raw: { '@literal': { '@path': 'as written' } },
+    fixed: [1, 'two', null, { nested: { '@path': '$.messageId' } }],
+  },
 });
 const packed = shaped.pack([{ type: 'track', userId: 'u', event: 'e' }]);
 const firstId: string | undefined = packed.batches[0]?.id;
