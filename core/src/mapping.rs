@@ -65,8 +65,8 @@
 use crate::call::{Call, CallError, Object};
 use crate::code::Code;
 use crate::json::{
-    array_index, element_spans, member_span, write_map, write_number, write_string, write_value,
-    Map, Value,
+    array_index, element_spans, element_start, member_start, value_end, write_map, write_number,
+    write_string, write_value, Map, Value,
 };
 use crate::timestamp::Timestamp;
 
@@ -142,6 +142,8 @@ impl MapError {
 pub struct Mapping {
     /// The top level: an object's members, in `JSON.stringify` order.
     fields: Vec<(String, Node)>,
+    /// The mapping as it was given, for showing it back.
+    given: Value,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -235,7 +237,15 @@ impl Mapping {
         }
         let mut budget = Budget { nodes: 0, bytes: 0 };
         let fields = members(map, "", 1, &mut budget)?;
-        Ok(Self { fields })
+        Ok(Self {
+            fields,
+            given: value.clone(),
+        })
+    }
+
+    /// The mapping as it was given (its keys in their order).
+    pub fn to_value(&self) -> &Value {
+        &self.given
     }
 
     /// Reads and checks a mapping from JSON text.
@@ -590,6 +600,11 @@ enum Found<'a> {
     /// or of a value a directive wrote.
     Text(&'a str),
     Value(&'a Value),
+    /// JSON text that starts with a value whose end is not known yet
+    /// (what follows it is the rest of its container): a path steps on
+    /// into it without the value being skipped to its end, which for the
+    /// last member of a 30 KB object is the whole object.
+    TextFrom(&'a str),
     Map(&'a Map),
     Owned(Value),
     /// A call's own string field.
@@ -637,15 +652,15 @@ impl<'a> Found<'a> {
                 Step::Key(k) => Self::field(call, now, k),
                 Step::Index(_) => None,
             },
-            Self::Text(text) => {
-                let (from, to) = match step {
+            Self::Text(text) | Self::TextFrom(text) => {
+                let from = match step {
                     Step::Key(k) => match text.as_bytes().first() {
-                        Some(b'[') => nth(text, array_index(k)?)?,
-                        _ => member_span(text, std::slice::from_ref(k)).map(|(_, v, e)| (v, e))?,
+                        Some(b'[') => element_start(text, array_index(k)?)?,
+                        _ => member_start(text, k)?,
                     },
-                    Step::Index(i) => nth(text, *i)?,
+                    Step::Index(i) => element_start(text, *i)?,
                 };
-                Some(Self::Text(&text[from..to]))
+                Some(Self::TextFrom(&text[from..]))
             }
             Self::Value(v) => value_step(v, step).map(Self::Value),
             Self::Map(m) => match step {
@@ -658,7 +673,10 @@ impl<'a> Found<'a> {
     }
 
     fn at(self, path: &Path) -> Option<Self> {
-        path.0.iter().try_fold(self, Self::step)
+        match path.0.iter().try_fold(self, Self::step)? {
+            Self::TextFrom(t) => Some(Self::Text(&t[..value_end(t)?])),
+            found => Some(found),
+        }
     }
 
     fn write(&self, out: &mut Vec<u8>) {
@@ -672,6 +690,8 @@ impl<'a> Found<'a> {
                 }
             }
             Self::Text(t) => out.extend_from_slice(t.as_bytes()),
+            // `at` closes every path on its value's end.
+            Self::TextFrom(_) => out.extend_from_slice(b"null"),
             Self::Value(v) => write_or_null(write_value(v, out).is_ok(), out),
             Self::Owned(v) => write_or_null(write_value(v, out).is_ok(), out),
             Self::Map(m) => write_or_null(write_map(m, out).is_ok(), out),
@@ -692,10 +712,6 @@ fn write_or_null(ok: bool, out: &mut Vec<u8>) {
     if !ok {
         out.extend_from_slice(b"null");
     }
-}
-
-fn nth(text: &str, i: u32) -> Option<(usize, usize)> {
-    element_spans(text)?.get(i as usize).copied()
 }
 
 fn value_step<'v>(v: &'v Value, step: &Step) -> Option<&'v Value> {

@@ -275,7 +275,7 @@ async function sources() {
       h('h2', {}, src.name),
       h('span', { class: 'muted' }, `${src.write_keys} write key${src.write_keys === 1 ? '' : 's'}`),
       src.webhooks ? h('span', { class: 'muted' },
-        `${src.webhooks.mode} · ${src.webhooks.enabled ? 'sending' : 'kept, not sent'} · signature ${src.webhooks.signature} · ${src.webhooks.filters} filter rule(s)`) : null,
+        `${src.webhooks.mode} · ${src.webhooks.enabled ? 'sending' : 'kept, not sent'} · signature ${src.webhooks.signature} · ${src.webhooks.filters} filter rule(s)${src.webhooks.mapped ? ' · mapped body' : ''}`) : null,
       h('button', { onclick: () => editSource(src) }, 'Edit source'),
     ),
     src.webhooks

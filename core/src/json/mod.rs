@@ -34,7 +34,9 @@ mod string;
 mod write;
 
 pub use number::write_number;
-pub(crate) use parse::{element_spans, member_span, Parser};
+pub(crate) use parse::{
+    element_spans, element_start, member_span, member_start, value_end, Parser,
+};
 pub use string::write_string;
 pub(crate) use string::{plain_until, write_char, Quoted};
 pub use write::{array_index, write_map, write_value, JsonObject, ObjectMark, Writer};

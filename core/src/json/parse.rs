@@ -129,6 +129,70 @@ pub(crate) fn element_spans(text: &str) -> Option<Vec<(usize, usize)>> {
     }
 }
 
+/// Where the value of member `key` of the object `text` starts. Only the
+/// members before it are read (skipped by their syntax); the value itself
+/// is not, nor anything after it. `None` when there is no such member or
+/// the text is not an object.
+pub(crate) fn member_start(text: &str, key: &str) -> Option<usize> {
+    let mut p = Parser::new(text);
+    p.ws();
+    if !p.eat(b'{') {
+        return None;
+    }
+    p.ws();
+    if p.eat(b'}') {
+        return None;
+    }
+    loop {
+        p.ws();
+        let found = p.string().ok()? == key;
+        p.ws();
+        if !p.eat(b':') {
+            return None;
+        }
+        p.ws();
+        if found {
+            return Some(p.pos);
+        }
+        p.skip_value().ok()?;
+        p.ws();
+        if !p.eat(b',') {
+            return None;
+        }
+    }
+}
+
+/// Where element `index` of the array `text` starts; the elements before
+/// it are skipped by their syntax, nothing after its start is read.
+pub(crate) fn element_start(text: &str, index: u32) -> Option<usize> {
+    let mut p = Parser::new(text);
+    p.ws();
+    if !p.eat(b'[') {
+        return None;
+    }
+    p.ws();
+    if p.peek() == Some(b']') {
+        return None;
+    }
+    for _ in 0..index {
+        p.skip_value().ok()?;
+        p.ws();
+        if !p.eat(b',') {
+            return None;
+        }
+        p.ws();
+    }
+    Some(p.pos)
+}
+
+/// Where the one value `text` starts with ends.
+pub(crate) fn value_end(text: &str) -> Option<usize> {
+    let mut p = Parser::new(text);
+    p.ws();
+    p.skip_value().ok()?;
+    Some(p.pos)
+}
+
 /// A cursor over JSON text.
 pub(crate) struct Parser<'a> {
     text: &'a str,

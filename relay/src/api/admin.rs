@@ -77,6 +77,7 @@ pub(crate) enum Route {
     OpenApi,
     Log,
     LogCall,
+    TryMapping,
     #[cfg(feature = "test-clock")]
     TestClock,
 }
@@ -104,6 +105,7 @@ pub(crate) const ROUTES: &[(&str, &str, Route)] = &[
     ("GET", "/admin/openapi.json", Route::OpenApi),
     ("GET", "/admin/log", Route::Log),
     ("GET", "/admin/log/call", Route::LogCall),
+    ("POST", "/admin/mappings/try", Route::TryMapping),
     // Test builds only, and left out of the description: no operator
     // ever has it.
     #[cfg(feature = "test-clock")]
@@ -457,6 +459,22 @@ async fn run(
                     "no stored call has that source and messageId (it may have been purged)",
                 )),
             }
+        }
+        Route::TryMapping => {
+            no_query(query)?;
+            let Some(source) = f.string("source")? else {
+                return bad("give the source whose filters and mapping apply");
+            };
+            let trial = ops::MappingTrial {
+                source,
+                mapping: f.take("mapping"),
+                message_id: f.string("messageId")?,
+                call: f.take("call"),
+            };
+            f.done()?;
+            let sources = relay.sources();
+            let report = ops::try_mapping(store, &sources.list, relay.clock.now(), trial).await?;
+            Ok(json_value(200, &report))
         }
         #[cfg(feature = "test-clock")]
         Route::TestClock => {

@@ -359,6 +359,121 @@ pub async fn logged_call(
     }))
 }
 
+/// What an operator asks to try: a mapping (or the source's own) over a
+/// stored call (`message_id`) or one given (`call`), with the source's
+/// filters.
+#[derive(Debug, Clone)]
+pub struct MappingTrial {
+    /// The source whose filters, and (without `mapping`) mapping, apply.
+    pub source: String,
+    /// The mapping to try, in the core's JSON form; `None` for the
+    /// source's own (or the spec's body when it has none).
+    pub mapping: Option<Json>,
+    /// A stored call of the source, by its `messageId`.
+    pub message_id: Option<String>,
+    /// A call given whole.
+    pub call: Option<Json>,
+}
+
+/// What the trial built: the exact body, or why there is none.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MappingTrialReport {
+    /// The body the destination would send, as its exact text.
+    pub body: Option<String>,
+    /// The filter rule that drops the call (no body), if one does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filtered: Option<usize>,
+    /// Why the body was not built (`mapped_body_too_large`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
+    /// The reason, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Builds the body `trial` asks for, as a delivery starting at `now`
+/// would: the source's filters, then the mapping. Nothing is stored or
+/// sent. A mapping the core refuses is `invalid_settings`, naming the
+/// place; an unknown source or stored call is `not_found`.
+pub async fn try_mapping(
+    store: &dyn Store,
+    sources: &[Arc<Source>],
+    now: callpost_core::Timestamp,
+    trial: MappingTrial,
+) -> Result<MappingTrialReport, OpError> {
+    use callpost_core::filter::Decision;
+    use callpost_core::mapping::{MapError, Mapping};
+    let invalid = |code: Code, message: String| OpError::Invalid { code, message };
+    let source = sources
+        .iter()
+        .find(|s| s.name == trial.source)
+        .ok_or_else(|| OpError::NotFound(format!("no source is named {:?}", trial.source)))?;
+    let webhooks = source.webhooks.as_ref().ok_or_else(|| {
+        OpError::NotFound(format!("source {:?} has no destination", trial.source))
+    })?;
+    let mapping = match &trial.mapping {
+        None => webhooks.mapping().cloned(),
+        Some(m) => {
+            let value = Value::from_json_str(&m.to_string())
+                .map_err(|e| invalid(e.code(), format!("mapping: {e}")))?;
+            Some(Mapping::from_value(&value).map_err(|e| invalid(e.code(), e.to_string()))?)
+        }
+    };
+    let text = match (trial.message_id, trial.call) {
+        (Some(id), None) => {
+            store
+                .logged_call(trial.source.clone(), id.clone())
+                .await?
+                .ok_or_else(|| {
+                    OpError::NotFound(format!(
+                        "no stored call of {:?} has messageId {id:?} (it may have been purged)",
+                        trial.source
+                    ))
+                })?
+                .message
+        }
+        (None, Some(call)) => call.to_string(),
+        _ => {
+            return Err(invalid(
+                Code::InvalidArgument,
+                "give a stored call's messageId or a call, one of them".into(),
+            ))
+        }
+    };
+    let call = Call::from_json_str(&text).map_err(|e| invalid(e.code(), e.to_string()))?;
+    let kept = match webhooks.filter(&call) {
+        Decision::Drop { rule } => {
+            return Ok(MappingTrialReport {
+                body: None,
+                filtered: Some(rule),
+                code: None,
+                message: None,
+            })
+        }
+        Decision::Keep(kept) => kept,
+    };
+    let mut body = Vec::new();
+    let built = match &mapping {
+        Some(m) => m.write_body(&kept, now, &mut body),
+        None => callpost_core::webhooks::write_body(&kept, now, &mut body).map_err(MapError::from),
+    };
+    match built {
+        Ok(()) => Ok(MappingTrialReport {
+            body: Some(String::from_utf8_lossy(&body).into_owned()),
+            filtered: None,
+            code: None,
+            message: None,
+        }),
+        Err(MapError::Call(e)) => Err(invalid(e.code(), e.to_string())),
+        Err(e) => Ok(MappingTrialReport {
+            body: None,
+            filtered: None,
+            code: Some(e.code().as_str()),
+            message: Some(e.to_string()),
+        }),
+    }
+}
+
 /// Queue depth, deliveries by state, the oldest pending delivery.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StatusReport {
@@ -508,9 +623,11 @@ pub struct WebhooksReport {
     /// How many destination filter rules apply (the rules themselves are
     /// in `GET /admin/sources/{name}`).
     pub filters: usize,
-    /// Whether a mapping builds the bodies (the mapping itself is in
-    /// `GET /admin/sources/{name}`).
+    /// Whether a mapping builds the bodies.
     pub mapped: bool,
+    /// The mapping, as it was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<Value>,
 }
 
 /// One endpoint of a [`WebhooksReport`].
@@ -552,6 +669,7 @@ pub fn sources_report(sources: &Sources) -> Vec<SourceReport> {
                 signature: w.signing().as_str(),
                 filters: w.filters().len(),
                 mapped: w.mapping().is_some(),
+                mapping: w.mapping().map(|m| m.to_value().clone()),
             }),
         })
         .collect()

@@ -1771,6 +1771,59 @@ async fn a_mapping_is_checked_put_in_force_and_keeps_its_order() {
     t.shutdown().await;
 }
 
+/// An operator tries a mapping over a stored call before saving it: the
+/// exact body the destination would send, the source's filters applied,
+/// nothing stored or sent; a mapping the core refuses names the place, and
+/// a call the log lacks is 404.
+#[tokio::test]
+async fn a_mapping_is_tried_on_a_stored_call_before_it_is_saved() {
+    let t = Setup::new().start().await;
+    let call = json!({"type": "track", "userId": "u1", "event": "Order Completed", "messageId": "m-try",
+        "properties": {"total": 27.50, "products": [{"sku": "p-1"}, {"sku": "p-2"}]}});
+    let r = t
+        .post(
+            "/v1/track",
+            &[("Authorization", &basic(KEY))],
+            call.to_string().as_bytes(),
+        )
+        .await;
+    assert_eq!(r.status, 200);
+    let mapping = json!({"text": {"@template": "{{userId}} paid {{properties.total}}"},
+        "skus": {"@arrayPath": ["properties.products", {"s": {"@path": "sku"}}]}});
+    let tried = |body: Value| t.admin("POST", "/admin/mappings/try", Some(body));
+    let r = tried(json!({"source": "web", "mapping": mapping, "messageId": "m-try"})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json(),
+        json!({"body": r#"{"text":"u1 paid 27.5","skus":[{"s":"p-1"},{"s":"p-2"}]}"#})
+    );
+    // Without a mapping: the source's own (none here), the spec's body.
+    let r = tried(json!({"source": "web", "call": {"type": "alias", "userId": "u2", "previousId": "u1", "timestamp": "2026-11-28T00:00:00Z"}})).await;
+    assert_eq!(
+        r.json()["body"],
+        json!(
+            r#"{"version":1,"type":"alias","Previous ID":"u1","User ID":"u2","timestamp":"2026-11-28T00:00:00.000Z"}"#
+        )
+    );
+    let r =
+        tried(json!({"source": "web", "mapping": {"a": {"@path": "x["}}, "messageId": "m-try"}))
+            .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "invalid_settings".to_owned()),
+        "{}",
+        r.text()
+    );
+    assert!(r.text().contains("mapping.a.@path"), "{}", r.text());
+    let r = tried(json!({"source": "web", "mapping": mapping, "messageId": "m-absent"})).await;
+    assert_eq!((r.status, r.code()), (404, "not_found".to_owned()));
+    let r = tried(json!({"source": "web", "mapping": mapping})).await;
+    assert_eq!((r.status, r.code()), (400, "invalid_argument".to_owned()));
+    let r = tried(json!({"source": "absent", "mapping": mapping, "messageId": "m-try"})).await;
+    assert_eq!((r.status, r.code()), (404, "not_found".to_owned()));
+    t.shutdown().await;
+}
+
 /// A PATCH (JSON Merge Patch) changes what it names and keeps the rest as
 /// stored: the URL's query credential, the shared secret, the filters and
 /// header values that the API never shows, so an editor that sends back
