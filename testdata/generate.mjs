@@ -45,6 +45,9 @@ const settings = {
   sharedSecret: 'whsec-test-7f3a',
 };
 const unsigned = { endpoints: ['https://hooks.example.com/'] };
+// A receiver that updates a record: the same request under another method.
+const put = { ...settings, method: 'PUT' };
+const patch = { endpoints: ['https://crm.example.com/users'], method: 'PATCH' };
 
 const calls = [
   ['track_basic', { type: 'track', userId: 'u-123', event: 'Order Completed', messageId: 'msg-1',
@@ -73,8 +76,9 @@ const calls = [
 const requests = [];
 for (const [name, input] of calls) {
   const call = typeof input === 'string' ? JSON.parse(input) : input;
-  for (const [sname, s, endpoint] of [['signed', settings, 0], ['signed_ep1', settings, 1], ['unsigned', unsigned, 0]]) {
+  for (const [sname, s, endpoint] of [['signed', settings, 0], ['signed_ep1', settings, 1], ['unsigned', unsigned, 0], ['put', put, 1], ['patch', patch, 0]]) {
     if (sname === 'signed_ep1' && name !== 'track_basic') continue;
+    if ((sname === 'put' || sname === 'patch') && !['track_basic', 'identify'].includes(name)) continue;
     const b = body(call, NOW);
     const ep = s.endpoints[endpoint];
     const headers = [['User-Agent', 'callpost/1.0'], ['Content-Type', 'application/json']];
@@ -83,7 +87,7 @@ for (const [name, input] of calls) {
     if (call.messageId) headers.push(['Idempotency-Key', call.messageId]);
     const url = new URL(typeof ep === 'string' ? ep : ep.url).href;
     const given = typeof input === 'string' ? { call_json: input } : { call };
-    requests.push({ name: `${name}/${sname}`, settings: s, endpoint, now: NOW, ...given, expect: { method: 'POST', url, headers, body: b } });
+    requests.push({ name: `${name}/${sname}`, settings: s, endpoint, now: NOW, ...given, expect: { method: s.method ?? 'POST', url, headers, body: b } });
   }
 }
 write('webhook_requests.json', requests);

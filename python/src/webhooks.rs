@@ -77,6 +77,7 @@ impl Webhooks {
     #[pyo3(signature = (
         endpoints, shared_secret=None, *, mode=None, signature=None, signing_secrets=None,
         filters=None, batch_max_calls=None, batch_max_bytes=None, batch=false, mapping=None,
+        method=None,
     ))]
     #[allow(clippy::too_many_arguments)] // the Python signature
     fn new(
@@ -90,6 +91,7 @@ impl Webhooks {
         batch_max_bytes: Option<usize>,
         batch: bool,
         mapping: Option<&Bound<'_, PyAny>>,
+        method: Option<&str>,
     ) -> PyResult<Self> {
         let secret = shared_secret
             .map(|s| bytes_of(s, "shared_secret"))
@@ -127,6 +129,13 @@ impl Webhooks {
             })
             .transpose()?;
         let inner = inner.with_mapping(mapping);
+        let inner = match method {
+            None => inner,
+            Some(m) => inner.with_method(
+                core::webhooks::Method::parse(m)
+                    .ok_or_else(|| err(core::SettingsError::InvalidField("method")))?,
+            ),
+        };
         let batching = (batch || batch_max_calls.is_some() || batch_max_bytes.is_some())
             .then(|| core::webhooks::Batching::new(batch_max_calls, batch_max_bytes))
             .transpose()
@@ -210,6 +219,12 @@ impl Webhooks {
     #[getter]
     fn mode(&self) -> &'static str {
         self.inner.mode().as_str()
+    }
+
+    /// `"POST"`, `"PUT"` or `"PATCH"`.
+    #[getter]
+    fn method(&self) -> &'static str {
+        self.inner.method().as_str()
     }
 
     /// `"segment"`, `"standard"` or `"both"`.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import ssl
 import threading
 import time
@@ -87,6 +88,18 @@ def test_408_and_429_are_retried_and_retry_after_is_honoured(serve: Serve) -> No
     # The core scheduled the second attempt no sooner than Retry-After said
     # (its backoff alone is at most 0.2 s here).
     assert result.log[1]["sent_at"] - result.log[0]["ended_at"] >= 1000
+
+
+def test_a_put_with_a_mapped_body_is_delivered_signed(serve: Serve) -> None:
+    srv = serve(ok)
+    mapping = {"id": {"@path": "userId"}, "text": {"@template": "{{userId}} did {{event}}"}}
+    hooks = callpost.Webhooks([srv.url], "k", method="PUT", mapping=mapping, **FAST)
+    assert hooks.method == "PUT"
+    result = hooks.deliver(CALL)
+    assert result.delivered and srv.received.methods == ["PUT"]
+    _, headers, body = srv.received.requests[0]
+    assert json.loads(body) == {"id": CALL["userId"], "text": f"{CALL['userId']} did {CALL['event']}"}
+    assert callpost.verify(body, headers["x-signature"], "k")
 
 
 def test_failover_to_the_second_url(serve: Serve) -> None:

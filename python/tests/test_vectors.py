@@ -43,7 +43,7 @@ RETRY = vectors("retry.json")
 
 
 def settings(s: dict[str, Any]) -> callpost.Webhooks:
-    return callpost.Webhooks(s["endpoints"], s.get("sharedSecret"))
+    return callpost.Webhooks(s["endpoints"], s.get("sharedSecret"), method=s.get("method"))
 
 
 @pytest.mark.parametrize("case", REQUESTS, ids=[c["name"] for c in REQUESTS])

@@ -17,7 +17,7 @@ use callpost_core::notify::DEAD_LETTER_WINDOW_RANGE_MS;
 use callpost_core::protection::ProtectionConfig;
 use callpost_core::sources::{check_source, SourceError, SourceSet};
 use callpost_core::webhooks::{
-    Batching, EndpointConfig, Mode, Signing, Webhooks, MAX_BATCH_BYTES, MAX_BATCH_CALLS,
+    Batching, EndpointConfig, Method, Mode, Signing, Webhooks, MAX_BATCH_BYTES, MAX_BATCH_CALLS,
     MIN_BATCH_BYTES,
 };
 use callpost_core::{Code, NotifierConfig};
@@ -452,6 +452,9 @@ struct FileWebhooks {
     shared_secret: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mode: Option<String>,
+    /// `POST` (default), `PUT` or `PATCH`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    method: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     enabled: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -610,6 +613,7 @@ impl fmt::Debug for FileWebhooks {
         f.debug_struct("FileWebhooks")
             .field("urls", &self.urls.len())
             .field("mode", &self.mode)
+            .field("method", &self.method)
             .field("enabled", &self.enabled)
             .field("signature", &self.signature)
             .finish_non_exhaustive()
@@ -692,6 +696,7 @@ pub fn load(
                 urls: urls.into_iter().map(FileUrl::Url).collect(),
                 shared_secret: secret,
                 mode: None,
+                method: None,
                 enabled: None,
                 protection: None,
                 signature: None,
@@ -1078,9 +1083,9 @@ fn signing_of(
     })
 }
 
-/// The destination with `webhooks.batch`, `webhooks.filters` and
-/// `webhooks.mapping` (the core reads and checks them; the file's tables
-/// are the core's JSON form).
+/// The destination with `webhooks.batch`, `webhooks.method`,
+/// `webhooks.filters` and `webhooks.mapping` (the core reads and checks
+/// them; the file's tables are the core's JSON form).
 fn filters_of(
     name: &str,
     webhooks: Webhooks,
@@ -1100,6 +1105,15 @@ fn filters_of(
             })?;
             webhooks.with_batching(Some(batching))
         }
+    };
+    let webhooks = match hooks.method.as_deref() {
+        None => webhooks,
+        Some(m) => webhooks.with_method(Method::parse(m).ok_or_else(|| {
+            refused(
+                Code::InvalidSettings,
+                format!("source {name:?}: webhooks.method must be POST, PUT or PATCH, not {m:?}"),
+            )
+        })?),
     };
     let webhooks = match &hooks.mapping {
         None => webhooks,
@@ -1447,6 +1461,17 @@ zeta = {{ \"@path\" = \"event\" }}
         assert!(
             e.to_string()
                 .contains("webhooks.mapping.alpha.@liquid: unknown directive")
+                && e.code() == Code::InvalidSettings,
+            "{e}"
+        );
+        // Method: POST unless set; only the three.
+        let put = load_text(&format!("{ONE}method = \"PUT\"\n"), &[]).unwrap();
+        let hooks = put.sources[0].webhooks.as_ref().unwrap();
+        assert_eq!(hooks.method(), Method::Put);
+        let e = load_text(&format!("{ONE}method = \"GET\"\n"), &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("webhooks.method must be POST, PUT or PATCH")
                 && e.code() == Code::InvalidSettings,
             "{e}"
         );

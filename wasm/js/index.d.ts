@@ -47,7 +47,8 @@ export interface DeliveryError extends CallpostError {
 }
 
 export interface HttpRequest {
-  method: 'POST';
+  /** `POST`, or a Webhooks destination's `PUT` or `PATCH`. */
+  method: 'POST' | 'PUT' | 'PATCH';
   url: string;
   headers: [string, string][];
   /** UTF-8 JSON; X-Signature signs exactly these bytes. */
@@ -299,6 +300,12 @@ export interface WebhooksOptions {
    * endpoint after another until one takes the call.
    * @default 'parallel'
    */
+  /**
+   * The HTTP method: the spec's `POST`, or `PUT` or `PATCH` for a receiver that updates a record; retries and
+   * signatures are the same for each.
+   * @default 'POST'
+   */
+  method?: 'POST' | 'PUT' | 'PATCH';
   mode?: 'parallel' | 'failover';
   /**
    * `segment`: `X-Signature` under `sharedSecret`; `standard`: the Standard Webhooks headers (`webhook-id`,
@@ -334,6 +341,7 @@ export class Webhooks {
   constructor(options: WebhooksOptions);
   readonly urls: string[];
   readonly mode: 'parallel' | 'failover';
+  readonly method: 'POST' | 'PUT' | 'PATCH';
   request(call: Call, endpoint?: number, nowMs?: number): HttpRequest;
   isEnabledFor(call: Call): boolean;
   /** The sans-IO delivery, to drive and persist yourself. Seeded from crypto.getRandomValues unless `seed` is given. */

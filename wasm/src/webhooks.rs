@@ -184,4 +184,10 @@ impl Webhooks {
     pub fn mode(&self) -> String {
         self.inner.mode().as_str().to_owned()
     }
+
+    /// `"POST"`, `"PUT"` or `"PATCH"`.
+    #[wasm_bindgen(getter)]
+    pub fn method(&self) -> String {
+        self.inner.method().as_str().to_owned()
+    }
 }

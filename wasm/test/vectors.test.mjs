@@ -10,7 +10,7 @@ import { vectors, pkgDir, pkgRequire, pkgSize, loadedBy } from './helpers.mjs';
 // sign and verify alike.
 const signingEntries = [['callpost', callpost], ['callpost/verify', verifyEntry]];
 
-const hooksFor = (s) => new callpost.Webhooks({ endpoints: s.endpoints, sharedSecret: s.sharedSecret });
+const hooksFor = (s) => new callpost.Webhooks({ endpoints: s.endpoints, sharedSecret: s.sharedSecret, method: s.method });
 
 test('webhook requests', () => {
   for (const c of vectors('webhook_requests.json')) {

@@ -21,7 +21,7 @@ pub use request::{
     USER_AGENT,
 };
 pub use settings::{
-    Endpoint, EndpointConfig, Mode, SettingsError, Signing, MAX_ENDPOINTS, RESERVED_HEADERS,
+    Endpoint, EndpointConfig, Method, Mode, SettingsError, Signing, MAX_ENDPOINTS, RESERVED_HEADERS,
 };
 
 use crate::call::Call;
@@ -56,8 +56,10 @@ struct Settings {
     signing_secrets: Vec<StandardSecret>,
     /// Which calls are sent, and without which fields ([`crate::filter`]).
     filters: Filters,
-    /// Several calls per POST when set ([`batch`]).
+    /// Several calls per request when set ([`batch`]).
     batching: Option<Batching>,
+    /// `POST`, or `PUT` or `PATCH`.
+    method: Method,
     /// The body each call is sent with, when not the spec's
     /// ([`crate::mapping`]).
     mapping: Option<Mapping>,
@@ -98,6 +100,7 @@ impl Webhooks {
                 filters: Filters::none(),
                 batching: None,
                 mapping: None,
+                method: Method::Post,
             }),
         })
     }
@@ -129,6 +132,16 @@ impl Webhooks {
     /// and without which fields ([`crate::filter`]).
     pub fn with_filters(self, filters: Filters) -> Self {
         self.changed(|s| s.filters = filters)
+    }
+
+    /// These settings sending their requests with `method`.
+    pub fn with_method(self, method: Method) -> Self {
+        self.changed(|s| s.method = method)
+    }
+
+    /// The method requests are sent with.
+    pub fn method(&self) -> Method {
+        self.inner.method
     }
 
     /// These settings sending each call with the body `mapping` builds
@@ -197,7 +210,9 @@ impl Webhooks {
 
     /// From the JSON settings form used by the shared vectors, the bindings
     /// and the relay's configuration: `{"endpoints": [url | {"url",
-    /// "headers"}], "sharedSecret": "...", "mode": "parallel" | "failover"}`.
+    /// "headers"}], "sharedSecret": "...", "mode": "parallel" | "failover",
+    /// "method": "POST" | "PUT" | "PATCH", "signature", "signingSecrets",
+    /// "filters", "mapping", "batch"}`.
     pub fn from_value(value: &Value) -> Result<Self, SettingsError> {
         let map = value
             .as_object()
@@ -241,6 +256,13 @@ impl Webhooks {
             None | Some(Value::Null) => Filters::none(),
             Some(v) => Filters::from_value(v)?,
         };
+        let method = match map.get("method") {
+            None | Some(Value::Null) => Method::default(),
+            Some(Value::String(s)) => {
+                Method::parse(s).ok_or(SettingsError::InvalidField("method"))?
+            }
+            Some(_) => return Err(SettingsError::InvalidField("method")),
+        };
         let mapping = match map.get("mapping") {
             None | Some(Value::Null) => None,
             Some(v) => Some(Mapping::from_value(v)?),
@@ -271,6 +293,7 @@ impl Webhooks {
             .with_signing(signing, &signing_secrets)?
             .with_filters(filters)
             .with_mapping(mapping)
+            .with_method(method)
             .with_batching(batching))
     }
 
@@ -350,7 +373,9 @@ impl Webhooks {
             .signing
             .standard()
             .then_some((&s.signing_secrets[..], now));
-        Ok(request::build(ep, secret, standard, message_id, body, hmac))
+        Ok(request::build(
+            ep, s.method, secret, standard, message_id, body, hmac,
+        ))
     }
 }
 

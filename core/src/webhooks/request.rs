@@ -65,7 +65,7 @@ pub type HeaderText = Cow<'static, str>;
 /// An HTTP request ready to send.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Request {
-    /// Always `POST`.
+    /// `POST`, or the destination's `PUT` or `PATCH` ([`Method`](super::Method)).
     pub method: &'static str,
     /// The full URL.
     pub url: String,
@@ -133,6 +133,7 @@ fn body_id(body: &[u8]) -> String {
 /// sending time.
 pub(super) fn build(
     ep: &Endpoint,
+    method: super::Method,
     secret: Option<&Secret>,
     standard: Option<(&[StandardSecret], Timestamp)>,
     message_id: Option<&str>,
@@ -170,7 +171,7 @@ pub(super) fn build(
         }
     }
     Request {
-        method: "POST",
+        method: method.as_str(),
         url: ep.url().to_owned(),
         headers,
         body,

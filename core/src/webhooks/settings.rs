@@ -108,6 +108,40 @@ impl Mode {
     }
 }
 
+/// The HTTP method requests are sent with: the spec's `POST`, or `PUT` or
+/// `PATCH` for a receiver that updates a record (Segment's Webhooks
+/// (Actions) destination offers the same three). Retries, `Retry-After`
+/// and the signatures are the same for each: every request carries the
+/// call's `Idempotency-Key`, so a `POST` retried is as safe as a `PUT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Method {
+    /// The spec's.
+    #[default]
+    Post,
+    /// Replace the record the URL names.
+    Put,
+    /// Change the record the URL names.
+    Patch,
+}
+
+impl Method {
+    /// The method's name, as sent: `POST`, `PUT` or `PATCH`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Post => "POST",
+            Self::Put => "PUT",
+            Self::Patch => "PATCH",
+        }
+    }
+
+    /// The method named `s` (exact, uppercase, as HTTP writes it).
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Post, Self::Put, Self::Patch]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+    }
+}
+
 /// Bad destination settings. Raised when the settings are built, never later.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]

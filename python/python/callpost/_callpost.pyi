@@ -256,6 +256,7 @@ class Webhooks:
         batch_max_bytes: int | None = None,
         batch: bool = False,
         mapping: JSONObject | None = None,
+        method: str | None = None,
     ) -> Webhooks: ...
     def pack(self, calls: Iterable[Call], now: Now = None) -> tuple[list[Batch], list[tuple[int, DeliveryOutcome]]]:
         """Groups ``calls`` into batches (the destination's batching, or the
@@ -271,6 +272,9 @@ class Webhooks:
     @property
     def mode(self) -> str:
         """``"parallel"`` or ``"failover"``."""
+    @property
+    def method(self) -> str:
+        """``"POST"``, ``"PUT"`` or ``"PATCH"``."""
     @property
     def signature(self) -> str:
         """``"segment"``, ``"standard"`` or ``"both"``."""

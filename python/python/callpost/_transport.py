@@ -181,7 +181,7 @@ class Transport:
 
     def _post(self, out: Outgoing) -> Answer:
         try:
-            return _answered(out, self.http.post(out.request.url, **_post_args(out, self.gzip)))
+            return _answered(out, self.http.request(out.request.method, out.request.url, **_post_args(out, self.gzip)))
         except httpx.HTTPError as exc:
             return _failed(out, exc)
 
@@ -203,7 +203,9 @@ class AsyncTransport:
     # share a body.
     async def _post(self, out: Outgoing) -> Answer:
         try:
-            return _answered(out, await self.http.post(out.request.url, **_post_args(out, self.gzip)))
+            return _answered(
+                out, await self.http.request(out.request.method, out.request.url, **_post_args(out, self.gzip))
+            )
         except httpx.HTTPError as exc:
             return _failed(out, exc)
 

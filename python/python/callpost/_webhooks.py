@@ -143,6 +143,9 @@ class Webhooks:
     (docs/operators.md, "Destination filters") that drop calls or their
     fields before delivery; a dropped call's ``deliver`` returns
     ``filtered_by`` and sends nothing.
+    ``method`` is ``"POST"`` (the spec's; the default), ``"PUT"`` or
+    ``"PATCH"``, for a receiver that updates a record; retries and
+    signatures are the same for each.
     ``mapping`` (docs/mappings.md) builds each call's body with Segment
     Actions-style directives (``@path``, ``@template``, ``@if``,
     ``@arrayPath``, ``@default``, ``@literal``) in place of the spec's body.
@@ -158,6 +161,7 @@ class Webhooks:
         shared_secret: str | bytes | None = None,
         *,
         mode: str | None = None,
+        method: str | None = None,
         signature: str | None = None,
         signing_secrets: Sequence[str] | None = None,
         filters: Sequence[JSONObject] | None = None,
@@ -178,6 +182,7 @@ class Webhooks:
             signing_secrets=None if signing_secrets is None else list(signing_secrets),
             filters=filters,
             mapping=mapping,
+            method=method,
             batch=batch,
             batch_max_calls=batch_max_calls,
             batch_max_bytes=batch_max_bytes,
@@ -199,6 +204,11 @@ class Webhooks:
     @property
     def mode(self) -> str:
         return self._native.mode
+
+    @property
+    def method(self) -> str:
+        """``"POST"``, ``"PUT"`` or ``"PATCH"``."""
+        return self._native.method
 
     @property
     def signature(self) -> str:

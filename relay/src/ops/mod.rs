@@ -613,6 +613,8 @@ pub struct WebhooksReport {
     pub endpoints: Vec<EndpointReport>,
     /// `parallel` or `failover`.
     pub mode: &'static str,
+    /// `POST`, `PUT` or `PATCH`.
+    pub method: &'static str,
     /// False: calls are kept as undeliverable.
     pub enabled: bool,
     /// Whether requests carry a signature (`X-Signature` with a shared
@@ -664,6 +666,7 @@ pub fn sources_report(sources: &Sources) -> Vec<SourceReport> {
                     })
                     .collect(),
                 mode: w.mode().as_str(),
+                method: w.method().as_str(),
                 enabled: s.enabled,
                 signed: (w.is_signed() && w.signing().segment()) || w.signing().standard(),
                 signature: w.signing().as_str(),

@@ -412,6 +412,72 @@ async fn a_sources_filters_drop_calls_and_fields_before_sending() {
     );
 }
 
+/// A source with a method and a mapping sends each call with that method
+/// and the body its mapping builds, signed over those bytes, to a real
+/// receiver; a call the mapping cannot fit in 500,000 bytes is a dead
+/// letter with no attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_sends_its_mapped_bodies_with_its_method() {
+    let r = Receiver::start("127.0.0.1:0").await.unwrap();
+    let mut text = toml(&head(true, 8, 8, ""), &[src("crm", &[&r.url()])]);
+    text = text.replace(
+        "[sources.webhooks]
+",
+        "[sources.webhooks]
+method = \"PUT\"
+",
+    );
+    text += "[sources.webhooks.mapping]
+             id = { \"@path\" = \"userId\" }
+             text = { \"@template\" = \"{{userId}} spent {{properties.total}}\" }
+             copies = [{ \"@path\" = \"properties.pad\" }, { \"@path\" = \"properties.pad\" },              { \"@path\" = \"properties.pad\" }, { \"@path\" = \"properties.pad\" },              { \"@path\" = \"properties.pad\" }, { \"@path\" = \"properties.pad\" },              { \"@path\" = \"properties.pad\" }, { \"@path\" = \"properties.pad\" },              { \"@path\" = \"properties.pad\" }, { \"@path\" = \"properties.pad\" },              { \"@path\" = \"properties.pad\" }, { \"@path\" = \"properties.pad\" },              { \"@path\" = \"properties.pad\" }, { \"@path\" = \"properties.pad\" },              { \"@path\" = \"properties.pad\" }, { \"@path\" = \"properties.pad\" },              { \"@path\" = \"properties.pad\" }, { \"@path\" = \"properties.pad\" }]
+";
+    let w = World::new(&text);
+    let call = |id: &str, pad: usize| {
+        let pad = "x".repeat(pad);
+        let body = format!(
+            r#"{{"type":"track","event":"Order Completed","userId":"u-{id}","properties":{{"total":12.5,"pad":"{pad}"}},"messageId":"{id}","timestamp":"2024-05-01T12:00:00.000Z"}}"#
+        );
+        (id.to_owned(), body)
+    };
+    let mut calls: Vec<(String, String)> = (0..4).map(|i| call(&format!("m-{i}"), 3)).collect();
+    calls.push(call("huge", 30_000));
+    w.add_calls("crm", &calls).await;
+    let d = w.start();
+    eventually("every call closed", Duration::from_secs(30), || {
+        w.rows_of("crm").iter().all(|row| {
+            let want = if row.message_id == "huge" {
+                Status::Dead
+            } else {
+                Status::Delivered
+            };
+            row.status == want
+        })
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    let got = r.received();
+    assert_eq!(got.len(), 4, "the huge call is never sent");
+    for q in &got {
+        assert_eq!(q.method, "PUT");
+        assert!(verified(q), "X-Signature verifies over the mapped bytes");
+        let id = q.key.as_deref().unwrap();
+        assert_eq!(
+            std::str::from_utf8(&q.body).unwrap(),
+            format!(
+                r#"{{"id":"u-{id}","text":"u-{id} spent 12.5","copies":{}}}"#,
+                serde_json::to_string(&vec!["xxx"; 18]).unwrap()
+            )
+        );
+    }
+    let huge = w
+        .rows_of("crm")
+        .into_iter()
+        .find(|row| row.message_id == "huge")
+        .unwrap();
+    assert_eq!(huge.attempts, 0, "{huge:?}");
+}
+
 /// A source that batches sends its calls several to a POST, as JSON
 /// arrays of their bodies signed as one body; a batch answered 503 waits
 /// with its state on its first row (each row names the batch) and is sent

@@ -39,6 +39,8 @@ pub(crate) enum Answer {
 /// One request as received.
 #[derive(Clone, Debug)]
 pub(crate) struct Received {
+    /// The request's method.
+    pub(crate) method: String,
     /// `Idempotency-Key`.
     pub(crate) key: Option<String>,
     /// `X-Signature`.
@@ -253,6 +255,7 @@ async fn handle(
             .get(name)
             .map(|v| v.to_str().unwrap().to_owned())
     };
+    let method = req.method().as_str().to_owned();
     let key = header("idempotency-key");
     let signature = header("x-signature");
     let headers = req
@@ -262,6 +265,7 @@ async fn handle(
         .collect();
     let body = req.into_body().collect().await.unwrap().to_bytes().to_vec();
     st.received.lock().unwrap().push(Received {
+        method,
         key,
         signature,
         headers,

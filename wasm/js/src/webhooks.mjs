@@ -41,12 +41,12 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
   class Webhooks {
     #core;
     #timing;
-    constructor({ endpoints, sharedSecret, mode, signature, signingSecrets, filters, mapping, batch, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
+    constructor({ endpoints, sharedSecret, mode, method, signature, signingSecrets, filters, mapping, batch, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
       const secret = sharedSecret == null ? null : textOf(sharedSecret, 'sharedSecret');
-      // signature, signingSecrets, filters, mapping and batch are checked by the
+      // method, signature, signingSecrets, filters, mapping and batch are checked by the
       // core's settings; `batch: true` is its defaults.
       const batching = batch === true ? {} : batch === false ? undefined : batch;
-      this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode, signature, signingSecrets, filters, mapping, batch: batching }));
+      this.#core = new wasm.WebhooksCore(toJson({ endpoints, sharedSecret: secret, mode, method, signature, signingSecrets, filters, mapping, batch: batching }));
       // Large request bodies are signed by the platform (see sign() in
       // signing.mjs); the core decides which, and which header carries the
       // signature.
@@ -60,6 +60,10 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
 
     get mode() {
       return this.#core.mode;
+    }
+
+    get method() {
+      return this.#core.method;
     }
 
     /** @internal The wasm settings, for Delivery. */
@@ -85,7 +89,7 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
         headers.push([s.slice(end + 1, mid), s.slice(mid + 1, at)]);
         end = at;
       }
-      return { method: 'POST', url, headers, body: s.slice(end + 1) };
+      return { method: this.#core.method, url, headers, body: s.slice(end + 1) };
     }
 
     isEnabledFor(call) {
