@@ -842,4 +842,45 @@ const invalidMappings = [
   { name: 'too_much_text', mapping: { a: 'x'.repeat(65 * 1024) } },
   { name: 'path_too_long', mapping: { a: { '@path': Array.from({ length: 17 }, () => 'a').join('.') } } },
 ];
-write('mappings.json', { cases: mappingCases, invalid: invalidMappings.map((c) => ({ ...c, code: 'invalid_settings' })) });
+// URL templates: each value filled in as a template writes it, then
+// encodeURIComponent with RFC 3986's reserved !'()* encoded too, and the
+// whole URL as the WHATWG parser writes it. A missing, null or empty
+// value, or a dot segment, refuses the call.
+const urlValue = (v) => encodeURIComponent(v).replace(/[!'()*]/g, (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase());
+function templatedUrl(template, call) {
+  let refused = false;
+  const filled = template.replace(/\{\{([\s\S]*?)\}\}/g, (_, p) => {
+    const v = asText(lookup(new CallScope(call, NOW), stepsOf(p.trim())));
+    if (v === '' || v === '.' || v === '..') refused = true;
+    return urlValue(v);
+  });
+  return refused ? { code: 'invalid_url_value' } : { url: new URL(filled).href };
+}
+const tCalls = {
+  odd_id: { type: 'identify', userId: 'u 1/é?#&=%', traits: { email: 'a+b@example.com', n: 27.5, vip: true, tags: ['x', 'y'] }, timestamp: '2026-11-22T10:04:05Z' },
+  plain: { type: 'group', userId: 'u-2', groupId: 'g~1.x_y-z', traits: { email: '', n: 0 }, timestamp: '2026-11-22T10:04:05Z' },
+  dots: { type: 'identify', userId: '..', traits: { email: '.' }, timestamp: '2026-11-22T10:04:05Z' },
+  grouped: { type: 'group', userId: 'u-3', groupId: 'g 3', traits: { email: 'c@d.example', n: 1e21 } },
+};
+const templates = [
+  'https://API.example.com:443/users/{{userId}}',
+  'https://api.example.com/search?email={{traits.email}}&n={{ traits.n }}&g={{$.groupId}}',
+  'https://api.example.com/ü/{{traits.vip}}/{{traits.tags}}/{{type}}',
+  'http://127.0.0.1:8080/{{userId}}/{{timestamp}}',
+];
+const urlTemplates = [];
+for (const [ti, url] of templates.entries()) {
+  for (const [cName, call] of Object.entries(tCalls)) {
+    urlTemplates.push({ name: `template_${ti}/${cName}`, settings: { endpoints: [url], method: 'PUT' }, call: JSON.stringify(call), now: NOW, expect: templatedUrl(url, call) });
+  }
+}
+const invalidTemplates = [
+  ['in_the_host', 'https://{{userId}}.example.com/'],
+  ['in_the_port', 'https://api.example.com:{{traits.port}}/'],
+  ['in_the_scheme', '{{type}}://api.example.com/'],
+  ['no_path', 'https://api.example.com{{userId}}'],
+  ['unclosed', 'https://api.example.com/{{userId'],
+  ['bad_path', 'https://api.example.com/{{traits..email}}'],
+].map(([name, url]) => ({ name, settings: { endpoints: [url] }, code: 'invalid_url' }));
+invalidTemplates.push({ name: 'batched', settings: { endpoints: ['https://api.example.com/{{userId}}'], batch: {} }, code: 'invalid_settings' });
+write('mappings.json', { cases: mappingCases, invalid: invalidMappings.map((c) => ({ ...c, code: 'invalid_settings' })), url_templates: urlTemplates, invalid_url_templates: invalidTemplates });

@@ -278,6 +278,8 @@ codes! {
     Shutdown = "shutdown" => Delivery,
     /// A destination's mapping built a body over 500,000 bytes for a call: not sent there.
     MappedBodyTooLarge = "mapped_body_too_large" => Delivery,
+    /// A URL template's placeholder has no value a URL can take from the call (missing, null, empty, . or ..): not sent.
+    InvalidUrlValue = "invalid_url_value" => Delivery,
     // The relay's Tracking API (ingest::IngestError).
     /// A path that is not a Tracking API route.
     UnknownRoute = "unknown_route" => Ingest,

@@ -65,6 +65,9 @@ pub enum Error {
     /// A destination's mapping could not build a call's body.
     #[error(transparent)]
     Map(#[from] crate::mapping::MapError),
+    /// A destination's URL template had no value for a call.
+    #[error(transparent)]
+    UrlValue(#[from] crate::mapping::UrlValueError),
 }
 
 impl From<ReceiveError> for Error {
@@ -83,6 +86,7 @@ impl From<RequestError> for Error {
             RequestError::Call(e) => Self::Call(e),
             RequestError::Misuse(e) => Self::Misuse(e),
             RequestError::MappedBodyTooLarge => Self::Map(crate::mapping::MapError::TooLarge),
+            RequestError::InvalidUrlValue(e) => Self::UrlValue(e),
         }
     }
 }
@@ -103,6 +107,7 @@ impl Error {
             Self::Ingest(e) => e.code(),
             Self::Protection(e) => e.code(),
             Self::Map(e) => e.code(),
+            Self::UrlValue(e) => e.code(),
             Self::Standard(e) => e.code(),
         }
     }

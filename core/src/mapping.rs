@@ -174,17 +174,17 @@ enum Test {
     Blank,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
     Text(String),
     Path(Path),
 }
 
 /// Steps from the scope's value; none is the value itself.
-#[derive(Debug, Clone, PartialEq)]
-struct Path(Vec<Step>);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Path(Vec<Step>);
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Step {
     Key(String),
     Index(u32),
@@ -588,6 +588,153 @@ fn template(text: &str, at: &str, budget: &mut Budget) -> Result<Node, MappingEr
         parts.push(Part::Text(rest.to_owned()));
     }
     Ok(Node::Template(parts))
+}
+
+/// Stands for the `i`th placeholder while a URL template is checked and
+/// normalised as a plain URL: letters and digits, which the URL parser
+/// leaves as they are in a path and a query.
+const URL_SENTINEL: &str = "cpvar";
+
+/// An endpoint URL whose path or query takes values from each call:
+/// `https://api.example.com/users/{{userId}}?group={{groupId}}`. The
+/// placeholders are paths as a mapping's (`{{traits.email}}`); each value
+/// is put in as `@template` writes it, then percent-encoded (every byte but
+/// RFC 3986's unreserved `A-Z a-z 0-9 - . _ ~`), so a value can never add a
+/// path segment, a query parameter or a fragment. A value that is missing,
+/// `null`, empty, `.` or `..` refuses the call (`invalid_url_value`): it
+/// would send the request to another resource than the one the URL names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UrlTemplate {
+    parts: Vec<Part>,
+}
+
+/// Why a call's URL could not be made from its endpoint's template.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the URL template's {{{{{placeholder}}}}} has no value a URL can take from this call (missing, null, empty, . or ..)")]
+pub struct UrlValueError {
+    placeholder: String,
+}
+
+impl UrlValueError {
+    /// The stable code: `invalid_url_value`.
+    pub fn code(&self) -> Code {
+        Code::InvalidUrlValue
+    }
+}
+
+/// A URL template with a sentinel for each placeholder, and each
+/// placeholder's text and path.
+pub(crate) type Sentineled = (String, Vec<(String, Path)>);
+
+impl UrlTemplate {
+    /// The placeholders of `url`, if it has any: the URL with each one
+    /// replaced by a sentinel (to check and normalise as a plain URL), and
+    /// their paths. Placeholders must come after the host and port (in
+    /// the path or the query); the error says why not.
+    pub(crate) fn placeholders(url: &str) -> Result<Option<Sentineled>, String> {
+        let Some(first) = url.find("{{") else {
+            return Ok(None);
+        };
+        let authority_end = url
+            .find("://")
+            .map(|s| s + 3)
+            .and_then(|from| url[from..].find(['/', '?', '#']).map(|i| from + i));
+        if authority_end.is_none_or(|end| first < end) {
+            return Err(
+                "a URL template's values go in its path or query, not its scheme, host or port"
+                    .into(),
+            );
+        }
+        if url.contains(URL_SENTINEL) {
+            return Err(format!(
+                "a URL template cannot hold the text {URL_SENTINEL:?}"
+            ));
+        }
+        let mut out = String::with_capacity(url.len());
+        let mut paths = Vec::new();
+        let mut rest = url;
+        while let Some(open) = rest.find("{{") {
+            out.push_str(&rest[..open]);
+            let after = &rest[open + 2..];
+            let close = after.find("}}").ok_or("a {{ without its }}")?;
+            let text = after[..close].trim();
+            let p = path(text, "").map_err(|e| e.problem)?;
+            out.push_str(&format!("{URL_SENTINEL}{}z", paths.len()));
+            paths.push((text.to_owned(), p));
+            rest = &after[close + 2..];
+        }
+        out.push_str(rest);
+        Ok(Some((out, paths)))
+    }
+
+    /// The template of `href` (the sentinel URL as the URL parser wrote
+    /// it), and `href` with the placeholders written back as `{{path}}`.
+    pub(crate) fn from_normalized(href: &str, paths: Vec<(String, Path)>) -> (Self, String) {
+        let mut parts = Vec::new();
+        let mut shown = String::with_capacity(href.len());
+        let mut rest = href;
+        for (i, (text, p)) in paths.into_iter().enumerate() {
+            let sentinel = format!("{URL_SENTINEL}{i}z");
+            // The parser keeps letters and digits, so each sentinel is
+            // there once; a missing one would leave its placeholder out.
+            let Some(at) = rest.find(&sentinel) else {
+                continue;
+            };
+            parts.push(Part::Text(rest[..at].to_owned()));
+            shown.push_str(&rest[..at]);
+            shown.push_str(&format!("{{{{{text}}}}}"));
+            parts.push(Part::Path(p));
+            rest = &rest[at + sentinel.len()..];
+        }
+        parts.push(Part::Text(rest.to_owned()));
+        shown.push_str(rest);
+        (Self { parts }, shown)
+    }
+
+    /// The URL for `call` (whose `timestamp`, when it has none, is `now`).
+    pub fn render(&self, call: &Call, now: Timestamp) -> Result<String, UrlValueError> {
+        let mut url = String::new();
+        for part in &self.parts {
+            match part {
+                Part::Text(t) => url.push_str(t),
+                Part::Path(p) => {
+                    let mut value = String::new();
+                    if let Some(found) = Found::Call(call, now).at(p) {
+                        put_in_template(&found, &mut value);
+                    }
+                    if matches!(value.as_str(), "" | "." | "..") {
+                        return Err(UrlValueError {
+                            placeholder: p.to_string(),
+                        });
+                    }
+                    for b in value.bytes() {
+                        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                            url.push(char::from(b));
+                        } else {
+                            url.push_str(&format!("%{b:02X}"));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(url)
+    }
+}
+
+impl std::fmt::Display for Path {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("$");
+        }
+        for (i, step) in self.0.iter().enumerate() {
+            match step {
+                Step::Key(k) if i == 0 => f.write_str(k)?,
+                Step::Key(k) => write!(f, ".{k}")?,
+                Step::Index(n) => write!(f, "[{n}]")?,
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A value found in the call: borrowed wherever it can be, so what is

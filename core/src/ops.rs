@@ -184,7 +184,7 @@ impl Webhooks {
     ) -> Result<Request, ApiMisuse> {
         let id = event_id(random);
         let body = event.body(random, now).into_bytes();
-        self.request_for_body(Some(&id), body, endpoint, now, None)
+        self.request_for_body(Some(&id), body, endpoint, None, now, None)
     }
 }
 

@@ -40,6 +40,12 @@ fn reference(input: &str) -> Result<String, &'static str> {
 }
 
 fn check(input: &str) -> Result<(), TestCaseError> {
+    if input.contains("{{") {
+        // A URL template is callpost's own (`{{path}}` placeholders, held
+        // by the request vectors and the template tests), not a URL the
+        // `url` crate reads.
+        return Ok(());
+    }
     let (got, want) = (ours(input), reference(input));
     if got == Err("unsupported_scheme") {
         // The core refuses other schemes as soon as it reads them; `url`

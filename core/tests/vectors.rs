@@ -1059,3 +1059,61 @@ fn a_mapped_body_past_the_limit_gives_up_unsent() {
     assert_eq!(packed.batches.len(), 1);
     assert_eq!(packed.batches[0].members, vec![1]);
 }
+
+/// `testdata/mappings.json`'s `url_templates`: each call's URL filled in
+/// from the endpoint's template as the generator's JavaScript does (or
+/// refused with `invalid_url_value`), in a request and through a delivery,
+/// which gives up unsent when it is refused; `invalid_url_templates` are
+/// refused when the settings are read.
+#[test]
+fn url_template_vectors() {
+    use callpost_core::{Delivery, DeliveryConfig, DeliveryOutcome, GiveUpReason};
+    let all = load(include_str!("../../testdata/mappings.json"));
+    let cases = arr(&all, "url_templates");
+    assert!(cases.len() >= 12);
+    for case in cases {
+        let name = s(case, "name");
+        let hooks =
+            Webhooks::from_value(get(case, "settings")).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let call = Call::from_json_str(s(case, "call")).unwrap();
+        let now = at(num(case, "now") as i64);
+        let expect = get(case, "expect");
+        let mut d = Delivery::new(&hooks, &call, now, DeliveryConfig::new(0)).unwrap();
+        match get(expect, "url") {
+            Value::String(url) => {
+                let r = hooks.request(&call, 0, now).unwrap();
+                assert_eq!((&r.url, r.method), (url, "PUT"), "{name}");
+                let attempt = d
+                    .poll_request(now)
+                    .unwrap_or_else(|| panic!("{name}: sent"));
+                assert_eq!(&attempt.request.url, url, "{name}");
+                // A saved delivery keeps the URL it made from the call.
+                let again = Delivery::from_json(&d.to_json(), &hooks).unwrap();
+                assert!(again.to_json().contains(&format!("{url:?}")), "{name}");
+            }
+            _ => {
+                let e = hooks.request(&call, 0, now).unwrap_err();
+                assert_eq!(e.code(), s(expect, "code"), "{name}: {e}");
+                assert!(d.poll_request(now).is_none(), "{name}: nothing is sent");
+                assert_eq!(
+                    d.poll_outcome(),
+                    Some(DeliveryOutcome::GaveUp {
+                        reason: GiveUpReason::InvalidUrlValue,
+                        attempts: 0,
+                        last: None
+                    }),
+                    "{name}"
+                );
+            }
+        }
+        assert!(
+            hooks.pack(std::slice::from_ref(&call), now).is_err(),
+            "{name}: a template sends each call alone"
+        );
+    }
+    for case in arr(&all, "invalid_url_templates") {
+        let name = s(case, "name");
+        let e = Webhooks::from_value(get(case, "settings")).unwrap_err();
+        assert_eq!(e.code(), s(case, "code"), "{name}: {e}");
+    }
+}

@@ -56,6 +56,7 @@ var allCodes = []Code{
 	CodeRetriesExhausted,
 	CodeShutdown,
 	CodeMappedBodyTooLarge,
+	CodeInvalidURLValue,
 	CodeUnknownRoute,
 	CodeInvalidBatch,
 	CodeBatchTooLarge,

@@ -124,6 +124,8 @@ const (
 	CodeShutdown Code = "shutdown"
 	// CodeMappedBodyTooLarge is mapped_body_too_large (ErrDelivery): a destination's mapping built a body over 500,000 bytes for a call: not sent there.
 	CodeMappedBodyTooLarge Code = "mapped_body_too_large"
+	// CodeInvalidURLValue is invalid_url_value (ErrDelivery): a URL template's placeholder has no value a URL can take from the call (missing, null, empty, . or ..): not sent.
+	CodeInvalidURLValue Code = "invalid_url_value"
 	// CodeUnknownRoute is unknown_route (ErrIngest): a path that is not a Tracking API route.
 	CodeUnknownRoute Code = "unknown_route"
 	// CodeInvalidBatch is invalid_batch (ErrIngest): a body that is not a batch object, or a batch that is not an array.

@@ -189,6 +189,56 @@ func TestMappings(t *testing.T) {
 	}
 }
 
+// testdata/mappings.json's url_templates: each call's URL filled in from
+// its endpoint's template, or refused with invalid_url_value; the refused
+// templates are refused when the settings are read.
+func TestURLTemplates(t *testing.T) {
+	var v struct {
+		Cases []struct {
+			Name     string          `json:"name"`
+			Settings json.RawMessage `json:"settings"`
+			Call     string          `json:"call"`
+			Now      int64           `json:"now"`
+			Expect   struct {
+				URL  string `json:"url"`
+				Code Code   `json:"code"`
+			} `json:"expect"`
+		} `json:"url_templates"`
+		Invalid []struct {
+			Name     string          `json:"name"`
+			Settings json.RawMessage `json:"settings"`
+			Code     Code            `json:"code"`
+		} `json:"invalid_url_templates"`
+	}
+	vectors(t, "mappings.json", &v)
+	if len(v.Cases) < 12 || len(v.Invalid) < 5 {
+		t.Fatalf("%d cases, %d refused", len(v.Cases), len(v.Invalid))
+	}
+	for _, c := range v.Cases {
+		w, err := NewWebhooks(c.Settings)
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		r, err := w.Request([]byte(c.Call), 0, time.UnixMilli(c.Now))
+		var e *Error
+		switch {
+		case c.Expect.URL != "":
+			if err != nil || r.URL != c.Expect.URL || r.Method != "PUT" {
+				t.Fatalf("%s: %s %s, %v; want %s", c.Name, r.Method, r.URL, err, c.Expect.URL)
+			}
+		case !errors.As(err, &e) || e.Code != c.Expect.Code:
+			t.Fatalf("%s: %v; want %s", c.Name, err, c.Expect.Code)
+		}
+	}
+	for _, c := range v.Invalid {
+		_, err := NewWebhooks(c.Settings)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != c.Code {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+	}
+}
+
 func TestStringify(t *testing.T) {
 	var cases []struct {
 		Input    string `json:"input"`

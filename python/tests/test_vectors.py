@@ -515,6 +515,34 @@ def test_mapped_bodies(case: dict[str, Any]) -> None:
     assert attempt.request.body.decode() == expect
 
 
+@pytest.mark.parametrize("case", MAPPINGS["url_templates"], ids=lambda c: c["name"])
+def test_url_templates(case: dict[str, Any]) -> None:
+    """Each call's URL filled in from its endpoint's template as the
+    generator's JavaScript does, or refused with invalid_url_value; a
+    refused call's delivery gives up unsent."""
+    hooks = settings(case["settings"])
+    expect = case["expect"]
+    d = callpost.Delivery(hooks.settings, case["call"].encode(), case["now"], seed=0)
+    if "url" in expect:
+        assert hooks.request(case["call"], now=case["now"]).url == expect["url"]
+        attempt = d.poll_request(case["now"])
+        assert attempt is not None and attempt.request.url == expect["url"]
+    else:
+        with pytest.raises(callpost.DeliveryError) as e:
+            hooks.request(case["call"], now=case["now"])
+        assert_code(e.value, expect["code"])
+        assert d.poll_request(case["now"]) is None
+        assert d.poll_outcome() == {"kind": "gave_up", "reason": "invalid_url_value", "attempts": 0, "last": None}
+
+
+@pytest.mark.parametrize("case", MAPPINGS["invalid_url_templates"], ids=lambda c: c["name"])
+def test_refused_url_templates(case: dict[str, Any]) -> None:
+    s = case["settings"]
+    with pytest.raises(callpost.SettingsError) as e:
+        callpost.Webhooks(s["endpoints"], batch="batch" in s)
+    assert_code(e.value, case["code"])
+
+
 @pytest.mark.parametrize("case", MAPPINGS["invalid"], ids=lambda c: c["name"])
 def test_refused_mappings(case: dict[str, Any]) -> None:
     with pytest.raises(callpost.SettingsError) as e:

@@ -1103,6 +1103,15 @@ fn filters_of(
                     ),
                 )
             })?;
+            if webhooks.is_templated() {
+                return Err(refused(
+                    Code::InvalidSettings,
+                    format!(
+                        "source {name:?}: webhooks.batch cannot be set with a URL template ({{{{…}}}} \
+                         in a URL): a batch carries many calls, and the URL names one"
+                    ),
+                ));
+            }
             webhooks.with_batching(Some(batching))
         }
     };

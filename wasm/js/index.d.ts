@@ -40,7 +40,7 @@ export interface CallpostError extends Error {
 
 export interface DeliveryError extends CallpostError {
   name: 'DeliveryError';
-  /** 'all_endpoints_rejected' | 'window_exhausted' | 'mapped_body_too_large' */
+  /** 'all_endpoints_rejected' | 'window_exhausted' | 'mapped_body_too_large' | 'invalid_url_value' */
   code: string;
   outcome: DeliveryOutcome;
   log: AttemptRecord[];
@@ -76,7 +76,7 @@ export interface AttemptRecord {
 
 export type DeliveryOutcome =
   | { kind: 'delivered'; endpoint: number; attempt: number; at: number }
-  | { kind: 'gave_up'; reason: 'window_exhausted' | 'all_endpoints_rejected' | 'mapped_body_too_large'; attempts: number; last: Outcome | null }
+  | { kind: 'gave_up'; reason: 'window_exhausted' | 'all_endpoints_rejected' | 'mapped_body_too_large' | 'invalid_url_value'; attempts: number; last: Outcome | null }
   | { kind: 'disabled' }
   | { kind: 'filtered'; rule: number };
 

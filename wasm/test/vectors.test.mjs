@@ -588,6 +588,29 @@ test('mapping vectors', () => {
   }
 });
 
+// testdata/mappings.json's url_templates: each call's URL filled in from its
+// endpoint's template, or refused with invalid_url_value (the delivery gives
+// up unsent); invalid_url_templates are refused when the settings are read.
+test('url template vectors', () => {
+  const { url_templates: cases, invalid_url_templates: invalid } = vectors('mappings.json');
+  assert.ok(cases.length >= 12);
+  for (const c of cases) {
+    const hooks = hooksFor(c.settings);
+    const d = new callpost.Delivery(hooks, c.call, { nowMs: c.now });
+    if (c.expect.url) {
+      assert.equal(hooks.request(c.call, 0, c.now).url, c.expect.url, c.name);
+      assert.equal(d.pollRequest(c.now).request.url, c.expect.url, c.name);
+    } else {
+      assert.throws(() => hooks.request(c.call, 0, c.now), (e) => e.code === c.expect.code, c.name);
+      assert.equal(d.pollRequest(c.now), undefined, c.name);
+      assert.deepEqual(d.pollOutcome(), { kind: 'gave_up', reason: 'invalid_url_value', attempts: 0, last: null }, c.name);
+    }
+  }
+  for (const c of invalid) {
+    assert.throws(() => new callpost.Webhooks(c.settings), (e) => e.code === c.code, c.name);
+  }
+});
+
 // testdata/webhook_batches.json: calls packed into batches (ids, bodies,
 // members) and the calls in none, as the generator's JavaScript packs them.
 test('webhook batch vectors', () => {

@@ -105,6 +105,10 @@ pub enum GiveUpReason {
     WindowExhausted,
     /// Every endpoint refused the call for good (4xx, 3xx or TLS failure).
     AllEndpointsRejected,
+    /// An endpoint's URL template had no value for the call (or the
+    /// delivery was of a batch, which a template cannot name); nothing was
+    /// sent.
+    InvalidUrlValue,
     /// The destination's mapping built a body over
     /// [`MAX_BODY_BYTES`](crate::mapping::MAX_BODY_BYTES) for the call;
     /// nothing was sent.
@@ -118,6 +122,7 @@ impl GiveUpReason {
             Self::WindowExhausted => Code::WindowExhausted,
             Self::AllEndpointsRejected => Code::AllEndpointsRejected,
             Self::MappedBodyTooLarge => Code::MappedBodyTooLarge,
+            Self::InvalidUrlValue => Code::InvalidUrlValue,
         }
     }
 }
@@ -160,16 +165,23 @@ impl From<crate::webhooks::Skip> for DeliveryOutcome {
         match why {
             crate::webhooks::Skip::Disabled => Self::Disabled,
             crate::webhooks::Skip::Filtered { rule } => Self::Filtered { rule },
-            crate::webhooks::Skip::MappedBodyTooLarge => Self::GaveUp {
-                reason: GiveUpReason::MappedBodyTooLarge,
-                attempts: 0,
-                last: None,
-            },
+            crate::webhooks::Skip::MappedBodyTooLarge => {
+                Self::unsent(GiveUpReason::MappedBodyTooLarge)
+            }
         }
     }
 }
 
 impl DeliveryOutcome {
+    /// Given up before any attempt: nothing was sent, for `reason`.
+    pub fn unsent(reason: GiveUpReason) -> Self {
+        Self::GaveUp {
+            reason,
+            attempts: 0,
+            last: None,
+        }
+    }
+
     /// The message a host raises when the delivery gave up, or `None`
     /// when it did not.
     pub fn error_message(&self) -> Option<String> {
@@ -262,6 +274,9 @@ pub struct Delivery {
     mode: Mode,
     message_id: Option<String>,
     body: String,
+    /// Each endpoint's URL for this call, when an endpoint's is a
+    /// template: made once, with the body.
+    urls: Option<Vec<String>>,
     rejected: Vec<bool>,
     /// Rounds that ended without a success.
     round: u32,
@@ -319,6 +334,15 @@ impl Delivery {
         }
         let body = String::from_utf8(body).map_err(|_| JsonError::InvalidUnicode)?;
         let mut d = Self::unstarted(settings, call.message_id.clone(), body, config);
+        let urls = settings.is_templated().then(|| {
+            settings
+                .endpoints()
+                .iter()
+                .map(|e| e.url_for(&call, now).map(Cow::into_owned))
+                .collect::<Result<Vec<_>, _>>()
+        });
+        let no_url = matches!(urls, Some(Err(_)));
+        d.urls = urls.and_then(Result::ok);
         if !enabled {
             d.finish(DeliveryOutcome::Disabled);
         } else if let Some(rule) = filtered {
@@ -326,6 +350,8 @@ impl Delivery {
             d.finish(DeliveryOutcome::Filtered { rule });
         } else if too_large {
             d.finish(crate::webhooks::Skip::MappedBodyTooLarge.into());
+        } else if no_url {
+            d.finish(DeliveryOutcome::unsent(GiveUpReason::InvalidUrlValue));
         } else {
             d.phase = Phase::Round(d.new_round(now));
         }
@@ -343,7 +369,13 @@ impl Delivery {
     ) -> Result<Self, CallError> {
         let body = String::from_utf8(batch.body.clone()).map_err(|_| JsonError::InvalidUnicode)?;
         let mut d = Self::unstarted(settings, Some(batch.id.clone()), body, config);
-        d.phase = Phase::Round(d.new_round(now));
+        if settings.is_templated() {
+            // A URL template names one call's values; `pack` refuses such
+            // settings, so only a batch made by hand arrives here.
+            d.finish(DeliveryOutcome::unsent(GiveUpReason::InvalidUrlValue));
+        } else {
+            d.phase = Phase::Round(d.new_round(now));
+        }
         Ok(d)
     }
 
@@ -359,6 +391,7 @@ impl Delivery {
             mode: settings.mode(),
             message_id,
             body,
+            urls: None,
             rejected: vec![false; settings.endpoints().len()],
             round: 0,
             round_retry_after: None,
@@ -459,6 +492,10 @@ impl Delivery {
                 self.message_id.as_deref(),
                 self.body.clone().into_bytes(),
                 slot.endpoint,
+                self.urls
+                    .as_ref()
+                    .and_then(|u| u.get(slot.endpoint))
+                    .map(String::as_str),
                 now,
                 hmac,
             )

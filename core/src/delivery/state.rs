@@ -455,6 +455,13 @@ impl Delivery {
             ),
             ("body", self.body.as_str().into()),
             (
+                "urls",
+                opt(self
+                    .urls
+                    .as_ref()
+                    .map(|u| Value::Array(u.iter().map(|s| Value::from(s.as_str())).collect()))),
+            ),
+            (
                 "rejected",
                 Value::Array(self.rejected.iter().map(|b| Value::Bool(*b)).collect()),
             ),
@@ -562,7 +569,28 @@ impl Delivery {
                 return Err(bad("endpoint index out of range"));
             }
         }
+        // A URL template's URLs were made from the call, which the state
+        // does not keep: they are saved, and needed when the settings have
+        // a template.
+        let urls = match f.opt("urls") {
+            None | Some(Value::Null) => None,
+            Some(Value::Array(items)) => Some(
+                items
+                    .iter()
+                    .map(|v| v.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<_>>>()
+                    .filter(|u| u.len() == endpoints)
+                    .ok_or_else(|| bad("state.urls is not one URL per endpoint"))?,
+            ),
+            Some(_) => return Err(bad("state.urls is not a list")),
+        };
+        if urls.is_none() && settings.is_templated() {
+            return Err(bad(
+                "the settings' URL takes values from the call, and the state has no urls",
+            ));
+        }
         Ok(Self {
+            urls,
             settings: settings.clone(),
             mode,
             message_id: f.opt_str("message_id")?.map(str::to_owned),

@@ -14,10 +14,11 @@
 //! * A batch holds at most `max_calls` calls and `max_bytes` bytes of body.
 //!   A call whose body alone is larger than `max_bytes` goes alone.
 
-use super::{SettingsError, Webhooks};
-use crate::call::{Call, CallError};
+use super::{RequestError, SettingsError, Webhooks};
+use crate::call::Call;
 use crate::filter::Decision;
 use crate::mapping::MapError;
+use crate::misuse::ApiMisuse;
 use crate::timestamp::Timestamp;
 
 /// Calls per batch unless set: Segment's Webhooks (Actions) mapping's
@@ -130,7 +131,15 @@ impl Webhooks {
     /// (the default batching when it has none), filters applied, each
     /// body built at `now` for calls without a timestamp. Errors: the first
     /// call with no JSON body.
-    pub fn pack(&self, calls: &[Call], now: Timestamp) -> Result<Packed, CallError> {
+    pub fn pack(&self, calls: &[Call], now: Timestamp) -> Result<Packed, RequestError> {
+        if self.is_templated() {
+            return Err(ApiMisuse::Argument(
+                "this destination's URL takes values from each call (a URL template): send each call \
+                 alone"
+                    .into(),
+            )
+            .into());
+        }
         let limits = self.batching().unwrap_or_default();
         let mut out = Packed::default();
         let mut open: Option<Open> = None;
@@ -150,7 +159,7 @@ impl Webhooks {
             let mut body = Vec::with_capacity(kept.capacity_hint());
             match self.write_call_body(&kept, now, &mut body) {
                 Ok(()) => {}
-                Err(MapError::Call(e)) => return Err(e),
+                Err(MapError::Call(e)) => return Err(e.into()),
                 Err(_) => {
                     out.skipped.push((i, Skip::MappedBodyTooLarge));
                     continue;

@@ -289,6 +289,9 @@ impl Webhooks {
             }
             Some(_) => return Err(SettingsError::InvalidField("batch")),
         };
+        if batching.is_some() && endpoints.iter().any(|e| e.url.contains("{{")) {
+            return Err(SettingsError::BatchedTemplate);
+        }
         Ok(Self::with_mode(&endpoints, secret, mode)?
             .with_signing(signing, &signing_secrets)?
             .with_filters(filters)
@@ -341,24 +344,46 @@ impl Webhooks {
         now: Timestamp,
         hmac: Option<HostHmac<'_>>,
     ) -> Result<Request, RequestError> {
+        let ep = self
+            .inner
+            .endpoints
+            .get(endpoint)
+            .ok_or(ApiMisuse::EndpointOutOfRange(endpoint))?;
+        let url = ep.url_for(call, now)?;
         let mut body = Vec::with_capacity(call.capacity_hint());
         self.write_call_body(call, now, &mut body)
             .map_err(|e| match e {
                 MapError::Call(e) => RequestError::Call(e),
                 _ => RequestError::MappedBodyTooLarge,
             })?;
-        Ok(self.request_for_body(call.message_id.as_deref(), body, endpoint, now, hmac)?)
+        Ok(self.request_for_body(
+            call.message_id.as_deref(),
+            body,
+            endpoint,
+            Some(&url),
+            now,
+            hmac,
+        )?)
+    }
+
+    /// Whether an endpoint URL takes values from each call (a URL
+    /// template): such a destination sends each call alone.
+    pub fn is_templated(&self) -> bool {
+        self.inner.endpoints.iter().any(|e| e.template().is_some())
     }
 
     /// The request carrying `body` (written by [`write_body`]) to
-    /// `endpoint`, sent at `now`: headers, signatures and idempotency key.
-    /// Shared by [`Webhooks::request_with`] and
-    /// [`Delivery`](crate::Delivery), which keeps the body it built once.
+    /// `endpoint` at `url` (the endpoint's own when `None`; a URL
+    /// template's filled in for the call), sent at `now`: headers,
+    /// signatures and idempotency key. Shared by
+    /// [`Webhooks::request_with`] and [`Delivery`](crate::Delivery), which
+    /// keeps the body and URLs it built once.
     pub(crate) fn request_for_body(
         &self,
         message_id: Option<&str>,
         body: Vec<u8>,
         endpoint: usize,
+        url: Option<&str>,
         now: Timestamp,
         hmac: Option<HostHmac<'_>>,
     ) -> Result<Request, ApiMisuse> {
@@ -367,6 +392,15 @@ impl Webhooks {
             .endpoints
             .get(endpoint)
             .ok_or(ApiMisuse::EndpointOutOfRange(endpoint))?;
+        let url = match (url, ep.template()) {
+            (Some(url), _) => url,
+            (None, None) => ep.url(),
+            (None, Some(_)) => {
+                return Err(ApiMisuse::Argument(
+                    "this endpoint's URL takes values from a call: give the call".into(),
+                ))
+            }
+        };
         let s = &self.inner;
         let secret = s.secret.as_ref().filter(|_| s.signing.segment());
         let standard = s
@@ -374,7 +408,7 @@ impl Webhooks {
             .standard()
             .then_some((&s.signing_secrets[..], now));
         Ok(request::build(
-            ep, s.method, secret, standard, message_id, body, hmac,
+            ep, url, s.method, secret, standard, message_id, body, hmac,
         ))
     }
 }

@@ -24,6 +24,9 @@ pub enum RequestError {
     /// [`MAX_BODY_BYTES`](crate::mapping::MAX_BODY_BYTES) for the call.
     #[error("the mapped body is over {} bytes", crate::mapping::MAX_BODY_BYTES)]
     MappedBodyTooLarge,
+    /// The endpoint's URL template has no value for the call.
+    #[error(transparent)]
+    InvalidUrlValue(#[from] crate::mapping::UrlValueError),
 }
 
 impl RequestError {
@@ -33,6 +36,7 @@ impl RequestError {
             Self::Call(e) => e.code(),
             Self::Misuse(e) => e.code(),
             Self::MappedBodyTooLarge => Code::MappedBodyTooLarge,
+            Self::InvalidUrlValue(e) => e.code(),
         }
     }
 }
@@ -131,8 +135,10 @@ fn body_id(body: &[u8]) -> String {
 /// signed), `Idempotency-Key` (when the call has a usable id), then the
 /// Standard Webhooks headers when `standard` gives their secrets and the
 /// sending time.
+#[allow(clippy::too_many_arguments)] // one request's every part
 pub(super) fn build(
     ep: &Endpoint,
+    url: &str,
     method: super::Method,
     secret: Option<&Secret>,
     standard: Option<(&[StandardSecret], Timestamp)>,
@@ -172,7 +178,7 @@ pub(super) fn build(
     }
     Request {
         method: method.as_str(),
-        url: ep.url().to_owned(),
+        url: url.to_owned(),
         headers,
         body,
     }

@@ -1,8 +1,11 @@
 //! The destination's settings: endpoints, their static headers, and the
 //! delivery mode (webhooks-destination.md, "Destination settings").
 
+use crate::call::Call;
 use crate::code::Code;
 use crate::json::{Quoted, Value};
+use crate::mapping::{UrlTemplate, UrlValueError};
+use crate::timestamp::Timestamp;
 use crate::weburl::UrlError;
 use std::fmt;
 
@@ -208,6 +211,10 @@ pub enum SettingsError {
     /// A settings field has the wrong JSON type.
     #[error("settings field {0} has the wrong type")]
     InvalidField(&'static str),
+    /// `batch` with an endpoint URL template: a batch carries many calls,
+    /// a template's URL one call's values.
+    #[error("batch cannot be set with a URL template ({{{{…}}}} in an endpoint URL): a batch carries many calls, and the URL names one")]
+    BatchedTemplate,
     /// The `filters` cannot be used; the message names the rule.
     #[error(transparent)]
     Filter(#[from] crate::filter::FilterError),
@@ -229,7 +236,7 @@ impl SettingsError {
             Self::InvalidHeaderName { .. } => Code::InvalidHeaderName,
             Self::InvalidHeaderValue { .. } => Code::InvalidHeaderValue,
             Self::ReservedHeader { .. } => Code::ReservedHeader,
-            Self::InvalidField(_) => Code::InvalidSettings,
+            Self::InvalidField(_) | Self::BatchedTemplate => Code::InvalidSettings,
             Self::Filter(e) => e.code(),
             Self::Mapping(e) => e.code(),
         }
@@ -309,6 +316,8 @@ impl EndpointConfig {
 pub struct Endpoint {
     url: String,
     headers: Vec<(String, String)>,
+    /// The URL's placeholders, when it takes values from each call.
+    template: Option<UrlTemplate>,
 }
 
 impl fmt::Debug for Endpoint {
@@ -329,13 +338,22 @@ impl Endpoint {
     }
 
     fn validate(index: usize, config: &EndpointConfig) -> Result<Self, SettingsError> {
-        let url = crate::weburl::parse(&config.url).map_err(|e| match e {
-            UrlError::Invalid(reason) => SettingsError::InvalidUrl {
-                index,
-                reason: reason.into(),
-            },
-            UrlError::Scheme(scheme) => SettingsError::UnsupportedScheme { index, scheme },
-        })?;
+        // A URL template is checked as the URL it is with a sentinel for
+        // each placeholder, so the host, port and scheme rules hold for it
+        // as for any URL.
+        let (checked, placeholders) = match UrlTemplate::placeholders(&config.url) {
+            Ok(Some((sentinels, paths))) => (std::borrow::Cow::Owned(sentinels), Some(paths)),
+            Ok(None) => (std::borrow::Cow::Borrowed(config.url.as_str()), None),
+            Err(reason) => {
+                // What is wrong with the URL itself is said first.
+                return Err(crate::weburl::parse(&config.url)
+                    .err()
+                    .map_or(SettingsError::InvalidUrl { index, reason }, |e| {
+                        url_error(index, e)
+                    }));
+            }
+        };
+        let url = crate::weburl::parse(&checked).map_err(|e| url_error(index, e))?;
         if url.has_credentials {
             return Err(SettingsError::UrlCredentials(index));
         }
@@ -370,10 +388,47 @@ impl Endpoint {
             // trimming here makes every runtime send the same bytes.
             headers.push((name.clone(), value.trim_matches([' ', '\t']).to_owned()));
         }
+        let (url, template) = match placeholders {
+            None => (url.href, None),
+            Some(paths) => {
+                let (template, shown) = UrlTemplate::from_normalized(&url.href, paths);
+                (shown, Some(template))
+            }
+        };
         Ok(Self {
-            url: url.href,
+            url,
             headers,
+            template,
         })
+    }
+
+    /// The URL's placeholders, when it takes values from each call
+    /// (`https://api.example.com/users/{{userId}}`).
+    pub fn template(&self) -> Option<&UrlTemplate> {
+        self.template.as_ref()
+    }
+
+    /// The URL a request for `call` goes to: the template's, filled from
+    /// the call, or the URL as it is.
+    pub fn url_for(
+        &self,
+        call: &Call,
+        now: Timestamp,
+    ) -> Result<std::borrow::Cow<'_, str>, UrlValueError> {
+        match &self.template {
+            None => Ok(std::borrow::Cow::Borrowed(&self.url)),
+            Some(t) => t.render(call, now).map(std::borrow::Cow::Owned),
+        }
+    }
+}
+
+fn url_error(index: usize, e: UrlError) -> SettingsError {
+    match e {
+        UrlError::Invalid(reason) => SettingsError::InvalidUrl {
+            index,
+            reason: reason.into(),
+        },
+        UrlError::Scheme(scheme) => SettingsError::UnsupportedScheme { index, scheme },
     }
 }
 

@@ -132,7 +132,7 @@ class Delivered(TypedDict):
 
 class GaveUp(TypedDict):
     kind: Literal["gave_up"]
-    reason: Literal["window_exhausted", "all_endpoints_rejected", "mapped_body_too_large"]
+    reason: Literal["window_exhausted", "all_endpoints_rejected", "mapped_body_too_large", "invalid_url_value"]
     attempts: int
     last: AttemptOutcome | None
 

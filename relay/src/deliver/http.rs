@@ -92,7 +92,8 @@ impl Http {
                     e.url().to_owned(),
                     Arc::new(Endpoint::new(cfg.endpoint_concurrency)),
                 );
-                if let Ok(uri) = e.url().parse::<Uri>() {
+                let named = e.url().split("{{").next().unwrap_or_default();
+                if let Ok(uri) = named.parse::<Uri>() {
                     let key = (
                         uri.scheme_str().unwrap_or_default().to_owned(),
                         uri.authority()
@@ -165,7 +166,10 @@ impl Http {
         )
     }
 
-    /// Sends `attempt` and reports how it went, and when it went out
+    /// Sends `attempt` (to `endpoint_url`'s slot and protection: the
+    /// endpoint as configured, a URL template's included, never the URL
+    /// made for one call, so a template does not make a slot per user) and
+    /// reports how it went, and when it went out
     /// (`None` when it never did). `polled_at` is when the core gave it:
     /// the core's deadline minus that is the receiver's time, counted from
     /// when the request goes out, after the wait for the endpoint's cap
@@ -177,6 +181,7 @@ impl Http {
     pub(super) async fn send(
         &self,
         attempt: Attempt,
+        endpoint_url: &str,
         polled_at: Timestamp,
         clock: &Clock,
         mut span: Option<&mut Span>,
@@ -187,8 +192,8 @@ impl Http {
             .saturating_sub(polled_at.as_millis())
             .max(1);
         let budget = Duration::from_millis(u64::try_from(budget_ms).unwrap_or(1));
-        let endpoint = self.endpoint(&attempt.request.url);
-        let guard = self.guards.get(&attempt.request.url, clock.now());
+        let endpoint = self.endpoint(endpoint_url);
+        let guard = self.guards.get(endpoint_url, clock.now());
         let mut request = match build(attempt.request) {
             Ok(r) => r,
             Err(message) => return (None, Outcome::connection(message), AnswerStart::none()),

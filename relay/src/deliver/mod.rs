@@ -794,6 +794,20 @@ async fn drive(
         if !sends.is_empty() {
             made += sends.len() as i64;
             let logged = d.log().len();
+            // Each attempt's endpoint as configured: its slot and its
+            // receiver protection are the endpoint's, whatever URL a
+            // template made for this call.
+            let sends = sends
+                .into_iter()
+                .map(|a| {
+                    let key = d
+                        .settings()
+                        .endpoints()
+                        .get(a.endpoint)
+                        .map_or_else(|| a.request.url.clone(), |e| e.url().to_owned());
+                    (a, key)
+                })
+                .collect();
             let sent_all = send_all(shared, sends, now, traced.as_ref()).await;
             for (attempt, sent, ended, outcome, answer, span) in sent_all {
                 relay.metrics.attempt(&result_class(&outcome));
@@ -916,6 +930,7 @@ type Sent = (
 fn attempt_span(
     shared: &Shared,
     a: &callpost_core::Attempt,
+    endpoint_url: &str,
     parent: Option<&SpanContext>,
 ) -> Option<Span> {
     let mut span = shared
@@ -923,8 +938,9 @@ fn attempt_span(
         .tracer
         .as_ref()?
         .start(ATTEMPT_SPAN, Kind::Client, parent)?;
-    // Shown as operators see it everywhere: no credentials, no query.
-    span.set_str("url.full", callpost_core::ops::shown_url(&a.request.url));
+    // Shown as operators see it everywhere: no credentials, no query, and
+    // a URL template as configured, not filled with a call's values.
+    span.set_str("url.full", callpost_core::ops::shown_url(endpoint_url));
     span.set_int("callpost.attempt", i64::from(a.attempt));
     Some(span)
 }
@@ -952,31 +968,35 @@ fn answered(span: &mut Span, outcome: &Outcome) {
 /// The requests of one step, sent at once.
 async fn send_all(
     shared: &Arc<Shared>,
-    sends: Vec<callpost_core::Attempt>,
+    sends: Vec<(callpost_core::Attempt, String)>,
     polled_at: Timestamp,
     parent: Option<&SpanContext>,
 ) -> Vec<Sent> {
     let clock = &shared.relay.clock;
     if sends.len() == 1 {
         let mut out = Vec::with_capacity(1);
-        for a in sends {
+        for (a, key) in sends {
             let attempt = a.attempt;
-            let mut span = attempt_span(shared, &a, parent);
-            let (sent, outcome, answer) =
-                shared.http.send(a, polled_at, clock, span.as_mut()).await;
+            let mut span = attempt_span(shared, &a, &key, parent);
+            let (sent, outcome, answer) = shared
+                .http
+                .send(a, &key, polled_at, clock, span.as_mut())
+                .await;
             out.push((attempt, sent, clock.now(), outcome, answer, span));
         }
         return out;
     }
     let mut set = JoinSet::new();
-    for a in sends {
+    for (a, key) in sends {
         let shared = Arc::clone(shared);
-        let mut span = attempt_span(&shared, &a, parent);
+        let mut span = attempt_span(&shared, &a, &key, parent);
         set.spawn(async move {
             let attempt = a.attempt;
             let clock = &shared.relay.clock;
-            let (sent, outcome, answer) =
-                shared.http.send(a, polled_at, clock, span.as_mut()).await;
+            let (sent, outcome, answer) = shared
+                .http
+                .send(a, &key, polled_at, clock, span.as_mut())
+                .await;
             (attempt, sent, clock.now(), outcome, answer, span)
         });
     }

@@ -412,6 +412,22 @@ async fn a_sources_filters_drop_calls_and_fields_before_sending() {
     );
 }
 
+/// Waits until every call of `source` is delivered but `dead`, a dead
+/// letter.
+async fn all_delivered_but(w: &World, source: &str, dead: &str) {
+    eventually("every call closed", Duration::from_secs(30), || {
+        w.rows_of(source).iter().all(|row| {
+            let want = if row.message_id == dead {
+                Status::Dead
+            } else {
+                Status::Delivered
+            };
+            row.status == want
+        })
+    })
+    .await;
+}
+
 /// A source with a method and a mapping sends each call with that method
 /// and the body its mapping builds, signed over those bytes, to a real
 /// receiver; a call the mapping cannot fit in 500,000 bytes is a dead
@@ -444,17 +460,7 @@ method = \"PUT\"
     calls.push(call("huge", 30_000));
     w.add_calls("crm", &calls).await;
     let d = w.start();
-    eventually("every call closed", Duration::from_secs(30), || {
-        w.rows_of("crm").iter().all(|row| {
-            let want = if row.message_id == "huge" {
-                Status::Dead
-            } else {
-                Status::Delivered
-            };
-            row.status == want
-        })
-    })
-    .await;
+    all_delivered_but(&w, "crm", "huge").await;
     stop(d, Duration::from_secs(5)).await;
     let got = r.received();
     assert_eq!(got.len(), 4, "the huge call is never sent");
@@ -476,6 +482,81 @@ method = \"PUT\"
         .find(|row| row.message_id == "huge")
         .unwrap();
     assert_eq!(huge.attempts, 0, "{huge:?}");
+}
+
+/// A URL template sends each call to its own record's URL, the values
+/// percent-encoded into the path, while the endpoint keeps one slot and
+/// one receiver protection (the template's, not one per user); a call
+/// with no value for the template is a dead letter with no attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_template_sends_each_call_to_its_record_through_one_endpoint() {
+    let r = Receiver::start("127.0.0.1:0").await.unwrap();
+    let template = format!(
+        "{}/users/{{{{userId}}}}?plan={{{{properties.plan}}}}",
+        r.url().trim_end_matches('/')
+    );
+    let mut text = toml(&head(true, 8, 8, ""), &[src("crm", &[&template])]);
+    text = text.replace(
+        "[sources.webhooks]\n",
+        "[sources.webhooks]\nmethod = \"PATCH\"\n",
+    );
+    text += "[sources.webhooks.protection]\nrate_per_second = 1000\n";
+    let w = World::new(&text);
+    let call = |id: &str, user: &str| {
+        let body = format!(
+            r#"{{"type":"track","event":"Plan Changed","userId":"{user}","properties":{{"plan":"pro plus"}},"messageId":"{id}","timestamp":"2024-05-01T12:00:00.000Z"}}"#
+        );
+        (id.to_owned(), body)
+    };
+    let calls = vec![
+        call("a", "u-1"),
+        call("b", "u 2/../x"),
+        call("c", "ü"),
+        (
+            "none".to_owned(),
+            r#"{"type":"track","event":"Plan Changed","anonymousId":"anon","properties":{"plan":"pro"},"messageId":"none"}"#.to_owned(),
+        ),
+    ];
+    w.add_calls("crm", &calls).await;
+    let d = w.start();
+    all_delivered_but(&w, "crm", "none").await;
+    stop(d, Duration::from_secs(5)).await;
+    let mut got: Vec<(String, String)> = r
+        .received()
+        .iter()
+        .map(|q| (q.method.clone(), q.path.clone()))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            (
+                "PATCH".to_owned(),
+                "/hook/users/%C3%BC?plan=pro%20plus".to_owned()
+            ),
+            (
+                "PATCH".to_owned(),
+                "/hook/users/u%202%2F..%2Fx?plan=pro%20plus".to_owned()
+            ),
+            (
+                "PATCH".to_owned(),
+                "/hook/users/u-1?plan=pro%20plus".to_owned()
+            ),
+        ]
+    );
+    assert!(r.received().iter().all(verified));
+    let none = w
+        .rows_of("crm")
+        .into_iter()
+        .find(|row| row.message_id == "none")
+        .unwrap();
+    assert_eq!(none.attempts, 0, "{none:?}");
+    let guarded = w.relay.guards.report(w.relay.clock.now());
+    assert_eq!(
+        guarded.iter().map(|g| g.url.as_str()).collect::<Vec<_>>(),
+        [template.split('?').next().unwrap()],
+        "one protection for the endpoint (shown without its query), none per user"
+    );
 }
 
 /// A source that batches sends its calls several to a POST, as JSON

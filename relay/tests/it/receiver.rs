@@ -41,6 +41,8 @@ pub(crate) enum Answer {
 pub(crate) struct Received {
     /// The request's method.
     pub(crate) method: String,
+    /// The request's path and query.
+    pub(crate) path: String,
     /// `Idempotency-Key`.
     pub(crate) key: Option<String>,
     /// `X-Signature`.
@@ -256,6 +258,10 @@ async fn handle(
             .map(|v| v.to_str().unwrap().to_owned())
     };
     let method = req.method().as_str().to_owned();
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or_else(String::new, |p| p.as_str().to_owned());
     let key = header("idempotency-key");
     let signature = header("x-signature");
     let headers = req
@@ -266,6 +272,7 @@ async fn handle(
     let body = req.into_body().collect().await.unwrap().to_bytes().to_vec();
     st.received.lock().unwrap().push(Received {
         method,
+        path,
         key,
         signature,
         headers,
