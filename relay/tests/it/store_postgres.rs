@@ -342,20 +342,14 @@ async fn one_bad_write_fails_alone_in_its_group() {
     let seen = commits.clone();
     store.set_commit_observer(Arc::new(move |_, calls| seen.lock().unwrap().push(calls)));
 
-    // Every writer is held on a table lock, so the next writes queue up
-    // and go in as one group once a writer is free.
-    let locker = db.client().await;
-    locker
-        .batch_execute("BEGIN; LOCK TABLE deliveries IN EXCLUSIVE MODE")
-        .await
-        .unwrap();
+    // Every writer is held on a table lock, one at a time (four spawned at
+    // once may go in as fewer groups, and leave a writer free), so the
+    // next writes queue up and go in as one group once a writer is free.
+    let (locker, blockers) = hold_writers(&store, &db, "a").await;
     let insert = |id: String| {
         let store = store.clone();
         tokio::spawn(async move { store.insert(vec![row("a", &id, T0)], vec![]).await })
     };
-    let blockers: Vec<_> = (0..4).map(|i| insert(format!("b{i}"))).collect();
-    let watcher = db.client().await;
-    backends_waiting(&watcher, &db, 4).await;
     let good1 = insert("g1".into());
     // TEXT cannot hold U+0000: the server refuses this one.
     let bad = insert("bad\0id".into());
