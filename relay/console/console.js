@@ -341,12 +341,25 @@ function editSource(src) {
       w ? field('disable_after_ms', 'Disable after failing for (ms, empty: never)', { type: 'number', min: 1, value: p.disable_after_ms ?? '' }) : null,
       w ? h('div', { class: 'wide' }, h('label', {},
         h('input', { type: 'checkbox', name: 'enabled', id: 'edit-enabled', checked: w.enabled }), ' Send calls (off: keep them as undeliverable)')) : null,
+      w ? h('div', {}, h('label', { for: 'edit-method' }, 'Method'),
+        h('select', { id: 'edit-method', name: 'method' },
+          ...['POST', 'PUT', 'PATCH'].map((m) => h('option', { value: m, selected: (w.method ?? 'POST') === m }, m)))) : null,
+      w ? field('mapping', 'Mapping (JSON, docs/mappings.md; empty: the spec\'s body)', { multiline: true, wide: true, rows: 6, spellcheck: 'false' }) : null,
+      w ? h('div', { class: 'wide' },
+        h('label', { for: 'edit-try-id' }, 'Try the mapping on a stored call (its messageId)'),
+        h('input', { id: 'edit-try-id', autocomplete: 'off' }),
+        h('button', { type: 'button', id: 'edit-try', onclick: () => tryMapping(src.name, form) }, 'Try'),
+        h('pre', { id: 'edit-try-result', class: 'muted' })) : null,
     ),
     h('p', { id: 'edit-error', class: 'error', role: 'alert' }),
     h('menu', {},
       h('button', { value: 'cancel', formnovalidate: true }, 'Cancel'),
       h('button', { value: 'save', class: 'primary', id: 'edit-save' }, 'Save')),
   );
+  // Shown as text, and compared on save: a mapping left as it was is not
+  // sent, so saving changes only what the operator changed.
+  const shownMapping = w?.mapping ? JSON.stringify(w.mapping, null, 2) : '';
+  if (w) form.querySelector('#edit-mapping').value = shownMapping;
   const dialog = h('dialog', { id: 'edit-dialog' }, form);
   document.body.append(dialog);
   dialog.addEventListener('close', () => dialog.remove());
@@ -371,6 +384,16 @@ function editSource(src) {
         },
       };
       if (f.get('shared_secret')) patch.webhooks.shared_secret = String(f.get('shared_secret'));
+      if (f.get('method') !== (w.method ?? 'POST')) patch.webhooks.method = f.get('method');
+      const mapping = String(f.get('mapping') ?? '').trim();
+      if (mapping !== shownMapping.trim()) {
+        try {
+          patch.webhooks.mapping = mapping ? JSON.parse(mapping) : null;
+        } catch (e) {
+          document.getElementById('edit-error').textContent = `The mapping is not JSON: ${e.message}`;
+          return;
+        }
+      }
     }
     try {
       const out = await api('PATCH', `/admin/sources/${encodeURIComponent(src.name)}`, patch);
@@ -383,6 +406,22 @@ function editSource(src) {
     }
   });
   dialog.showModal();
+}
+
+// Shows what the editor's mapping (or, empty, the spec's body) builds for
+// a stored call of the source, before anything is saved.
+async function tryMapping(source, form) {
+  const out = form.querySelector('#edit-try-result');
+  const text = form.querySelector('#edit-mapping').value.trim();
+  const messageId = form.querySelector('#edit-try-id').value.trim();
+  try {
+    const body = { source, messageId };
+    body.mapping = text ? JSON.parse(text) : null;
+    const r = await api('POST', '/admin/mappings/try', body);
+    out.textContent = r.body ?? (r.filtered !== undefined ? `Dropped by filter rule ${r.filtered}.` : `${r.message} (${r.code})`);
+  } catch (e) {
+    out.textContent = e instanceof ApiError ? `${e.message} (${e.code})` : String(e);
+  }
 }
 
 // -- replays -----------------------------------------------------------------

@@ -237,6 +237,7 @@ def test_an_operator_works_the_console_in_chromium_and_another_site_cannot(world
     settings = {
         "userId": FOUND_USER,
         "deadId": "m-dead",
+        "foundId": "m-found",
         "source": "web",
         "rate": RATE,
     }
@@ -279,6 +280,8 @@ def test_an_operator_works_the_console_in_chromium_and_another_site_cannot(world
     assert seen["sources"]["states"] == ["healthy"]
     assert "Saved web" in seen["sources"]["saved"]
     assert seen["sources"]["protection"] == [f"{RATE}/s, breaker after 10"]
+    # The mapping tried on the stored call: its exact body, nothing saved.
+    assert seen["sources"]["tried"] == json.dumps({"u": FOUND_USER, "e": "Order Completed!"}, separators=(",", ":"))
     web = w.admin("GET", "/admin/sources/web")
     assert [e["protection"]["rate_per_second"] for e in web["webhooks"]["endpoints"]] == [RATE]
     # The editor sent only what it shows: the write key, the shared secret

@@ -126,6 +126,17 @@ try {
   report.sources.protection = await page.locator(`section[data-source="${settings.source}"] [data-field=protection]`).allInnerTexts();
   step('source changed');
 
+  // A mapping tried on a stored call in the editor, then the editor closed
+  // without saving.
+  await page.locator(`section[data-source="${settings.source}"]`).locator('button', { hasText: 'Edit source' }).click();
+  await page.fill('#edit-mapping', '{"u": {"@path": "userId"}, "e": {"@template": "{{event}}!"}}');
+  await page.fill('#edit-try-id', settings.foundId);
+  await page.click('#edit-try');
+  await page.waitForFunction(() => document.getElementById('edit-try-result')?.textContent !== '', null, { timeout: 30_000 });
+  report.sources.tried = await page.locator('#edit-try-result').textContent();
+  await page.click('#edit-dialog button[value=cancel]');
+  step('mapping tried');
+
   // Another site's forms, with the session cookie in the browser.
   report.crossSite = [];
   for (const origin of [`http://localhost:${port}`, `http://127.0.0.1:${port}`]) {
