@@ -176,6 +176,20 @@ enum Command {
         #[arg(long)]
         message_id: String,
     },
+    /// The exact body a mapping (a JSON file, '-': stdin; the source's own
+    /// without one) builds for a stored call, with the source's filters;
+    /// nothing is stored or sent.
+    TryMapping {
+        /// The source's name.
+        #[arg(long)]
+        source: String,
+        /// The stored call's messageId.
+        #[arg(long)]
+        message_id: String,
+        /// The mapping to try, as JSON (docs/mappings.md).
+        #[arg(long)]
+        mapping: Option<String>,
+    },
     /// List deliveries that gave up.
     DeadLetters {
         /// At most this many.
@@ -386,13 +400,18 @@ fn out(line: &str) {
     let _ = writeln!(std::io::stdout(), "{line}");
 }
 
-fn members_of(path: &str) -> Result<Vec<String>, CommandError> {
-    let text = if path == "-" {
+/// A file's text, or stdin's for `-`.
+fn text_of(path: &str) -> Result<String, CommandError> {
+    if path == "-" {
         std::io::read_to_string(std::io::stdin())
-            .map_err(|e| argument(format!("cannot read stdin: {e}")))?
+            .map_err(|e| argument(format!("cannot read stdin: {e}")))
     } else {
-        std::fs::read_to_string(path).map_err(|e| argument(format!("cannot read {path}: {e}")))?
-    };
+        std::fs::read_to_string(path).map_err(|e| argument(format!("cannot read {path}: {e}")))
+    }
+}
+
+fn members_of(path: &str) -> Result<Vec<String>, CommandError> {
+    let text = text_of(path)?;
     let trimmed = text.trim();
     if trimmed.starts_with('[') {
         return serde_json::from_str::<Vec<String>>(trimmed)
@@ -491,6 +510,7 @@ async fn run_command(cfg: Config, command: Command) -> ExitCode {
         Command::Replay { .. } => "replay",
         Command::Log { .. } => "log",
         Command::Call { .. } => "call",
+        Command::TryMapping { .. } => "try-mapping",
         Command::Delete { .. } => "delete",
         Command::Audience { .. } => "audience",
         Command::DeadLetters { .. } => "dead-letters",
@@ -646,6 +666,43 @@ async fn command_on(
             }
         }
         Command::Sources => sources_command(store, cfg, None).await?,
+        Command::TryMapping {
+            source,
+            message_id,
+            mapping,
+        } => {
+            let mapping = match mapping {
+                None => None,
+                Some(path) => {
+                    let text = text_of(&path)?;
+                    Some(
+                        serde_json::from_str(&text)
+                            .map_err(|e| argument(format!("the mapping is not JSON: {e}")))?,
+                    )
+                }
+            };
+            let list = sources::in_force(store, cfg).await?;
+            let trial = ops::MappingTrial {
+                source,
+                mapping,
+                message_id: Some(message_id),
+                call: None,
+            };
+            let report = ops::try_mapping(store, &list, clock.now(), trial).await?;
+            match (report.body, report.filtered) {
+                (Some(body), _) => out(&body),
+                (None, Some(rule)) => {
+                    out(&format!("dropped by filter rule {rule}: nothing is sent"))
+                }
+                (None, None) => {
+                    return Err(OpError::Invalid {
+                        code: Code::MappedBodyTooLarge,
+                        message: report.message.unwrap_or_default(),
+                    }
+                    .into())
+                }
+            }
+        }
         Command::PutSource { file } => sources_command(store, cfg, Some(Ok(file))).await?,
         Command::DeleteSource { name } => sources_command(store, cfg, Some(Err(name))).await?,
         Command::Delete { user_id } => {
@@ -706,14 +763,7 @@ async fn sources_command(
             return Ok(());
         }
         Some(Ok(file)) => {
-            let text = if file == "-" {
-                std::io::read_to_string(std::io::stdin())
-                    .map_err(|e| argument(format!("cannot read stdin: {e}")))?
-            } else {
-                std::fs::read_to_string(&file)
-                    .map_err(|e| argument(format!("cannot read {file}: {e}")))?
-            };
-            let doc = config::SourceDoc::from_json(&text)?;
+            let doc = config::SourceDoc::from_json(&text_of(&file)?)?;
             sources::check_one(&doc, cfg.allow_private_networks).await?;
             sources::put(store, key, doc).await?
         }

@@ -199,6 +199,14 @@ def test_the_cli_searches_shows_a_call_and_replays_with_a_dry_run(relay: RelayPr
     report = json.loads(shown.stdout)
     assert report["status"] == "dead" and report["attempts"][0]["outcome"]["status"] == 400
 
+    mapping = relay.tmp / "mapping.json"
+    mapping.write_text('{"who": {"@path": "userId"}, "said": {"@template": "{{userId}}/{{messageId}}"}}')
+    tried = relay.cli("try-mapping", "--source", "web", "--message-id", "m-10", "--mapping", str(mapping))
+    assert (tried.returncode, tried.stdout.strip()) == (0, '{"who":"u1","said":"u1/m-10"}'), tried.stderr
+    mapping.write_text('{"who": {"@path": "userId["}}')
+    refused = relay.cli("try-mapping", "--source", "web", "--message-id", "m-10", "--mapping", str(mapping))
+    assert refused.returncode != 0 and "mapping.who.@path" in refused.stderr and "invalid_settings" in refused.stderr
+
     dry = relay.cli("replay", "--event", "Refused", "--dry-run")
     assert (dry.returncode, dry.stdout.strip()) == (0, "would replay 2 deliveries")
     bad = relay.cli("log", "--status", "lost")
