@@ -692,7 +692,7 @@ async fn command_on(
             match (report.body, report.filtered) {
                 (Some(body), _) => out(&body),
                 (None, Some(rule)) => {
-                    out(&format!("dropped by filter rule {rule}: nothing is sent"))
+                    out(&format!("dropped by filter rule {rule}: nothing is sent"));
                 }
                 (None, None) => {
                     return Err(OpError::Invalid {
