@@ -9,6 +9,7 @@ import base64
 import datetime
 import decimal
 import enum
+import fcntl
 import gzip
 import importlib.util
 import json
@@ -415,10 +416,14 @@ def segment_python() -> str:
     venv = ROOT / "target" / "segment-sdk-python"
     python = venv / "bin" / "python"
     marker = venv / SEGMENT_SDK
-    if not marker.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", SEGMENT_SDK], check=True, timeout=600)
-        marker.write_text("")
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # pytest-xdist's workers each have this fixture: one makes the venv.
+    with open(venv.parent / "segment-sdk-python.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not marker.exists():
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+            subprocess.run([str(python), "-m", "pip", "install", "-q", SEGMENT_SDK], check=True, timeout=600)
+            marker.write_text("")
     return str(python)
 
 

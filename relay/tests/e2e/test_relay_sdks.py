@@ -15,6 +15,7 @@ timestamp plus an hour, give or take the network's milliseconds.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pathlib
 import shutil
@@ -113,9 +114,17 @@ def _python_sdk(version: str) -> str:
         return sys.executable
     venv = ROOT / "target" / f"sdk-venv-{version}"
     py = venv / "bin" / "python"
-    if not py.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", f"segment-analytics-python=={version}"], check=True)
+    ready = venv / ".ready"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # The suite's workers share the venv: one makes it, under a lock, and
+    # marks it ready last; a worker that found the interpreter alone used
+    # to run it before pip had installed the SDK.
+    with open(venv.parent / f"sdk-venv-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not ready.exists():
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+            subprocess.run([str(py), "-m", "pip", "install", "-q", f"segment-analytics-python=={version}"], check=True)
+            ready.touch()
     return str(py)
 
 
