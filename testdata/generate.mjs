@@ -881,6 +881,8 @@ const invalidTemplates = [
   ['no_path', 'https://api.example.com{{userId}}'],
   ['unclosed', 'https://api.example.com/{{userId'],
   ['bad_path', 'https://api.example.com/{{traits..email}}'],
+  ['removed_by_a_dot_segment', 'https://api.example.com/users/{{userId}}/..'],
+  ['in_the_host_after_slashes', 'http:///{{userId}}/x'],
 ].map(([name, url]) => ({ name, settings: { endpoints: [url] }, code: 'invalid_url' }));
 invalidTemplates.push({ name: 'batched', settings: { endpoints: ['https://api.example.com/{{userId}}'], batch: {} }, code: 'invalid_settings' });
 write('mappings.json', { cases: mappingCases, invalid: invalidMappings.map((c) => ({ ...c, code: 'invalid_settings' })), url_templates: urlTemplates, invalid_url_templates: invalidTemplates });

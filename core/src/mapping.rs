@@ -669,16 +669,38 @@ impl UrlTemplate {
 
     /// The template of `href` (the sentinel URL as the URL parser wrote
     /// it), and `href` with the placeholders written back as `{{path}}`.
-    pub(crate) fn from_normalized(href: &str, paths: Vec<(String, Path)>) -> (Self, String) {
+    /// A placeholder the parser removed (a `..` after it) is an error: the
+    /// URL would not take the value it names.
+    pub(crate) fn from_normalized(
+        href: &str,
+        paths: Vec<(String, Path)>,
+    ) -> Result<(Self, String), String> {
+        // Checked again on the parser's form, where the host ends at the
+        // first `/` after `://`: the text before the parse can put a
+        // placeholder in the host (`http:///{{x}}` has the host `{{x}}`).
+        let path_at = href
+            .find("://")
+            .and_then(|s| href[s + 3..].find('/').map(|i| s + 3 + i));
+        if href
+            .find(URL_SENTINEL)
+            .is_some_and(|at| path_at.is_none_or(|p| at < p))
+        {
+            return Err(
+                "a URL template's values go in its path or query, not its scheme, host or port"
+                    .into(),
+            );
+        }
         let mut parts = Vec::new();
         let mut shown = String::with_capacity(href.len());
         let mut rest = href;
         for (i, (text, p)) in paths.into_iter().enumerate() {
             let sentinel = format!("{URL_SENTINEL}{i}z");
             // The parser keeps letters and digits, so each sentinel is
-            // there once; a missing one would leave its placeholder out.
+            // there once unless a dot segment removed it.
             let Some(at) = rest.find(&sentinel) else {
-                continue;
+                return Err(format!(
+                    "the placeholder {{{{{text}}}}} is removed by the URL's dot segments"
+                ));
             };
             parts.push(Part::Text(rest[..at].to_owned()));
             shown.push_str(&rest[..at]);
@@ -688,7 +710,7 @@ impl UrlTemplate {
         }
         parts.push(Part::Text(rest.to_owned()));
         shown.push_str(rest);
-        (Self { parts }, shown)
+        Ok((Self { parts }, shown))
     }
 
     /// The URL for `call` (whose `timestamp`, when it has none, is `now`).

@@ -16,7 +16,17 @@ fn normalise(url: &str) -> Result<String, &'static str> {
 fuzz_target!(|input: &str| {
     match normalise(input) {
         Ok(href) => {
-            assert!(href.is_ascii(), "{href:?}");
+            // ASCII but for a URL template's placeholder paths, which name
+            // keys of the call as they are written.
+            let mut outside = String::new();
+            let mut rest = href.as_str();
+            while let Some(open) = rest.find("{{") {
+                outside.push_str(&rest[..open]);
+                let Some(close) = rest[open + 2..].find("}}") else { break };
+                rest = &rest[open + 2 + close + 2..];
+            }
+            outside.push_str(rest);
+            assert!(outside.is_ascii(), "{href:?}");
             assert!(href.starts_with("http://") || href.starts_with("https://"));
             assert_eq!(normalise(&href).as_deref(), Ok(href.as_str()), "{input:?}");
         }

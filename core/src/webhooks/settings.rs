@@ -391,7 +391,8 @@ impl Endpoint {
         let (url, template) = match placeholders {
             None => (url.href, None),
             Some(paths) => {
-                let (template, shown) = UrlTemplate::from_normalized(&url.href, paths);
+                let (template, shown) = UrlTemplate::from_normalized(&url.href, paths)
+                    .map_err(|reason| SettingsError::InvalidUrl { index, reason })?;
                 (shown, Some(template))
             }
         };
