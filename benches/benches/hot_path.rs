@@ -273,7 +273,10 @@ fn batching(c: &mut Criterion) {
     let endpoints = [EndpointConfig::new("https://hooks.example.com/segment")];
     let now = at(1_795_341_845_123);
     let single = Webhooks::new(&endpoints, Some(b"whsec-bench")).unwrap();
-    let batched = single.clone().with_batching(Some(Batching::default()));
+    let batched = single
+        .clone()
+        .with_batching(Some(Batching::default()))
+        .unwrap();
     for name in ["track_423", "identify_200_traits"] {
         let call = Call::from_json_str(callpost_benches::fixture(name).compact).unwrap();
         let calls: Vec<Call> = (0..20)

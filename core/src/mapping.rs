@@ -339,13 +339,14 @@ fn node(value: &Value, at: &str, depth: usize, budget: &mut Budget) -> Result<No
         ),
         other => raw(other, at, budget)?,
     };
-    // A part with no directive in it is written once, here.
+    // A part with no directive in it is written once, here, by the
+    // canonical writer (its text was counted as its parts were checked).
     Ok(match built {
-        Node::Object(_) | Node::Array(_) if !has_directive(&built) => {
-            let mut text = Vec::new();
-            write_checked(&built, &mut text);
-            Node::Raw(String::from_utf8(text).unwrap_or_default())
-        }
+        Node::Object(_) | Node::Array(_) if !has_directive(&built) => Node::Raw(
+            value
+                .to_json_string()
+                .map_err(|e| MappingError::new(at, e.to_string()))?,
+        ),
         other => other,
     })
 }
@@ -364,36 +365,6 @@ fn has_directive(node: &Node) -> bool {
         Node::Object(members) => members.iter().any(|(_, n)| has_directive(n)),
         Node::Array(items) => items.iter().any(has_directive),
         _ => true,
-    }
-}
-
-/// Writes a node with no directive in it.
-fn write_checked(node: &Node, out: &mut Vec<u8>) {
-    match node {
-        Node::Raw(text) => out.extend_from_slice(text.as_bytes()),
-        Node::Object(members) => {
-            out.push(b'{');
-            for (i, (k, n)) in members.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_string(k, out);
-                out.push(b':');
-                write_checked(n, out);
-            }
-            out.push(b'}');
-        }
-        Node::Array(items) => {
-            out.push(b'[');
-            for (i, n) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_checked(n, out);
-            }
-            out.push(b']');
-        }
-        _ => {}
     }
 }
 
@@ -569,23 +540,43 @@ fn path(text: &str, at: &str) -> Result<Path, MappingError> {
     Ok(Path(steps))
 }
 
-fn template(text: &str, at: &str, budget: &mut Budget) -> Result<Node, MappingError> {
-    let mut parts = Vec::new();
+/// A piece of a text with `{{path}}` placeholders: text, or a
+/// placeholder's path as written (spaces trimmed).
+enum Piece<'a> {
+    Text(&'a str),
+    Placeholder(&'a str),
+}
+
+/// The pieces of `text`, in order: each `{{` opens a placeholder that the
+/// first `}}` after it closes. The rule of templates and URL templates.
+fn pieces(text: &str) -> Result<Vec<Piece<'_>>, &'static str> {
+    let mut out = Vec::new();
     let mut rest = text;
     while let Some(open) = rest.find("{{") {
         if open > 0 {
-            parts.push(Part::Text(rest[..open].to_owned()));
+            out.push(Piece::Text(&rest[..open]));
         }
         let after = &rest[open + 2..];
-        let close = after
-            .find("}}")
-            .ok_or_else(|| MappingError::new(at, "a {{ without its }}"))?;
-        budget.node(at)?;
-        parts.push(Part::Path(path(after[..close].trim(), at)?));
+        let close = after.find("}}").ok_or("a {{ without its }}")?;
+        out.push(Piece::Placeholder(after[..close].trim()));
         rest = &after[close + 2..];
     }
     if !rest.is_empty() {
-        parts.push(Part::Text(rest.to_owned()));
+        out.push(Piece::Text(rest));
+    }
+    Ok(out)
+}
+
+fn template(text: &str, at: &str, budget: &mut Budget) -> Result<Node, MappingError> {
+    let mut parts = Vec::new();
+    for piece in pieces(text).map_err(|e| MappingError::new(at, e))? {
+        parts.push(match piece {
+            Piece::Text(t) => Part::Text(t.to_owned()),
+            Piece::Placeholder(p) => {
+                budget.node(at)?;
+                Part::Path(path(p, at)?)
+            }
+        });
     }
     Ok(Node::Template(parts))
 }
@@ -652,18 +643,16 @@ impl UrlTemplate {
         }
         let mut out = String::with_capacity(url.len());
         let mut paths = Vec::new();
-        let mut rest = url;
-        while let Some(open) = rest.find("{{") {
-            out.push_str(&rest[..open]);
-            let after = &rest[open + 2..];
-            let close = after.find("}}").ok_or("a {{ without its }}")?;
-            let text = after[..close].trim();
-            let p = path(text, "").map_err(|e| e.problem)?;
-            out.push_str(&format!("{URL_SENTINEL}{}z", paths.len()));
-            paths.push((text.to_owned(), p));
-            rest = &after[close + 2..];
+        for piece in pieces(url)? {
+            match piece {
+                Piece::Text(t) => out.push_str(t),
+                Piece::Placeholder(text) => {
+                    let p = path(text, "").map_err(|e| e.problem)?;
+                    out.push_str(&format!("{URL_SENTINEL}{}z", paths.len()));
+                    paths.push((text.to_owned(), p));
+                }
+            }
         }
-        out.push_str(rest);
         Ok(Some((out, paths)))
     }
 

@@ -140,11 +140,8 @@ impl Webhooks {
             .then(|| core::webhooks::Batching::new(batch_max_calls, batch_max_bytes))
             .transpose()
             .map_err(err)?;
-        if batching.is_some() && inner.is_templated() {
-            return Err(err(core::SettingsError::BatchedTemplate));
-        }
         Ok(Self {
-            inner: inner.with_batching(batching),
+            inner: inner.with_batching(batching).map_err(err)?,
         })
     }
 

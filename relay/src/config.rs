@@ -1103,16 +1103,9 @@ fn filters_of(
                     ),
                 )
             })?;
-            if webhooks.is_templated() {
-                return Err(refused(
-                    Code::InvalidSettings,
-                    format!(
-                        "source {name:?}: webhooks.batch cannot be set with a URL template ({{{{…}}}} \
-                         in a URL): a batch carries many calls, and the URL names one"
-                    ),
-                ));
-            }
-            webhooks.with_batching(Some(batching))
+            webhooks
+                .with_batching(Some(batching))
+                .map_err(|e| refused(e.code(), format!("source {name:?}: webhooks.{e}")))?
         }
     };
     let webhooks = match hooks.method.as_deref() {
@@ -1142,7 +1135,7 @@ fn filters_of(
 
 /// A setting in the core's JSON form: serde_json writes what it read; the
 /// core's parser takes it back.
-fn core_value(
+pub(crate) fn core_value(
     name: &str,
     v: &impl Serialize,
     what: &str,
@@ -1481,6 +1474,18 @@ zeta = {{ \"@path\" = \"event\" }}
         assert!(
             e.to_string()
                 .contains("webhooks.method must be POST, PUT or PATCH")
+                && e.code() == Code::InvalidSettings,
+            "{e}"
+        );
+        // A URL template sends each call alone: no batch with it.
+        let templated = ONE.replace(
+            "https://a.example.com/hook",
+            "https://a.example.com/u/{{userId}}",
+        );
+        let e = load_text(&format!("{templated}[sources.webhooks.batch]\n"), &[]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("webhooks.batch cannot be set with a URL template")
                 && e.code() == Code::InvalidSettings,
             "{e}"
         );

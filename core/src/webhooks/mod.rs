@@ -170,9 +170,14 @@ impl Webhooks {
     }
 
     /// These settings sending several calls per POST (`Some`), or one
-    /// (`None`, the spec's and the default).
-    pub fn with_batching(self, batching: Option<Batching>) -> Self {
-        self.changed(|s| s.batching = batching)
+    /// (`None`, the spec's and the default). A destination whose URL is a
+    /// template cannot batch ([`SettingsError::BatchedTemplate`]): a
+    /// batch carries many calls, and the URL names one.
+    pub fn with_batching(self, batching: Option<Batching>) -> Result<Self, SettingsError> {
+        if batching.is_some() && self.is_templated() {
+            return Err(SettingsError::BatchedTemplate);
+        }
+        Ok(self.changed(|s| s.batching = batching))
     }
 
     /// A copy of the settings with `change` made; the others that share
@@ -289,15 +294,12 @@ impl Webhooks {
             }
             Some(_) => return Err(SettingsError::InvalidField("batch")),
         };
-        if batching.is_some() && endpoints.iter().any(|e| e.url.contains("{{")) {
-            return Err(SettingsError::BatchedTemplate);
-        }
-        Ok(Self::with_mode(&endpoints, secret, mode)?
+        Self::with_mode(&endpoints, secret, mode)?
             .with_signing(signing, &signing_secrets)?
             .with_filters(filters)
             .with_mapping(mapping)
             .with_method(method)
-            .with_batching(batching))
+            .with_batching(batching)
     }
 
     /// The validated endpoints, in the order they were given.

@@ -403,6 +403,13 @@ impl Endpoint {
         })
     }
 
+    /// The URL up to its first placeholder (all of it without one): its
+    /// scheme, host and port, which a call's values never change, for a
+    /// host that checks where requests go or pools connections by host.
+    pub fn url_before_values(&self) -> &str {
+        self.url.split("{{").next().unwrap_or(&self.url)
+    }
+
     /// The URL's placeholders, when it takes values from each call
     /// (`https://api.example.com/users/{{userId}}`).
     pub fn template(&self) -> Option<&UrlTemplate> {

@@ -176,10 +176,7 @@ pub async fn check_destinations(
             continue;
         };
         for endpoint in hooks.endpoints() {
-            // A URL template's placeholders come after the host and port:
-            // the URL up to the first one names them.
-            let checked = endpoint.url().split("{{").next().unwrap_or_default();
-            let Ok(uri) = checked.parse::<Uri>() else {
+            let Ok(uri) = endpoint.url_before_values().parse::<Uri>() else {
                 continue;
             };
             let Ok((host, port)) = host_port(&uri) else {

@@ -92,8 +92,7 @@ impl Http {
                     e.url().to_owned(),
                     Arc::new(Endpoint::new(cfg.endpoint_concurrency)),
                 );
-                let named = e.url().split("{{").next().unwrap_or_default();
-                if let Ok(uri) = named.parse::<Uri>() {
+                if let Ok(uri) = e.url_before_values().parse::<Uri>() {
                     let key = (
                         uri.scheme_str().unwrap_or_default().to_owned(),
                         uri.authority()

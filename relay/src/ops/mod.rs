@@ -414,8 +414,7 @@ pub async fn try_mapping(
     let mapping = match &trial.mapping {
         None => webhooks.mapping().cloned(),
         Some(m) => {
-            let value = Value::from_json_str(&m.to_string())
-                .map_err(|e| invalid(e.code(), format!("mapping: {e}")))?;
+            let value = config::core_value(&trial.source, m, "mapping")?;
             Some(Mapping::from_value(&value).map_err(|e| invalid(e.code(), e.to_string()))?)
         }
     };
