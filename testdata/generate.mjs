@@ -48,6 +48,13 @@ const unsigned = { endpoints: ['https://hooks.example.com/'] };
 // A receiver that updates a record: the same request under another method.
 const put = { ...settings, method: 'PUT' };
 const patch = { endpoints: ['https://crm.example.com/users'], method: 'PATCH' };
+// HTTP Basic (RFC 7617): the UTF-8 of user:password in base64, after the
+// static headers.
+const basicAuth = {
+  endpoints: [{ url: 'https://crm.example.com/in', headers: { 'X-Team': 'growth' },
+    auth: { type: 'basic', username: 'callpost', password: 'pä:ss wörd' } }],
+  sharedSecret: 'whsec-test-7f3a',
+};
 
 const calls = [
   ['track_basic', { type: 'track', userId: 'u-123', event: 'Order Completed', messageId: 'msg-1',
@@ -76,13 +83,16 @@ const calls = [
 const requests = [];
 for (const [name, input] of calls) {
   const call = typeof input === 'string' ? JSON.parse(input) : input;
-  for (const [sname, s, endpoint] of [['signed', settings, 0], ['signed_ep1', settings, 1], ['unsigned', unsigned, 0], ['put', put, 1], ['patch', patch, 0]]) {
+  for (const [sname, s, endpoint] of [['signed', settings, 0], ['signed_ep1', settings, 1], ['unsigned', unsigned, 0], ['put', put, 1], ['patch', patch, 0], ['basic', basicAuth, 0]]) {
     if (sname === 'signed_ep1' && name !== 'track_basic') continue;
-    if ((sname === 'put' || sname === 'patch') && !['track_basic', 'identify'].includes(name)) continue;
+    if ((sname === 'put' || sname === 'patch' || sname === 'basic') && !['track_basic', 'identify'].includes(name)) continue;
     const b = body(call, NOW);
     const ep = s.endpoints[endpoint];
     const headers = [['User-Agent', 'callpost/1.0'], ['Content-Type', 'application/json']];
     if (typeof ep === 'object') headers.push(...Object.entries(ep.headers));
+    if (typeof ep === 'object' && ep.auth?.type === 'basic') {
+      headers.push(['Authorization', 'Basic ' + Buffer.from(`${ep.auth.username}:${ep.auth.password}`, 'utf8').toString('base64')]);
+    }
     if (s.sharedSecret) headers.push(['X-Signature', hmac(s.sharedSecret, b)]);
     if (call.messageId) headers.push(['Idempotency-Key', call.messageId]);
     const url = new URL(typeof ep === 'string' ? ep : ep.url).href;

@@ -12,6 +12,7 @@ fn main() -> Result<(), callpost_core::Error> {
         &[EndpointConfig {
             url: "https://hooks.example.com/segment".into(),
             headers: vec![("Authorization".into(), "Bearer demo".into())],
+            ..EndpointConfig::default()
         }],
         Some(b"demo-shared-secret"),
     )?;

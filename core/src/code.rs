@@ -222,6 +222,8 @@ codes! {
     ReservedHeader = "reserved_header" => Settings,
     /// An endpoint whose host is at a loopback, private or other non-public address, where private networks are not allowed.
     PrivateAddress = "private_address" => Settings,
+    /// An endpoint's auth or client certificate that cannot be used.
+    InvalidAuth = "invalid_auth" => Settings,
     /// A settings field of the wrong type.
     InvalidSettings = "invalid_settings" => Settings,
     /// An audience name with no letter or digit.
@@ -278,6 +280,8 @@ codes! {
     Shutdown = "shutdown" => Delivery,
     /// A destination's mapping built a body over 500,000 bytes for a call: not sent there.
     MappedBodyTooLarge = "mapped_body_too_large" => Delivery,
+    /// An OAuth 2.0 endpoint's token could not be had (the token endpoint refused, failed or gave an unusable answer): the attempt is retried.
+    TokenUnavailable = "token_unavailable" => Delivery,
     /// A URL template's placeholder has no value a URL can take from the call (missing, null, empty, . or ..): not sent.
     InvalidUrlValue = "invalid_url_value" => Delivery,
     // The relay's Tracking API (ingest::IngestError).

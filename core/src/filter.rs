@@ -68,8 +68,9 @@ pub const MAX_PATH_SEGMENTS: usize = 8;
 /// A destination filter that cannot be used. Its code is
 /// `invalid_settings`; the message names the rule and the place.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("filters{at}: {problem}")]
+#[error("{what}{at}: {problem}")]
 pub struct FilterError {
+    what: &'static str,
     at: String,
     problem: String,
 }
@@ -77,6 +78,7 @@ pub struct FilterError {
 impl FilterError {
     fn new(at: &str, problem: impl Into<String>) -> Self {
         Self {
+            what: "filters",
             at: at.to_owned(),
             problem: problem.into(),
         }
@@ -241,6 +243,41 @@ impl Filters {
             }
         }
         Decision::Keep(call)
+    }
+}
+
+/// One condition of the language on its own: a destination's `trigger`,
+/// which decides the calls it takes (Segment Actions' triggers, in the
+/// filters' words). Checked as a filter's `if` is, with the same limits;
+/// errors name `trigger`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    cond: Cond,
+    given: Value,
+}
+
+impl Condition {
+    /// Reads and checks a condition's JSON form (the module docs).
+    pub fn from_value(value: &Value) -> Result<Self, FilterError> {
+        let mut budget = MAX_CONDITIONS;
+        let cond = cond(value, "", 1, &mut budget).map_err(|mut e| {
+            e.what = "trigger";
+            e
+        })?;
+        Ok(Self {
+            cond,
+            given: value.clone(),
+        })
+    }
+
+    /// Whether `call` meets it.
+    pub fn holds(&self, call: &Call) -> bool {
+        self.cond.holds(call)
+    }
+
+    /// The condition as it was given.
+    pub fn to_value(&self) -> &Value {
+        &self.given
     }
 }
 

@@ -57,6 +57,7 @@ pub mod json;
 pub mod mapping;
 pub mod misuse;
 pub mod notify;
+pub mod oauth;
 pub mod ops;
 pub mod protection;
 pub mod receive;

@@ -192,11 +192,7 @@ impl Webhooks {
 /// which may carry credentials (`https://***@host/path`, `?token=…` cut).
 /// Settings refuse fragments, so there are none to cut.
 pub fn shown_url(url: &str) -> String {
-    let redacted = crate::weburl::redact_userinfo(url);
-    match redacted.find('?') {
-        Some(i) => redacted[..i].to_owned(),
-        None => redacted.into_owned(),
-    }
+    crate::weburl::shown(url)
 }
 
 fn event_id(random: [u8; 16]) -> String {

@@ -33,6 +33,13 @@ pub enum Outcome {
         /// For logs.
         message: String,
     },
+    /// Not sent: the endpoint's OAuth 2.0 token could not be had
+    /// ([`crate::oauth::TokenError`]). Retried like a connection failure,
+    /// so a failing token endpoint counts against the destination.
+    Token {
+        /// Why, for logs (never a secret).
+        message: String,
+    },
     /// Not sent: the host held the request back because its endpoint is
     /// protected until `until` ([`crate::protection`]: its circuit is
     /// open, or the receiver asked every caller to wait). A failure of the
@@ -63,7 +70,7 @@ impl Outcome {
 
     /// Builds an outcome from what a host's HTTP client reports: a `status`
     /// (with the raw `Retry-After` header), or an `error` kind, `"timeout"`,
-    /// `"connection"` or `"tls"`, with a message for logs. Any other
+    /// `"connection"`, `"tls"` or `"token"`, with a message for logs. Any other
     /// combination is [`ApiMisuse::InvalidOutcome`].
     pub fn from_report(
         status: Option<u16>,
@@ -79,6 +86,9 @@ impl Outcome {
             (None, Some("timeout")) => Self::Timeout,
             (None, Some("connection")) => Self::connection(message),
             (None, Some("tls")) => Self::tls(message),
+            (None, Some("token")) => Self::Token {
+                message: message.to_owned(),
+            },
             _ => return Err(ApiMisuse::InvalidOutcome),
         })
     }
@@ -95,7 +105,9 @@ impl Outcome {
     pub fn verdict(&self) -> Verdict {
         match self {
             Self::Response { status, .. } => classify_status(*status),
-            Self::Timeout | Self::Connection { .. } | Self::Held { .. } => Verdict::Retry,
+            Self::Timeout | Self::Connection { .. } | Self::Held { .. } | Self::Token { .. } => {
+                Verdict::Retry
+            }
             Self::Tls { .. } => Verdict::Reject,
         }
     }
@@ -109,6 +121,7 @@ impl Outcome {
             Self::Connection { .. } => "connection_error".into(),
             Self::Tls { .. } => "tls_error".into(),
             Self::Held { .. } => "held".into(),
+            Self::Token { .. } => "token_error".into(),
         }
     }
 }
@@ -121,6 +134,7 @@ impl fmt::Display for Outcome {
             Self::Connection { message } => write!(f, "connection error: {message}"),
             Self::Tls { message } => write!(f, "tls error: {message}"),
             Self::Held { reason, .. } => write!(f, "held back: {reason}"),
+            Self::Token { message } => write!(f, "no token: {message}"),
         }
     }
 }

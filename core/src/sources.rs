@@ -13,6 +13,20 @@ use std::collections::{HashMap, HashSet};
 /// and with the messageId it makes the deduplication key.
 pub const MAX_SOURCE_NAME_LEN: usize = 100;
 
+/// The most destinations one source has. A call is stored once for each
+/// destination whose trigger it meets, so this bounds the rows one call
+/// makes; Segment's Webhooks (Actions) setups run a handful of mappings
+/// per source.
+pub const MAX_DESTINATIONS: usize = 16;
+
+/// The longest destination name, in characters: it is stored with every
+/// call it takes, and named in metrics, URLs and the command line.
+pub const MAX_DESTINATION_NAME_LEN: usize = 64;
+
+/// The name of the destination a source's `webhooks` settings stand for:
+/// a source with one destination, as the spec's Webhooks destination is.
+pub const DEFAULT_DESTINATION: &str = "webhooks";
+
 /// How often a host that keeps its sources in a shared database reads them
 /// again: a change made through one relay is in force on every relay on the
 /// database within this (and the read's own time). A read of a few rows
@@ -42,6 +56,16 @@ pub enum SourceError {
     /// source must not learn which source holds a key they guessed.
     #[error("source {0:?}: a write key it lists is taken (by another source, or listed twice); each source needs keys of its own")]
     SharedWriteKey(String),
+    /// A destination name that is empty, too long, or holds a character
+    /// other than ASCII letters, digits, `_`, `-` and `.`.
+    #[error("source {0:?}: a destination name must be 1 to {MAX_DESTINATION_NAME_LEN} of A-Z, a-z, 0-9, '_', '-' and '.', not {1:?}")]
+    DestinationName(String, String),
+    /// Two destinations of a source share a name.
+    #[error("source {0:?}: destination names must be unique: {1:?} is used twice")]
+    DuplicateDestination(String, String),
+    /// More than [`MAX_DESTINATIONS`].
+    #[error("source {0:?} has {1} destinations; a source has at most {MAX_DESTINATIONS}")]
+    TooManyDestinations(String, usize),
     /// Two sources protect one endpoint URL differently: a URL is one
     /// receiver whichever source posts to it.
     #[error("source {name:?}: {url} has other protection settings in another source")]
@@ -58,6 +82,40 @@ impl SourceError {
     pub fn code(&self) -> Code {
         Code::InvalidSettings
     }
+}
+
+/// Checks the names of one source's destinations: each 1 to
+/// [`MAX_DESTINATION_NAME_LEN`] of ASCII letters, digits, `_`, `-` and
+/// `.` (they are metric label values and path segments as they are), no
+/// name twice, at most [`MAX_DESTINATIONS`].
+pub fn check_destination_names<N: AsRef<str>>(
+    source: &str,
+    names: &[N],
+) -> Result<(), SourceError> {
+    if names.len() > MAX_DESTINATIONS {
+        return Err(SourceError::TooManyDestinations(
+            source.to_owned(),
+            names.len(),
+        ));
+    }
+    let mut seen = HashSet::new();
+    for name in names {
+        let name = name.as_ref();
+        let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.');
+        if name.is_empty() || name.len() > MAX_DESTINATION_NAME_LEN || !name.chars().all(allowed) {
+            return Err(SourceError::DestinationName(
+                source.to_owned(),
+                name.to_owned(),
+            ));
+        }
+        if !seen.insert(name) {
+            return Err(SourceError::DuplicateDestination(
+                source.to_owned(),
+                name.to_owned(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Checks one source's name and write keys.
@@ -181,6 +239,39 @@ mod tests {
         assert_eq!(
             check_source("web", &["wk", ""]),
             Err(SourceError::EmptyWriteKey("web".into()))
+        );
+    }
+
+    #[test]
+    fn destination_names_are_plain_unique_and_few() {
+        assert_eq!(
+            check_destination_names("s", &["crm", "warehouse_1", "chat.v2", "A-b"]),
+            Ok(())
+        );
+        for bad in [
+            "",
+            "a b",
+            "crm/1",
+            "é",
+            &"x".repeat(MAX_DESTINATION_NAME_LEN + 1),
+        ] {
+            assert_eq!(
+                check_destination_names("s", &[bad]),
+                Err(SourceError::DestinationName("s".into(), bad.into())),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            check_destination_names("s", &["crm", "crm"]),
+            Err(SourceError::DuplicateDestination("s".into(), "crm".into()))
+        );
+        let many: Vec<String> = (0..=MAX_DESTINATIONS).map(|i| format!("d{i}")).collect();
+        assert_eq!(
+            check_destination_names("s", &many),
+            Err(SourceError::TooManyDestinations(
+                "s".into(),
+                MAX_DESTINATIONS + 1
+            ))
         );
     }
 

@@ -143,6 +143,16 @@ pub(crate) fn parse(input: &str) -> Result<HttpUrl, UrlError> {
     })
 }
 
+/// `url` as logs and answers show it: without userinfo or query
+/// ([`crate::ops::shown_url`]).
+pub(crate) fn shown(url: &str) -> String {
+    let redacted = redact_userinfo(url);
+    match redacted.find('?') {
+        Some(i) => redacted[..i].to_owned(),
+        None => redacted.into_owned(),
+    }
+}
+
 /// `input` with any userinfo (`user:password@`) replaced by `***@`, for
 /// `Debug` and error messages: a refused URL is still shown, but its
 /// credentials never are. The authority is found the way [`parse`] finds

@@ -264,7 +264,7 @@ proptest! {
 
     #[test]
     fn header_values_with_cr_or_lf_are_rejected(pre in any::<String>(), post in any::<String>(), bad in prop::sample::select(vec!["\r", "\n", "\r\n"])) {
-        let cfg = EndpointConfig { url: "https://example.com/".into(), headers: vec![("X-H".into(), format!("{pre}{bad}{post}"))] };
+        let cfg = EndpointConfig { url: "https://example.com/".into(), headers: vec![("X-H".into(), format!("{pre}{bad}{post}"))], ..EndpointConfig::default() };
         prop_assert_eq!(Webhooks::new(&[cfg], None).unwrap_err().code(), "invalid_header_value");
     }
 }

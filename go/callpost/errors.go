@@ -74,6 +74,8 @@ const (
 	CodePrivateAddress Code = "private_address"
 	// CodeReservedHeader is reserved_header (ErrSettings): a static header that replaces one callpost sets.
 	CodeReservedHeader Code = "reserved_header"
+	// CodeInvalidAuth is invalid_auth (ErrSettings): an endpoint's auth or client certificate that cannot be used.
+	CodeInvalidAuth Code = "invalid_auth"
 	// CodeInvalidSettings is invalid_settings (ErrSettings): a settings field of the wrong type.
 	CodeInvalidSettings Code = "invalid_settings"
 	// CodeInvalidAudienceName is invalid_audience_name (ErrSettings): an audience name with no letter or digit.
@@ -124,6 +126,8 @@ const (
 	CodeShutdown Code = "shutdown"
 	// CodeMappedBodyTooLarge is mapped_body_too_large (ErrDelivery): a destination's mapping built a body over 500,000 bytes for a call: not sent there.
 	CodeMappedBodyTooLarge Code = "mapped_body_too_large"
+	// CodeTokenUnavailable is token_unavailable (ErrDelivery): an OAuth 2.0 endpoint's token could not be had (the token endpoint refused, failed or gave an unusable answer): the attempt is retried.
+	CodeTokenUnavailable Code = "token_unavailable"
 	// CodeInvalidURLValue is invalid_url_value (ErrDelivery): a URL template's placeholder has no value a URL can take from the call (missing, null, empty, . or ..): not sent.
 	CodeInvalidURLValue Code = "invalid_url_value"
 	// CodeUnknownRoute is unknown_route (ErrIngest): a path that is not a Tracking API route.

@@ -199,6 +199,13 @@ impl Webhooks {
         Ok(self.inner.is_enabled_for(&to_call(call)?))
     }
 
+    /// Raises SettingsError (`invalid_auth`) when an endpoint needs an
+    /// OAuth 2.0 token or a client certificate, which this package's
+    /// `deliver` does not send (callpost-relay does).
+    fn check_sent_as_built(&self) -> PyResult<()> {
+        self.inner.check_sent_as_built().map_err(err)
+    }
+
     /// Normalised endpoint URLs, in the order given.
     #[getter]
     fn urls(&self) -> Vec<String> {

@@ -102,6 +102,27 @@ def test_a_put_with_a_mapped_body_is_delivered_signed(serve: Serve) -> None:
     assert callpost.verify(body, headers["x-signature"], "k")
 
 
+def test_basic_auth_is_sent_and_oauth2_is_left_to_the_relay(serve: Serve) -> None:
+    srv = serve(ok)
+    basic = {"type": "basic", "username": "callpost", "password": "pä:ss"}
+    hooks = callpost.Webhooks([{"url": srv.url + "/hook", "auth": basic}], "s3cret")
+    assert hooks.deliver(CALL).delivered
+    (_, headers, _), = srv.received.requests
+    assert headers["authorization"] == "Basic Y2FsbHBvc3Q6cMOkOnNz"
+    assert "pä:ss" not in repr(hooks)
+    oauth2 = {"type": "oauth2", "token_url": srv.url + "/token", "client_id": "c", "client_secret": "hunter2"}
+    hooks = callpost.Webhooks([{"url": srv.url + "/hook", "auth": oauth2}])
+    # Built (for a host that adds its own token), never sent without one.
+    assert hooks.request(CALL).header("Authorization") is None
+    with pytest.raises(callpost.SettingsError) as e:
+        hooks.deliver(CALL)
+    assert e.value.code == "invalid_auth" and "callpost-relay" in str(e.value)
+    assert "hunter2" not in str(e.value) and "hunter2" not in repr(hooks)
+    with pytest.raises(callpost.SettingsError):
+        asyncio.run(hooks.deliver_async(CALL))
+    assert len(srv.received.requests) == 1
+
+
 def test_failover_to_the_second_url(serve: Serve) -> None:
     down = serve(lambda n, h, b: (503, {}, b""))
     up = serve(ok)

@@ -253,7 +253,10 @@ async function sources() {
     const r = reports.get(e.url);
     const state = stateOf(r, disabledUrls, e.url);
     return h('tr', { 'data-url': e.url },
-      h('td', { class: 'url mono' }, e.url, e.headers?.length ? h('div', { class: 'muted' }, `headers: ${e.headers.join(', ')}`) : null),
+      h('td', { class: 'url mono' }, e.url, e.headers?.length ? h('div', { class: 'muted' }, `headers: ${e.headers.join(', ')}`) : null,
+        e.auth || e.client_certificate ? h('div', { class: 'muted', 'data-field': 'auth' },
+          [e.auth === 'oauth2' ? `OAuth 2.0 via ${e.token_url}` : e.auth === 'basic' ? 'Basic auth' : null,
+            e.client_certificate ? 'client certificate' : null].filter(Boolean).join(', ')) : null),
       h('td', {}, h('span', { class: `badge ${state}`, 'data-state': state }, state.replace('_', ' ')),
         r?.state?.until ? h('div', { class: 'muted' }, `until ${when(Date.parse(r.state.until))}`) : null),
       h('td', { class: 'num', 'data-field': 'success' }, percent(r?.recent_success_rate),

@@ -55,6 +55,8 @@ async fn run(apart: bool, calls: usize) -> Result<Duration, String> {
         .map(|i| Row {
             source: "a".into(),
             message_id: format!("m-{i}"),
+            destination: callpost_core::sources::DEFAULT_DESTINATION.into(),
+            first: true,
             kind: "track",
             message: format!(r#"{{"type":"track","event":"E","messageId":"m-{i}"}}"#),
             received_at: now,

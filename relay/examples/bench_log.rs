@@ -105,6 +105,8 @@ impl Gen {
     fn row(&self, i: i64) -> Row {
         Row {
             source: self.source(i).into(),
+            destination: callpost_core::sources::DEFAULT_DESTINATION.into(),
+            first: true,
             message_id: format!("m-{i}"),
             kind: self.kind(i),
             message: self.message(i),

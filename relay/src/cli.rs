@@ -175,6 +175,10 @@ enum Command {
         /// The call's messageId.
         #[arg(long)]
         message_id: String,
+        /// Its delivery to this destination (the first stored, without
+        /// one).
+        #[arg(long)]
+        destination: Option<String>,
     },
     /// The exact body a mapping (a JSON file, '-': stdin; the source's own
     /// without one) builds for a stored call, with the source's filters;
@@ -183,6 +187,10 @@ enum Command {
         /// The source's name.
         #[arg(long)]
         source: String,
+        /// Its destination whose filters (and mapping) apply; its first
+        /// without one.
+        #[arg(long)]
+        destination: Option<String>,
         /// The stored call's messageId.
         #[arg(long)]
         message_id: String,
@@ -454,6 +462,9 @@ struct CallArgs {
     /// Only this source.
     #[arg(long)]
     source: Option<String>,
+    /// Only the deliveries to this destination of the source.
+    #[arg(long)]
+    destination: Option<String>,
     /// Only calls in this state: pending, delivered, dead or undeliverable
     /// (and, for `log`, rejected: refused calls, by source and time).
     #[arg(long)]
@@ -482,6 +493,7 @@ impl CallArgs {
                 event: self.event,
                 kind: self.kind,
                 source: self.source,
+                destination: self.destination,
                 status: match status {
                     Some(LogStatus::Calls(s)) => Some(s),
                     _ => None,
@@ -636,9 +648,13 @@ async fn command_on(
                 eprintln!("next page: --cursor {next}");
             }
         }
-        Command::Call { source, message_id } => {
+        Command::Call {
+            source,
+            message_id,
+            destination,
+        } => {
             let list = sources::in_force(store, cfg).await?;
-            match ops::logged_call(store, &list, &source, &message_id).await? {
+            match ops::logged_call(store, &list, &source, &message_id, destination).await? {
                 Some(report) => {
                     out(&serde_json::to_string_pretty(&report)
                         .map_err(|e| argument(e.to_string()))?);
@@ -668,6 +684,7 @@ async fn command_on(
         Command::Sources => sources_command(store, cfg, None).await?,
         Command::TryMapping {
             source,
+            destination,
             message_id,
             mapping,
         } => {
@@ -684,6 +701,7 @@ async fn command_on(
             let list = sources::in_force(store, cfg).await?;
             let trial = ops::MappingTrial {
                 source,
+                destination,
                 mapping,
                 message_id: Some(message_id),
                 call: None,

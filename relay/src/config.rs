@@ -11,14 +11,16 @@
 //! in `ps`.
 
 use crate::seal::{SealError, SealKey};
-use callpost_core::filter::Filters;
+use callpost_core::filter::{Condition, Filters};
 use callpost_core::mapping::Mapping;
 use callpost_core::notify::DEAD_LETTER_WINDOW_RANGE_MS;
 use callpost_core::protection::ProtectionConfig;
-use callpost_core::sources::{check_source, SourceError, SourceSet};
+use callpost_core::sources::{
+    check_destination_names, check_source, SourceError, SourceSet, DEFAULT_DESTINATION,
+};
 use callpost_core::webhooks::{
-    Batching, EndpointConfig, Method, Mode, Signing, Webhooks, MAX_BATCH_BYTES, MAX_BATCH_CALLS,
-    MIN_BATCH_BYTES,
+    Auth, Batching, ClientCertificate, EndpointConfig, Method, Mode, Signing, Webhooks,
+    MAX_BATCH_BYTES, MAX_BATCH_CALLS, MIN_BATCH_BYTES,
 };
 use callpost_core::{Code, NotifierConfig};
 use serde::{Deserialize, Serialize};
@@ -217,19 +219,60 @@ pub struct Source {
     pub name: String,
     /// Its senders' write keys.
     pub write_keys: Vec<Secret>,
-    /// The core's validated destination settings (`None`: calls are
-    /// stored and go nowhere).
-    pub webhooks: Option<Webhooks>,
-    /// False: calls are stored as undeliverable, nothing is sent.
+    /// Its destinations, in the order given (`[sources.webhooks]`, named
+    /// `webhooks`, first). None: calls are stored and go nowhere.
+    pub destinations: Vec<Destination>,
+}
+
+/// One destination of a source: a Webhooks destination with a name and a
+/// trigger.
+#[derive(Debug, Clone)]
+pub struct Destination {
+    /// Unique within its source, stored with each call it takes.
+    pub name: String,
+    /// The core's validated settings.
+    pub webhooks: Webhooks,
+    /// False: its calls are stored as undeliverable, nothing is sent.
     pub enabled: bool,
     /// The receiver protections it gives its endpoint URLs, if any.
     pub protection: Option<ProtectionConfig>,
+    /// Which calls it takes (none: every call).
+    pub trigger: Option<Condition>,
+}
+
+impl Destination {
+    /// How messages name it: `source "shop": webhooks` for the default
+    /// destination, `source "shop": destination "crm"` for another.
+    pub fn at(&self, source: &str) -> String {
+        if self.name == DEFAULT_DESTINATION {
+            format!("source {source:?}: webhooks")
+        } else {
+            format!("source {source:?}: destination {:?}", self.name)
+        }
+    }
+
+    /// Whether `call` goes to it: its trigger holds, or it has none.
+    pub fn takes(&self, call: &callpost_core::Call) -> bool {
+        self.trigger.as_ref().is_none_or(|t| t.holds(call))
+    }
 }
 
 impl Source {
-    /// The destination calls go to now, if any.
-    pub fn destination(&self) -> Option<&Webhooks> {
-        self.webhooks.as_ref().filter(|_| self.enabled)
+    /// Its destination `name`, enabled or not.
+    pub fn destination(&self, name: &str) -> Option<&Destination> {
+        self.destinations.iter().find(|d| d.name == name)
+    }
+
+    /// The settings of its destination `name`, if it is there and enabled.
+    pub fn routed(&self, name: &str) -> Option<&Webhooks> {
+        self.destination(name)
+            .filter(|d| d.enabled)
+            .map(|d| &d.webhooks)
+    }
+
+    /// Its enabled destinations.
+    pub fn enabled(&self) -> impl Iterator<Item = &Destination> {
+        self.destinations.iter().filter(|d| d.enabled)
     }
 }
 
@@ -439,13 +482,27 @@ struct FileOperator {
 struct FileSource {
     name: String,
     write_keys: Vec<String>,
+    /// The source's default destination, named `webhooks`.
     #[serde(skip_serializing_if = "Option::is_none")]
     webhooks: Option<FileWebhooks>,
+    /// Its named destinations (`[[sources.destinations]]`), after
+    /// `webhooks`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    destinations: Vec<FileWebhooks>,
 }
 
+/// A destination: `[sources.webhooks]` or one of `[[sources.destinations]]`.
 #[derive(Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 struct FileWebhooks {
+    /// Its name: required in `destinations`; `webhooks` in
+    /// `[sources.webhooks]`, where it may be left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    /// Which calls it takes, in the filters' condition form
+    /// (`core::filter::Condition`); none: every call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trigger: Option<serde_json::Value>,
     #[serde(default)]
     urls: Vec<FileUrl>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -499,6 +556,13 @@ enum FileUrl {
         url: String,
         #[serde(default)]
         headers: BTreeMap<String, String>,
+        /// The core's `auth` object (`core::webhooks::Auth`): basic or
+        /// oauth2.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth: Option<serde_json::Value>,
+        /// `{certificate, private_key}` in PEM, for mutual TLS.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client_certificate: Option<serde_json::Value>,
     },
 }
 
@@ -604,6 +668,7 @@ impl fmt::Debug for FileSource {
             .field("name", &self.name)
             .field("write_keys", &self.write_keys.len())
             .field("webhooks", &self.webhooks)
+            .field("destinations", &self.destinations)
             .finish()
     }
 }
@@ -611,6 +676,7 @@ impl fmt::Debug for FileSource {
 impl fmt::Debug for FileWebhooks {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FileWebhooks")
+            .field("name", &self.name)
             .field("urls", &self.urls.len())
             .field("mode", &self.mode)
             .field("method", &self.method)
@@ -624,10 +690,23 @@ impl fmt::Debug for FileUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Url(url) => write!(f, "{:?}", callpost_core::ops::shown_url(url)),
-            Self::WithHeaders { url, headers } => f
+            Self::WithHeaders {
+                url,
+                headers,
+                auth,
+                client_certificate,
+            } => f
                 .debug_struct("FileUrl")
                 .field("url", &callpost_core::ops::shown_url(url))
                 .field("headers", &headers.keys().collect::<Vec<_>>())
+                .field(
+                    "auth",
+                    &auth
+                        .as_ref()
+                        .and_then(|a| a.get("type"))
+                        .and_then(|t| t.as_str()),
+                )
+                .field("client_certificate", &client_certificate.is_some())
                 .finish(),
         }
     }
@@ -692,7 +771,10 @@ pub fn load(
         docs.push(SourceDoc(FileSource {
             name: "default".into(),
             write_keys: keys,
+            destinations: Vec::new(),
             webhooks: (!urls.is_empty()).then(|| FileWebhooks {
+                name: None,
+                trigger: None,
                 urls: urls.into_iter().map(FileUrl::Url).collect(),
                 shared_secret: secret,
                 mode: None,
@@ -1028,7 +1110,7 @@ fn range(v: u64, what: &str, low: u64, high: u64) -> Result<u64, ConfigError> {
 }
 
 fn webhooks_of(
-    name: &str,
+    at: &str,
     endpoints: &[EndpointConfig],
     secret: Option<&str>,
     mode: Option<&str>,
@@ -1038,28 +1120,24 @@ fn webhooks_of(
         Some(m) => Mode::parse(m).ok_or_else(|| {
             refused(
                 Code::InvalidSettings,
-                format!("source {name:?}: webhooks.mode must be parallel or failover, not {m:?}"),
+                format!("{at}.mode must be parallel or failover, not {m:?}"),
             )
         })?,
     };
     Webhooks::with_mode(endpoints, secret.map(str::as_bytes), mode)
-        .map_err(|e| refused(e.code(), format!("source {name:?}: {e}")))
+        .map_err(|e| refused(e.code(), format!("{at}: {e}")))
 }
 
 /// The destination signing as `webhooks.signature` and
 /// `webhooks.signing_secrets` say (the core checks them).
-fn signing_of(
-    name: &str,
-    webhooks: Webhooks,
-    hooks: &FileWebhooks,
-) -> Result<Webhooks, ConfigError> {
+fn signing_of(at: &str, webhooks: Webhooks, hooks: &FileWebhooks) -> Result<Webhooks, ConfigError> {
     let signing = match hooks.signature.as_deref() {
         None => Signing::default(),
         Some(v) => Signing::parse(v).ok_or_else(|| {
             refused(
                 Code::InvalidSettings,
                 format!(
-                    "source {name:?}: webhooks.signature must be segment, standard or both, not \
+                    "{at}.signature must be segment, standard or both, not \
                      {v:?}"
                 ),
             )
@@ -1075,7 +1153,7 @@ fn signing_of(
         refused(
             Code::InvalidSettings,
             format!(
-                "source {name:?}: webhooks.signature = \"{}\" needs webhooks.signing_secrets, one \
+                "{at}.signature = \"{}\" needs webhooks.signing_secrets, one \
                  or more whsec_ secrets (and segment takes none)",
                 signing.as_str()
             ),
@@ -1086,11 +1164,7 @@ fn signing_of(
 /// The destination with `webhooks.batch`, `webhooks.method`,
 /// `webhooks.filters` and `webhooks.mapping` (the core reads and checks
 /// them; the file's tables are the core's JSON form).
-fn filters_of(
-    name: &str,
-    webhooks: Webhooks,
-    hooks: &FileWebhooks,
-) -> Result<Webhooks, ConfigError> {
+fn filters_of(at: &str, webhooks: Webhooks, hooks: &FileWebhooks) -> Result<Webhooks, ConfigError> {
     let webhooks = match hooks.batch {
         None => webhooks,
         Some(b) => {
@@ -1098,14 +1172,14 @@ fn filters_of(
                 refused(
                     e.code(),
                     format!(
-                        "source {name:?}: webhooks.batch: max_calls is 1 to {MAX_BATCH_CALLS} and \
+                        "{at}.batch: max_calls is 1 to {MAX_BATCH_CALLS} and \
                          max_bytes {MIN_BATCH_BYTES} to {MAX_BATCH_BYTES} ({e})"
                     ),
                 )
             })?;
             webhooks
                 .with_batching(Some(batching))
-                .map_err(|e| refused(e.code(), format!("source {name:?}: webhooks.{e}")))?
+                .map_err(|e| refused(e.code(), format!("{at}.{e}")))?
         }
     };
     let webhooks = match hooks.method.as_deref() {
@@ -1113,36 +1187,36 @@ fn filters_of(
         Some(m) => webhooks.with_method(Method::parse(m).ok_or_else(|| {
             refused(
                 Code::InvalidSettings,
-                format!("source {name:?}: webhooks.method must be POST, PUT or PATCH, not {m:?}"),
+                format!("{at}.method must be POST, PUT or PATCH, not {m:?}"),
             )
         })?),
     };
     let webhooks = match &hooks.mapping {
         None => webhooks,
         Some(m) => {
-            let mapping = Mapping::from_value(&core_value(name, m, "mapping")?)
-                .map_err(|e| refused(e.code(), format!("source {name:?}: webhooks.{e}")))?;
+            let mapping = Mapping::from_value(&core_value(at, m, "mapping")?)
+                .map_err(|e| refused(e.code(), format!("{at}.{e}")))?;
             webhooks.with_mapping(Some(mapping))
         }
     };
     let Some(rules) = &hooks.filters else {
         return Ok(webhooks);
     };
-    let filters = Filters::from_value(&core_value(name, rules, "filters")?)
-        .map_err(|e| refused(e.code(), format!("source {name:?}: webhooks.{e}")))?;
+    let filters = Filters::from_value(&core_value(at, rules, "filters")?)
+        .map_err(|e| refused(e.code(), format!("{at}.{e}")))?;
     Ok(webhooks.with_filters(filters))
 }
 
 /// A setting in the core's JSON form: serde_json writes what it read; the
 /// core's parser takes it back.
 pub(crate) fn core_value(
-    name: &str,
+    at: &str,
     v: &impl Serialize,
     what: &str,
 ) -> Result<callpost_core::Value, ConfigError> {
     let text = serde_json::to_vec(v).map_err(|e| refused(Code::InvalidSettings, e.to_string()))?;
     callpost_core::Value::from_json_slice(&text)
-        .map_err(|e| refused(e.code(), format!("source {name:?}: webhooks.{what}: {e}")))
+        .map_err(|e| refused(e.code(), format!("{at}.{what}: {e}")))
 }
 
 /// A source the core's rules refuse, as a configuration error.
@@ -1150,17 +1224,46 @@ fn source_error(e: SourceError) -> ConfigError {
     refused(e.code(), e.to_string())
 }
 
-fn endpoints_of(urls: &[FileUrl]) -> Vec<EndpointConfig> {
+/// The endpoints `urls` give, their `auth` and `client_certificate` read
+/// by the core's rules; `at` names them in errors (`source "a": webhooks`).
+fn endpoints_of(at: &str, urls: &[FileUrl]) -> Result<Vec<EndpointConfig>, ConfigError> {
     urls.iter()
-        .map(|u| match u {
-            FileUrl::Url(url) => EndpointConfig::new(url.clone()),
-            FileUrl::WithHeaders { url, headers } => EndpointConfig {
-                url: url.clone(),
-                headers: headers
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-            },
+        .enumerate()
+        .map(|(i, u)| match u {
+            FileUrl::Url(url) => Ok(EndpointConfig::new(url.clone())),
+            FileUrl::WithHeaders {
+                url,
+                headers,
+                auth,
+                client_certificate,
+            } => {
+                let invalid = |reason: String| {
+                    refused(Code::InvalidAuth, format!("{at}.urls[{i}]: {reason}"))
+                };
+                let value = |v: &serde_json::Value, what: &str| {
+                    let text = serde_json::to_vec(v).map_err(|e| invalid(e.to_string()))?;
+                    callpost_core::Value::from_json_slice(&text)
+                        .map_err(|e| invalid(format!("{what}: {e}")))
+                };
+                Ok(EndpointConfig {
+                    url: url.clone(),
+                    headers: headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                    auth: auth
+                        .as_ref()
+                        .map(|a| Auth::from_value(&value(a, "auth")?).map_err(invalid))
+                        .transpose()?,
+                    client_certificate: client_certificate
+                        .as_ref()
+                        .map(|c| {
+                            ClientCertificate::from_value(&value(c, "client_certificate")?)
+                                .map_err(invalid)
+                        })
+                        .transpose()?,
+                })
+            }
         })
         .collect()
 }
@@ -1169,7 +1272,7 @@ fn endpoints_of(urls: &[FileUrl]) -> Vec<EndpointConfig> {
 /// destination's, its settings as the notifier's.
 fn operator_from_file(o: &FileOperator) -> Result<Operator, ConfigError> {
     let webhooks = Webhooks::new(
-        &endpoints_of(&o.urls),
+        &endpoints_of("operator", &o.urls)?,
         o.shared_secret.as_deref().map(str::as_bytes),
     )
     .map_err(|e| refused(e.code(), format!("operator: {e}")))?;
@@ -1251,40 +1354,73 @@ impl SourceDoc {
             ));
         }
         check_source(&s.name, &s.write_keys).map_err(source_error)?;
-        let (webhooks, enabled, protection) = match &s.webhooks {
-            None => (None, true, None),
-            Some(hooks) => {
-                let webhooks = webhooks_of(
-                    &s.name,
-                    &endpoints_of(&hooks.urls),
-                    hooks.shared_secret.as_deref(),
-                    hooks.mode.as_deref(),
-                )?;
-                let webhooks = signing_of(&s.name, webhooks, hooks)?;
-                let webhooks = filters_of(&s.name, webhooks, hooks)?;
-                if let Some(p) = hooks.protection {
-                    p.validate().map_err(|e| {
-                        refused(
-                            e.code(),
-                            format!("source {:?}: webhooks.protection.{e}", s.name),
-                        )
-                    })?;
-                }
+        let given = s
+            .webhooks
+            .iter()
+            .map(|h| {
                 (
-                    Some(webhooks),
-                    hooks.enabled.unwrap_or(true),
-                    hooks.protection,
+                    h.name.clone().unwrap_or_else(|| DEFAULT_DESTINATION.into()),
+                    h,
+                    None,
                 )
-            }
-        };
+            })
+            .chain(
+                s.destinations
+                    .iter()
+                    .enumerate()
+                    .map(|(i, h)| (h.name.clone().unwrap_or_default(), h, Some(i))),
+            );
+        let mut destinations = Vec::new();
+        for (name, hooks, index) in given {
+            let at = match index {
+                None => format!("source {:?}: webhooks", s.name),
+                Some(i) => format!("source {:?}: destinations[{i}]", s.name),
+            };
+            destinations.push(destination_of(&at, name, hooks)?);
+        }
+        let names: Vec<&str> = destinations.iter().map(|d| d.name.as_str()).collect();
+        check_destination_names(&s.name, &names).map_err(source_error)?;
         Ok(Source {
             name: s.name.clone(),
             write_keys: s.write_keys.iter().cloned().map(Secret::new).collect(),
-            webhooks,
-            enabled,
-            protection,
+            destinations,
         })
     }
+}
+
+/// One destination, checked by the core's rules; `at` names it in
+/// messages (`source "shop": destinations[1]`).
+fn destination_of(
+    at: &str,
+    name: String,
+    hooks: &FileWebhooks,
+) -> Result<Destination, ConfigError> {
+    let webhooks = webhooks_of(
+        at,
+        &endpoints_of(at, &hooks.urls)?,
+        hooks.shared_secret.as_deref(),
+        hooks.mode.as_deref(),
+    )?;
+    let webhooks = signing_of(at, webhooks, hooks)?;
+    let webhooks = filters_of(at, webhooks, hooks)?;
+    if let Some(p) = hooks.protection {
+        p.validate()
+            .map_err(|e| refused(e.code(), format!("{at}.protection.{e}")))?;
+    }
+    let trigger = match &hooks.trigger {
+        None => None,
+        Some(t) => Some(
+            Condition::from_value(&core_value(at, t, "trigger")?)
+                .map_err(|e| refused(e.code(), format!("{at}.{e}")))?,
+        ),
+    };
+    Ok(Destination {
+        name,
+        webhooks,
+        enabled: hooks.enabled.unwrap_or(true),
+        protection: hooks.protection,
+        trigger,
+    })
 }
 
 /// Checks a set of sources by the core's rules (no name or write key
@@ -1296,10 +1432,12 @@ pub fn checked_set(
     let mut set = SourceSet::new();
     for s in sources {
         let keys: Vec<&str> = s.write_keys.iter().map(Secret::expose).collect();
-        let protected: Vec<(&str, ProtectionConfig)> = match (s.protection, &s.webhooks) {
-            (Some(p), Some(hooks)) => hooks.endpoints().iter().map(|e| (e.url(), p)).collect(),
-            _ => Vec::new(),
-        };
+        let protected: Vec<(&str, ProtectionConfig)> = s
+            .destinations
+            .iter()
+            .filter_map(|d| d.protection.map(|p| (d, p)))
+            .flat_map(|(d, p)| d.webhooks.endpoints().iter().map(move |e| (e.url(), p)))
+            .collect();
         set.add(&s.name, &keys, protected).map_err(source_error)?;
     }
     Ok(set.into_protections())
@@ -1387,7 +1525,7 @@ signing_secrets = ["whsec_c2lnbmluZy1zZWNyZXQtdmFsdWU="]
     fn a_file_with_one_source_loads_with_the_documented_defaults() {
         let cfg = load_text(ONE, &[]).unwrap();
         assert_eq!(cfg.sources.len(), 1);
-        let hooks = cfg.sources[0].destination().unwrap();
+        let hooks = cfg.sources[0].routed(DEFAULT_DESTINATION).unwrap();
         assert_eq!(hooks.endpoints().len(), 2);
         assert_eq!(cfg.listen, DEFAULT_LISTEN);
         assert_eq!(cfg.delivery_concurrency, DEFAULT_DELIVERY_CONCURRENCY);
@@ -1410,7 +1548,7 @@ signing_secrets = ["whsec_c2lnbmluZy1zZWNyZXQtdmFsdWU="]
         let secret = "whsec_c2VjcmV0LWtleS1vZi10aGUtdGVzdA==";
         let both = format!("{ONE}signature = \"both\"\nsigning_secrets = [\"{secret}\"]\n");
         let cfg = load_text(&both, &[]).unwrap();
-        let hooks = cfg.sources[0].webhooks.as_ref().unwrap();
+        let hooks = &cfg.sources[0].destinations[0].webhooks;
         assert_eq!(hooks.signing(), Signing::Both);
         assert!(
             !format!("{cfg:?}").contains("c2VjcmV0"),
@@ -1423,7 +1561,7 @@ signing_secrets = ["whsec_c2lnbmluZy1zZWNyZXQtdmFsdWU="]
              [[sources.webhooks.filters]]\naction = \"drop_fields\"\nfields = [\"context.ip\"]\n"
         );
         let cfg = load_text(&filters, &[]).unwrap();
-        let hooks = cfg.sources[0].webhooks.as_ref().unwrap();
+        let hooks = &cfg.sources[0].destinations[0].webhooks;
         let page = callpost_core::Call::from_json_str(r#"{"type":"page","userId":"u"}"#).unwrap();
         assert!(matches!(
             hooks.filter(&page),
@@ -1446,7 +1584,7 @@ zeta = {{ \"@path\" = \"event\" }}
 "
         );
         let cfg = load_text(&mapped, &[]).unwrap();
-        let hooks = cfg.sources[0].webhooks.as_ref().unwrap();
+        let hooks = &cfg.sources[0].destinations[0].webhooks;
         let track = callpost_core::Call::from_json_str(
             r#"{"type":"track","userId":"u","event":"e","properties":{"products":[{"sku":"a"}]}}"#,
         )
@@ -1468,7 +1606,7 @@ zeta = {{ \"@path\" = \"event\" }}
         );
         // Method: POST unless set; only the three.
         let put = load_text(&format!("{ONE}method = \"PUT\"\n"), &[]).unwrap();
-        let hooks = put.sources[0].webhooks.as_ref().unwrap();
+        let hooks = &put.sources[0].destinations[0].webhooks;
         assert_eq!(hooks.method(), Method::Put);
         let e = load_text(&format!("{ONE}method = \"GET\"\n"), &[]).unwrap_err();
         assert!(
@@ -1492,7 +1630,7 @@ zeta = {{ \"@path\" = \"event\" }}
         // Batching: an empty table takes the core's limits; bad ones name
         // the setting.
         let batched = load_text(&format!("{ONE}[sources.webhooks.batch]\n"), &[]).unwrap();
-        let hooks = batched.sources[0].webhooks.as_ref().unwrap();
+        let hooks = &batched.sources[0].destinations[0].webhooks;
         assert_eq!(hooks.batching(), Some(Default::default()));
         let e = load_text(
             &format!("{ONE}[sources.webhooks.batch]\nmax_calls = 5000\n"),

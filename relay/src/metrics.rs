@@ -34,6 +34,7 @@ pub struct Metrics {
     attempts: Family<Labels, Counter>,
     endpoint_states: Family<Labels, Counter>,
     operator_events: Family<Labels, Counter>,
+    token_requests: Family<Labels, Counter>,
     sql_statements: Counter<u64, AtomicU64>,
     stale_finishes: Counter,
     trace_spans_dropped: Counter,
@@ -71,6 +72,7 @@ impl Metrics {
             attempts: Family::default(),
             endpoint_states: Family::default(),
             operator_events: Family::default(),
+            token_requests: Family::default(),
             sql_statements: Counter::default(),
             stale_finishes: Counter::default(),
             trace_spans_dropped: Counter::default(),
@@ -111,6 +113,11 @@ impl Metrics {
             "webhook_attempts",
             "Webhook attempts, by result",
             m.attempts.clone(),
+        );
+        r.register(
+            "oauth_token_requests",
+            "OAuth 2.0 token requests of endpoints with oauth2 auth: ok, refused (an error status), invalid (an unusable answer) or unreachable",
+            m.token_requests.clone(),
         );
         r.register(
             "endpoint_state_changes",
@@ -238,9 +245,17 @@ impl Metrics {
     }
 
     /// A webhook attempt: an HTTP status class (`2xx` …) or `timeout`,
-    /// `connection`, `tls`.
+    /// `connection`, `tls`, `held`, `token`.
     pub fn attempt(&self, result: &str) {
         self.attempts
+            .get_or_create(&vec![("result", result.to_owned())])
+            .inc();
+    }
+
+    /// An OAuth 2.0 token request ended: `ok`, `refused`, `invalid` or
+    /// `unreachable`.
+    pub fn token_request(&self, result: &'static str) {
+        self.token_requests
             .get_or_create(&vec![("result", result.to_owned())])
             .inc();
     }

@@ -8,7 +8,7 @@ use crate::config::{Config, Overrides, Source};
 use crate::guards::Guards;
 use crate::metrics::Metrics;
 use crate::notify::Operator;
-use crate::store::{Stats, Store};
+use crate::store::{routed_key, Stats, Store};
 use crate::trace::Tracer;
 use callpost_core::protection::ProtectionConfig;
 use std::collections::HashMap;
@@ -66,8 +66,16 @@ impl Sources {
     pub fn routed(&self) -> Vec<String> {
         self.list
             .iter()
-            .filter(|s| s.destination().is_some())
+            .filter(|s| s.enabled().next().is_some())
             .map(|s| s.name.clone())
+            .collect()
+    }
+
+    /// Every enabled destination, as [`crate::store::routed_key`] names it.
+    pub fn routed_keys(&self) -> Vec<String> {
+        self.list
+            .iter()
+            .flat_map(|s| s.enabled().map(|d| routed_key(&s.name, &d.name)))
             .collect()
     }
 }

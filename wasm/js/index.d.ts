@@ -60,6 +60,7 @@ export type Outcome =
   | { kind: 'timeout' }
   | { kind: 'connection'; message: string }
   | { kind: 'tls'; message: string }
+  | { kind: 'token'; message: string }
   /** Not sent: a host held it back while its endpoint was protected (the relay's circuit breaker or a receiver's Retry-After). */
   | { kind: 'held'; until: number; reason: string };
 
@@ -115,7 +116,45 @@ export type MappingValue = null | boolean | number | string | MappingValue[] | M
 /** A destination's mapping: the body's object, its values raw or directives. */
 export type Mapping = { [key: string]: MappingValue };
 
-export type Endpoint = string | { url: string; headers?: Record<string, string> };
+/** HTTP Basic (RFC 7617), sent by every `deliver`. */
+export interface BasicAuth {
+  type: 'basic';
+  username: string;
+  password: string;
+}
+
+/**
+ * An OAuth 2.0 client-credentials grant (RFC 6749 §4.4): a bearer token
+ * fetched, cached and refreshed by callpost-relay. `deliver` refuses an
+ * endpoint with one (`invalid_auth`); `request` builds its requests without
+ * the token.
+ */
+export interface OAuth2Auth {
+  type: 'oauth2';
+  token_url: string;
+  client_id: string;
+  client_secret: string;
+  /** Space-separated scopes. */
+  scope?: string;
+  audience?: string;
+  /** Where the client's credentials go: `basic` (the default) or `body`. */
+  client_auth?: 'basic' | 'body';
+}
+
+/** A client certificate and key in PEM, for mutual TLS (callpost-relay only). */
+export interface ClientCertificate {
+  certificate: string;
+  private_key: string;
+}
+
+export type Endpoint =
+  | string
+  | {
+      url: string;
+      headers?: Record<string, string>;
+      auth?: BasicAuth | OAuth2Auth;
+      client_certificate?: ClientCertificate;
+    };
 export type Secret = string | Uint8Array;
 
 /** `JSON.stringify(value)`, but throwing (with `.code`) where JSON.stringify would silently change data. */
@@ -370,7 +409,7 @@ export interface WebhookBatch {
 /** What a host's HTTP client saw: a status (with the raw Retry-After), or an error kind. */
 export type Report =
   | { status: number; retryAfter?: string }
-  | { error: 'timeout' | 'connection' | 'tls'; message?: string };
+  | { error: 'timeout' | 'connection' | 'tls' | 'token'; message?: string };
 
 export interface DeliveryAttempt {
   endpoint: number;

@@ -169,6 +169,13 @@ impl Webhooks {
         Ok(self.inner.is_enabled_for(&call_of(call)?))
     }
 
+    /// Throws `invalid_auth` when an endpoint needs an OAuth 2.0 token or a
+    /// client certificate, which the package's `deliver` does not send.
+    #[wasm_bindgen(js_name = checkSentAsBuilt)]
+    pub fn check_sent_as_built(&self) -> Result<(), JsValue> {
+        self.inner.check_sent_as_built().map_err(js_err)
+    }
+
     /// Normalised endpoint URLs.
     #[wasm_bindgen(getter)]
     pub fn urls(&self) -> Vec<String> {

@@ -47,6 +47,22 @@ test('4xx and 3xx are not retried; redirects are not followed', async () => {
   }
 });
 
+test('basic auth is sent; oauth2 endpoints are refused by deliver (the relay sends them)', async () => {
+  const srv = await serve(ok);
+  try {
+    const basic = { type: 'basic', username: 'callpost', password: 'pä:ss' };
+    const r = await new Webhooks({ endpoints: [{ url: srv.url + '/hook', auth: basic }], sharedSecret: 's3cret' }).deliver(CALL);
+    assert.ok(r.delivered);
+    assert.equal(srv.received[0].headers.authorization, 'Basic Y2FsbHBvc3Q6cMOkOnNz');
+    const oauth2 = { type: 'oauth2', token_url: srv.url + '/token', client_id: 'c', client_secret: 'hunter2' };
+    const hooks = new Webhooks({ endpoints: [{ url: srv.url + '/hook', auth: oauth2 }] });
+    assert.equal(hooks.request(CALL).headers.find(([n]) => n === 'Authorization'), undefined);
+    await assert.rejects(hooks.deliver(CALL), (e) => e.code === 'invalid_auth' && e.name === 'SettingsError' && /callpost-relay/.test(e.message) && !/hunter2/.test(e.message));
+    await assert.rejects(hooks.deliverBatch([CALL]), (e) => e.code === 'invalid_auth');
+    assert.equal(srv.received.length, 1);
+  } finally { srv.close(); }
+});
+
 test('failover to the second URL; the third never sees the call', async () => {
   const down = await serve(() => [503]);
   const up = await serve(ok);

@@ -45,6 +45,23 @@ pub const DELIVERY_BACKOFF: Backoff = Backoff {
     cap_ms: 30 * 60 * 1000,
 };
 
+/// What `outcome` means at `endpoint` of `settings`: the outcome's own
+/// verdict, except that a 401 from an OAuth 2.0 endpoint is retried (its
+/// bearer token was refused: the host drops it and fetches another).
+pub(crate) fn verdict_at(settings: &Webhooks, endpoint: usize, outcome: &Outcome) -> Verdict {
+    match outcome {
+        Outcome::Response { status, .. }
+            if settings
+                .endpoints()
+                .get(endpoint)
+                .is_some_and(|e| e.token_refused(*status)) =>
+        {
+            Verdict::Retry
+        }
+        _ => outcome.verdict(),
+    }
+}
+
 /// Timing settings for a delivery. The defaults are the spec's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeliveryConfig {
@@ -551,7 +568,7 @@ impl Delivery {
             return;
         };
         let slot = r.in_flight.remove(i);
-        let verdict = outcome.verdict();
+        let verdict = verdict_at(&self.settings, slot.endpoint, &outcome);
         self.log.push(AttemptRecord {
             attempt,
             round: self.round + 1,

@@ -177,6 +177,10 @@ fn outcome_value(o: &Outcome) -> Value {
         Outcome::Tls { message } => {
             object([("kind", "tls".into()), ("message", message.as_str().into())])
         }
+        Outcome::Token { message } => object([
+            ("kind", "token".into()),
+            ("message", message.as_str().into()),
+        ]),
         Outcome::Held { until, reason } => object([
             ("kind", "held".into()),
             ("until", time(*until)),
@@ -237,7 +241,8 @@ fn record_of(v: &Value) -> Result<AttemptRecord, StateError> {
         endpoint: f.int("endpoint")?,
         sent_at: f.time("sent_at")?,
         ended_at: f.time("ended_at")?,
-        // Not saved: the verdict is always what the outcome means.
+        // Not saved: the verdict is always what the outcome means (at its
+        // endpoint: `from_json` reads it again with the settings).
         verdict: outcome.verdict(),
         outcome,
         answer: f.opt_str("answer")?.map(str::to_owned),
@@ -541,11 +546,14 @@ impl Delivery {
                 rejected.len()
             )));
         }
-        let log = f
+        let mut log: Vec<AttemptRecord> = f
             .array("log")?
             .iter()
             .map(record_of)
             .collect::<Result<_, _>>()?;
+        for r in &mut log {
+            r.verdict = super::verdict_at(settings, r.endpoint, &r.outcome);
+        }
         let cf = Fields::of(f.get("config")?, "config")?;
         let config = DeliveryConfig {
             timeout_ms: cf.int("timeout_ms")?,

@@ -3,6 +3,7 @@
 //! (`request`) and delete notifications (`delete`).
 
 mod address;
+pub mod auth;
 mod batch;
 mod body;
 mod delete;
@@ -21,7 +22,8 @@ pub use request::{
     USER_AGENT,
 };
 pub use settings::{
-    Endpoint, EndpointConfig, Method, Mode, SettingsError, Signing, MAX_ENDPOINTS, RESERVED_HEADERS,
+    Auth, ClientAuth, ClientCertificate, Endpoint, EndpointConfig, Method, Mode, OAuth2,
+    SettingsError, Signing, MAX_ENDPOINTS, RESERVED_HEADERS,
 };
 
 use crate::call::Call;
@@ -215,7 +217,7 @@ impl Webhooks {
 
     /// From the JSON settings form used by the shared vectors, the bindings
     /// and the relay's configuration: `{"endpoints": [url | {"url",
-    /// "headers"}], "sharedSecret": "...", "mode": "parallel" | "failover",
+    /// "headers", "auth", "client_certificate"}], "sharedSecret": "...", "mode": "parallel" | "failover",
     /// "method": "POST" | "PUT" | "PATCH", "signature", "signingSecrets",
     /// "filters", "mapping", "batch"}`.
     pub fn from_value(value: &Value) -> Result<Self, SettingsError> {
@@ -225,7 +227,8 @@ impl Webhooks {
         let endpoints = match map.get("endpoints") {
             Some(Value::Array(items)) => items
                 .iter()
-                .map(EndpointConfig::from_value)
+                .enumerate()
+                .map(|(i, v)| EndpointConfig::from_value_at(i, v))
                 .collect::<Result<Vec<_>, _>>()?,
             _ => return Err(SettingsError::InvalidField("endpoints")),
         };
@@ -305,6 +308,30 @@ impl Webhooks {
     /// The validated endpoints, in the order they were given.
     pub fn endpoints(&self) -> &[Endpoint] {
         &self.inner.endpoints
+    }
+
+    /// Refuses, as [`SettingsError::InvalidAuth`], a destination with an
+    /// endpoint whose requests need credentials the core's requests do not
+    /// carry: an OAuth 2.0 bearer token ([`crate::oauth::TokenSource`]) or
+    /// a client certificate. A host that sends the core's requests as they
+    /// are (the Python and JavaScript `deliver`) asks this first, so it
+    /// never sends such a request without them.
+    pub fn check_sent_as_built(&self) -> Result<(), SettingsError> {
+        for (index, e) in self.inner.endpoints.iter().enumerate() {
+            let needs = match (e.auth(), e.client_certificate()) {
+                (Some(Auth::OAuth2(_)), _) => "oauth2 auth (a bearer token fetched for each grant)",
+                (_, Some(_)) => "a client certificate (mutual TLS)",
+                _ => continue,
+            };
+            return Err(SettingsError::InvalidAuth {
+                index,
+                reason: format!(
+                    "{needs} is sent by callpost-relay, not by this package's deliver: \
+                     its requests carry Basic auth and static headers only"
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Whether requests are signed.

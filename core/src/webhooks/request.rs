@@ -94,6 +94,14 @@ impl fmt::Debug for Request {
 }
 
 impl Request {
+    /// Adds the `Authorization` value of an OAuth 2.0 endpoint's token
+    /// ([`crate::oauth::TokenSource::authorization`]), after the static
+    /// headers (which cannot hold one when `auth` is set).
+    pub fn authorize(&mut self, authorization: &str) {
+        self.headers
+            .push(("Authorization".into(), authorization.to_owned().into()));
+    }
+
     /// The value of the first header named `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
@@ -131,7 +139,8 @@ fn body_id(body: &[u8]) -> String {
 }
 
 /// The request for `body` to `ep`. Headers, in order: `User-Agent`,
-/// `Content-Type`, the endpoint's static headers, `X-Signature` (when
+/// `Content-Type`, the endpoint's static headers, a Basic `Authorization`
+/// (when its auth is basic), `X-Signature` (when
 /// signed), `Idempotency-Key` (when the call has a usable id), then the
 /// Standard Webhooks headers when `standard` gives their secrets and the
 /// sending time.
@@ -154,6 +163,14 @@ pub(super) fn build(
             .iter()
             .map(|(n, v)| (n.clone().into(), v.clone().into())),
     );
+    // A bearer token changes while the settings stay: the host adds it
+    // ([`Request::authorize`]).
+    if let Some(super::Auth::Basic { username, password }) = ep.auth() {
+        headers.push((
+            "Authorization".into(),
+            super::Auth::basic_header(username, password).into(),
+        ));
+    }
     if let Some(secret) = secret {
         let signature = host_signature(hmac, &body).unwrap_or_else(|| secret.sign(&body));
         headers.push(("X-Signature".into(), signature.into()));

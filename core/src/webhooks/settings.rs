@@ -9,6 +9,8 @@ use crate::timestamp::Timestamp;
 use crate::weburl::UrlError;
 use std::fmt;
 
+pub use super::auth::{Auth, ClientAuth, ClientCertificate, OAuth2};
+
 /// Endpoints per destination: "Maximum 5 entries" (destination settings).
 pub const MAX_ENDPOINTS: usize = 5;
 
@@ -208,6 +210,15 @@ pub enum SettingsError {
         /// The header's name.
         name: String,
     },
+    /// An endpoint's `auth` or `client_certificate` cannot be used; the
+    /// reason names the field, never a secret's value.
+    #[error("endpoint {index}: {reason}")]
+    InvalidAuth {
+        /// Which endpoint.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
     /// A settings field has the wrong JSON type.
     #[error("settings field {0} has the wrong type")]
     InvalidField(&'static str),
@@ -236,6 +247,7 @@ impl SettingsError {
             Self::InvalidHeaderName { .. } => Code::InvalidHeaderName,
             Self::InvalidHeaderValue { .. } => Code::InvalidHeaderValue,
             Self::ReservedHeader { .. } => Code::ReservedHeader,
+            Self::InvalidAuth { .. } => Code::InvalidAuth,
             Self::InvalidField(_) | Self::BatchedTemplate => Code::InvalidSettings,
             Self::Filter(e) => e.code(),
             Self::Mapping(e) => e.code(),
@@ -250,6 +262,10 @@ pub struct EndpointConfig {
     pub url: String,
     /// Static headers sent with every request to this URL, in order.
     pub headers: Vec<(String, String)>,
+    /// How its requests authenticate, beyond the signature.
+    pub auth: Option<Auth>,
+    /// A client certificate for a server that asks for one (mTLS).
+    pub client_certificate: Option<ClientCertificate>,
 }
 
 /// Static header values are often credentials, so `Debug` shows names only.
@@ -258,17 +274,28 @@ fn debug_endpoint(
     name: &str,
     url: &str,
     headers: &[(String, String)],
+    auth: Option<&Auth>,
+    client_certificate: bool,
 ) -> fmt::Result {
     let names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
     f.debug_struct(name)
         .field("url", &crate::weburl::redact_userinfo(url))
         .field("header_names", &names)
+        .field("auth", &auth.map(Auth::kind))
+        .field("client_certificate", &client_certificate)
         .finish()
 }
 
 impl fmt::Debug for EndpointConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        debug_endpoint(f, "EndpointConfig", &self.url, &self.headers)
+        debug_endpoint(
+            f,
+            "EndpointConfig",
+            &self.url,
+            &self.headers,
+            self.auth.as_ref(),
+            self.client_certificate.is_some(),
+        )
     }
 }
 
@@ -277,12 +304,20 @@ impl EndpointConfig {
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
-            headers: Vec::new(),
+            ..Self::default()
         }
     }
 
-    /// From a JSON value: a URL string, or `{"url": ..., "headers": {...}}`.
+    /// From a JSON value: a URL string, or `{"url": ..., "headers": {...},
+    /// "auth": {...}, "client_certificate": {...}}` ([`Auth`],
+    /// [`ClientCertificate`]). `index` names the endpoint in errors.
     pub fn from_value(value: &Value) -> Result<Self, SettingsError> {
+        Self::from_value_at(0, value)
+    }
+
+    /// [`EndpointConfig::from_value`] for the endpoint at `index`.
+    pub fn from_value_at(index: usize, value: &Value) -> Result<Self, SettingsError> {
+        let invalid = |reason: String| SettingsError::InvalidAuth { index, reason };
         match value {
             Value::String(url) => Ok(Self::new(url.clone())),
             Value::Object(map) => {
@@ -301,9 +336,19 @@ impl EndpointConfig {
                     }
                     Some(_) => return Err(SettingsError::InvalidField("headers")),
                 }
+                let auth = match map.get("auth") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(Auth::from_value(v).map_err(invalid)?),
+                };
+                let client_certificate = match map.get("client_certificate") {
+                    None | Some(Value::Null) => None,
+                    Some(v) => Some(ClientCertificate::from_value(v).map_err(invalid)?),
+                };
                 Ok(Self {
                     url: url.to_owned(),
                     headers,
+                    auth,
+                    client_certificate,
                 })
             }
             _ => Err(SettingsError::InvalidField("endpoints")),
@@ -316,13 +361,22 @@ impl EndpointConfig {
 pub struct Endpoint {
     url: String,
     headers: Vec<(String, String)>,
+    auth: Option<Auth>,
+    client_certificate: Option<ClientCertificate>,
     /// The URL's placeholders, when it takes values from each call.
     template: Option<UrlTemplate>,
 }
 
 impl fmt::Debug for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        debug_endpoint(f, "Endpoint", &self.url, &self.headers)
+        debug_endpoint(
+            f,
+            "Endpoint",
+            &self.url,
+            &self.headers,
+            self.auth.as_ref(),
+            self.client_certificate.is_some(),
+        )
     }
 }
 
@@ -335,6 +389,23 @@ impl Endpoint {
     /// The static headers.
     pub fn headers(&self) -> &[(String, String)] {
         &self.headers
+    }
+
+    /// How its requests authenticate, beyond the signature.
+    pub fn auth(&self) -> Option<&Auth> {
+        self.auth.as_ref()
+    }
+
+    /// Its client certificate, for mutual TLS.
+    pub fn client_certificate(&self) -> Option<&ClientCertificate> {
+        self.client_certificate.as_ref()
+    }
+
+    /// Whether a 401 from it means its bearer token was refused (and a
+    /// new one should be fetched and the call tried again), rather than a
+    /// refusal for good.
+    pub fn token_refused(&self, status: u16) -> bool {
+        status == 401 && matches!(self.auth, Some(Auth::OAuth2(_)))
     }
 
     fn validate(index: usize, config: &EndpointConfig) -> Result<Self, SettingsError> {
@@ -388,6 +459,21 @@ impl Endpoint {
             // trimming here makes every runtime send the same bytes.
             headers.push((name.clone(), value.trim_matches([' ', '\t']).to_owned()));
         }
+        let invalid = |reason: String| SettingsError::InvalidAuth { index, reason };
+        if let Some(auth) = &config.auth {
+            auth.check().map_err(invalid)?;
+            if headers
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+            {
+                return Err(invalid(
+                    "auth and a static Authorization header cannot both be set".into(),
+                ));
+            }
+        }
+        if let Some(c) = &config.client_certificate {
+            c.check().map_err(invalid)?;
+        }
         let (url, template) = match placeholders {
             None => (url.href, None),
             Some(paths) => {
@@ -399,6 +485,8 @@ impl Endpoint {
         Ok(Self {
             url,
             headers,
+            auth: config.auth.clone(),
+            client_certificate: config.client_certificate.clone(),
             template,
         })
     }
@@ -475,6 +563,7 @@ mod tests {
         EndpointConfig {
             url: "https://example.com/hook".into(),
             headers: vec![(name.into(), value.into())],
+            ..EndpointConfig::default()
         }
     }
 

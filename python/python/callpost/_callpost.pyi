@@ -265,6 +265,10 @@ class Webhooks:
         """The signed request for ``call`` to endpoint ``endpoint``."""
     def is_enabled_for(self, call: Call) -> bool:
         """Whether the call's ``integrations`` let it reach Webhooks."""
+    def check_sent_as_built(self) -> None:
+        """Raises :class:`SettingsError` (``invalid_auth``) when an endpoint
+        needs an OAuth 2.0 token or a client certificate, which the core's
+        requests do not carry (callpost-relay sends them)."""
     @property
     def urls(self) -> list[str]: ...
     @property

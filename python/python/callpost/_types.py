@@ -93,7 +93,7 @@ class TimeoutOutcome(TypedDict):
 
 
 class ErrorOutcome(TypedDict):
-    kind: Literal["connection", "tls"]
+    kind: Literal["connection", "tls", "token"]
     message: str
 
 

@@ -133,8 +133,13 @@ async def _sleep_async(seconds: float | None) -> None:
 class Webhooks:
     """The Webhooks destination: settings, signed requests, and delivery.
 
-    ``endpoints`` is a list of 1 to 5 URLs or ``{"url": ..., "headers": {...}}``
-    dicts. ``mode`` is ``"parallel"`` (every round goes to every endpoint at
+    ``endpoints`` is a list of 1 to 5 URLs or ``{"url": ..., "headers": {...},
+    "auth": {...}}`` dicts; ``auth`` ``{"type": "basic", "username": ...,
+    "password": ...}`` sends HTTP Basic. An endpoint with ``oauth2`` auth or
+    a ``client_certificate`` (docs/operators.md, "Outbound authentication")
+    is delivered by callpost-relay: :meth:`deliver` refuses it with
+    :class:`SettingsError` (``invalid_auth``), while :meth:`request` still
+    builds its requests for a host that adds the token itself. ``mode`` is ``"parallel"`` (every round goes to every endpoint at
     once; the core's default) or ``"failover"`` (one endpoint after another
     until one takes the call). ``signature`` is ``"segment"`` (``X-Signature``
     under ``shared_secret``; the default), ``"standard"`` (the Standard
@@ -238,6 +243,7 @@ class Webhooks:
         are always verified and redirects are never followed. Raises
         :class:`DeliveryError` when the delivery gives up.
         """
+        self._native.check_sent_as_built()
         http = client or new_client()
         try:
             return run_sync(_delivery_steps(self.delivery(call)), Transport(http).send, _sleep)
@@ -259,6 +265,7 @@ class Webhooks:
         Raises :class:`DeliveryError` at the first batch that gives up: the
         batches before it were delivered, the ones after it are not sent.
         """
+        self._native.check_sent_as_built()
         batches, skipped = self._native.pack(list(calls))
         steps = _batch_steps(batches, skipped, len(calls), self.batch_delivery)
         http = client or new_client()
@@ -272,6 +279,7 @@ class Webhooks:
         self, calls: Sequence[Call], *, client: httpx.AsyncClient | None = None
     ) -> list[DeliveryResult]:
         """:meth:`deliver_batch` for asyncio."""
+        self._native.check_sent_as_built()
         batches, skipped = self._native.pack(list(calls))
         steps = _batch_steps(batches, skipped, len(calls), self.batch_delivery)
         http = client or new_async_client()
@@ -284,6 +292,7 @@ class Webhooks:
     async def deliver_async(self, call: Call, *, client: httpx.AsyncClient | None = None) -> DeliveryResult:
         """:meth:`deliver` for asyncio: never blocks the event loop; a round's
         requests are tasks."""
+        self._native.check_sent_as_built()
         http = client or new_async_client()
         try:
             return await run_async(_delivery_steps(self.delivery(call)), AsyncTransport(http).send, _sleep_async)

@@ -450,9 +450,10 @@ async fn run(
             let (Some(source), Some(message_id)) = (q.take("source"), q.take("messageId")) else {
                 return bad("give the call's source and messageId");
             };
+            let destination = q.take("destination");
             q.done()?;
             let sources = relay.sources();
-            match ops::logged_call(store, &sources.list, &source, &message_id).await? {
+            match ops::logged_call(store, &sources.list, &source, &message_id, destination).await? {
                 Some(report) => Ok(json_value(200, &report)),
                 None => Ok(refusal(
                     Code::NotFound,
@@ -467,6 +468,7 @@ async fn run(
             };
             let trial = ops::MappingTrial {
                 source,
+                destination: f.string("destination")?,
                 mapping: f.take("mapping"),
                 message_id: f.string("messageId")?,
                 call: f.take("call"),
@@ -510,6 +512,7 @@ fn replay_filter(f: &mut Fields) -> Result<(ReplayFilter, bool, bool)> {
     let event = f.string("event")?;
     let kind = f.string("type")?;
     let source = f.string("source")?;
+    let destination = f.string("destination")?;
     let status = match f.string("status")? {
         None => None,
         Some(name) => Some(Status::named(&name).ok_or_else(|| {
@@ -536,6 +539,7 @@ fn replay_filter(f: &mut Fields) -> Result<(ReplayFilter, bool, bool)> {
                 event,
                 kind,
                 source,
+                destination,
                 status,
                 since,
                 until,
@@ -561,6 +565,7 @@ fn log_filter(q: &mut Query) -> Result<(LogFilter, bool)> {
         event: q.take("event"),
         kind: q.take("type"),
         source: q.take("source"),
+        destination: q.take("destination"),
         status: match status {
             Some(LogStatus::Calls(s)) => Some(s),
             _ => None,

@@ -29,7 +29,7 @@ use super::{
 };
 use crate::config::Source;
 use crate::state::Relay;
-use crate::store::{RejectedRow, Row, Status};
+use crate::store::RejectedRow;
 use crate::trace::Span;
 use bytes::Bytes;
 use callpost_core::ingest::{self, IngestError, Route};
@@ -181,18 +181,14 @@ async fn ingest(
     };
     let parsed = parsed?;
     let received_at = now.as_millis();
-    let routed = source.destination().is_some();
     let mut rows = Vec::with_capacity(parsed.calls.len());
     let mut rejected = Vec::new();
+    let mut total = 0;
     for call in parsed.calls {
         match call {
             Ok(a) => {
-                let status = if routed && a.webhooks_enabled() {
-                    Status::Pending
-                } else {
-                    Status::Undeliverable
-                };
-                rows.push(Row::accepted(source.name.clone(), a, received_at, status));
+                total += 1;
+                crate::ops::push_rows(&mut rows, &source, a, received_at);
             }
             Err(r) => rejected.push(RejectedRow {
                 source: source.name.clone(),
@@ -204,7 +200,6 @@ async fn ingest(
         }
     }
     let codes: Vec<&'static str> = rejected.iter().map(|r| r.code).collect();
-    let total = rows.len();
     let trace_parent = span.map(|s| {
         s.set_str("callpost.source", source.name.clone());
         s.set_int("callpost.calls", (rows.len() + rejected.len()) as i64);

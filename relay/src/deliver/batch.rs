@@ -43,25 +43,39 @@ impl Work {
     }
 }
 
-/// How the rows claimed for `source` are delivered.
+/// How the rows claimed for `source` are delivered: the fresh calls of
+/// each destination that batches packed together, a batch under way
+/// together, every other row alone.
 pub(super) fn plan(shared: &Shared, source: &str, claimed: Vec<Claimed>) -> Vec<Work> {
-    let batches = destination(shared, source).is_some_and(|w| w.batching().is_some());
     let mut out = Vec::new();
-    let mut fresh = Vec::new();
+    let mut fresh: Vec<(String, Vec<Claimed>)> = Vec::new();
     let mut saved: Vec<(String, Vec<Claimed>)> = Vec::new();
+    let mut batches: Vec<(String, bool)> = Vec::new();
     for row in claimed {
+        let batching = match batches.iter().find(|(d, _)| *d == row.destination) {
+            Some((_, b)) => *b,
+            None => {
+                let b = destination(shared, source, &row.destination)
+                    .is_some_and(|w| w.batching().is_some());
+                batches.push((row.destination.clone(), b));
+                b
+            }
+        };
         match row.batch.clone() {
             Some(id) => match saved.iter_mut().find(|(b, _)| *b == id) {
                 Some((_, rows)) => rows.push(row),
                 None => saved.push((id, vec![row])),
             },
-            None if batches && row.state.is_none() => fresh.push(row),
+            None if batching && row.state.is_none() => {
+                match fresh.iter_mut().find(|(d, _)| *d == row.destination) {
+                    Some((_, rows)) => rows.push(row),
+                    None => fresh.push((row.destination.clone(), vec![row])),
+                }
+            }
             None => out.push(Work::One(row)),
         }
     }
-    if !fresh.is_empty() {
-        out.push(Work::Fresh(fresh));
-    }
+    out.extend(fresh.into_iter().map(|(_, rows)| Work::Fresh(rows)));
     out.extend(saved.into_iter().map(|(_, rows)| Work::Saved(rows)));
     out
 }
@@ -73,7 +87,10 @@ pub(super) async fn run(shared: &Arc<Shared>, work: Work) -> Vec<Finish> {
         Work::Fresh(rows) => (rows, false),
         Work::Saved(rows) => (rows, true),
     };
-    let Some(webhooks) = rows.first().and_then(|r| destination(shared, &r.source)) else {
+    let Some(webhooks) = rows
+        .first()
+        .and_then(|r| destination(shared, &r.source, &r.destination))
+    else {
         return rows
             .iter()
             .map(|r| not_now(shared, r, NotNow::NoDestination))
@@ -86,12 +103,13 @@ pub(super) async fn run(shared: &Arc<Shared>, work: Work) -> Vec<Finish> {
     }
 }
 
-fn destination(shared: &Shared, source: &str) -> Option<Webhooks> {
+/// The settings of `source`'s destination `name`, while it is enabled.
+fn destination(shared: &Shared, source: &str, name: &str) -> Option<Webhooks> {
     shared
         .relay
         .sources()
         .get(source)
-        .and_then(|s| s.destination())
+        .and_then(|s| s.routed(name))
         .cloned()
 }
 

@@ -151,7 +151,9 @@ async fn connect(uri: &Uri, allow_private: bool) -> io::Result<TokioIo<TcpStream
     Err(last.unwrap_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address to connect to")))
 }
 
-/// Refuses destinations whose host is written as a loopback, private or
+/// Refuses client certificates that cannot be presented (a key that does
+/// not load or is not the certificate's), then destinations whose host is
+/// written as a loopback, private or
 /// other non-public address (`http://10.0.0.5/`), unless
 /// `allow_private_networks`; the message names the source, the host and
 /// the address. Such a URL can never be delivered to, whatever happens.
@@ -168,14 +170,25 @@ pub async fn check_destinations(
     sources: &[Arc<Source>],
     allow_private_networks: bool,
 ) -> Result<(), ConfigError> {
+    // A client certificate whose key does not load, or is not the
+    // certificate's, could never be presented.
+    for source in sources {
+        for d in &source.destinations {
+            for (i, endpoint) in d.webhooks.endpoints().iter().enumerate() {
+                if let Some(c) = endpoint.client_certificate() {
+                    crate::tls::client_identity(c).map_err(|why| ConfigError::Settings {
+                        code: Code::InvalidAuth,
+                        message: format!("{}.urls[{i}]: {why}", d.at(&source.name)),
+                    })?;
+                }
+            }
+        }
+    }
     if allow_private_networks {
         return Ok(());
     }
     for source in sources {
-        let Some(hooks) = source.destination() else {
-            continue;
-        };
-        for endpoint in hooks.endpoints() {
+        for endpoint in source.enabled().flat_map(|d| d.webhooks.endpoints()) {
             let Ok(uri) = endpoint.url_before_values().parse::<Uri>() else {
                 continue;
             };

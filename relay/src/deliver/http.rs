@@ -3,7 +3,10 @@
 //! per endpoint URL, and the receiver's timeout counted from the send.
 //!
 //! The request is exactly the core's (method, URL, headers, body), plus
-//! the attempt's `traceparent` when tracing is on. No
+//! the attempt's `traceparent` when tracing is on, and the bearer token of
+//! an endpoint with OAuth 2.0 auth ([`Tokens`]). An endpoint with a
+//! client certificate is sent to by a client of its own, whose TLS
+//! presents it (its pooled connections are never another endpoint's). No
 //! redirect is followed (a 3xx goes to the core as its status), and no
 //! proxy is taken from the environment: the relay posts where it is told.
 
@@ -11,9 +14,12 @@ use super::connect::{Connector, PrivateAddress};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::guards::{Guarded, Guards};
+use crate::metrics::Metrics;
 use crate::trace::Span;
 use bytes::Bytes;
+use callpost_core::oauth::{TokenError, TokenRequest, TokenSource, TOKEN_ANSWER_BYTES};
 use callpost_core::protection::{Permit, MAX_BREAKER_OPEN_MS};
+use callpost_core::webhooks::{Auth, ClientCertificate, Endpoint as Settings, OAuth2};
 use callpost_core::{Attempt, Outcome, Timestamp};
 use http::{HeaderName, HeaderValue, Request, Uri};
 use http_body_util::{BodyExt, Full};
@@ -58,9 +64,42 @@ pub const HOLD_AFTER: Duration = Duration::from_secs(1);
 /// wake-up, not the usual wait.
 const ANSWER_POLL: Duration = Duration::from_millis(250);
 
+type HttpClient = Client<HttpsConnector<Connector>, Full<Bytes>>;
+
+/// What an endpoint's requests need beyond the core's request: its OAuth
+/// 2.0 grant, its client certificate. `None` for most endpoints.
+#[derive(Debug, Clone)]
+pub(super) struct Access {
+    oauth2: Option<OAuth2>,
+    certificate: Option<ClientCertificate>,
+}
+
+impl Access {
+    /// What `ep` needs, if anything.
+    pub(super) fn of(ep: &Settings) -> Option<Self> {
+        let oauth2 = match ep.auth() {
+            Some(Auth::OAuth2(o)) => Some(o.clone()),
+            _ => None,
+        };
+        let certificate = ep.client_certificate().cloned();
+        (oauth2.is_some() || certificate.is_some()).then_some(Self {
+            oauth2,
+            certificate,
+        })
+    }
+}
+
 /// The delivery client.
 pub(super) struct Http {
-    client: Client<HttpsConnector<Connector>, Full<Bytes>>,
+    client: HttpClient,
+    /// A client per client certificate, made when first needed.
+    identified: Mutex<HashMap<ClientCertificate, HttpClient>>,
+    tls: rustls::ClientConfig,
+    connector: Connector,
+    pool_idle: usize,
+    /// The token of each OAuth 2.0 grant, shared by its endpoints.
+    tokens: Mutex<HashMap<OAuth2, Arc<tokio::sync::Mutex<TokenSource>>>>,
+    metrics: Arc<Metrics>,
     /// endpoint URL → its cap on requests in flight.
     endpoints: Mutex<HashMap<String, Arc<Endpoint>>>,
     per_endpoint: usize,
@@ -71,20 +110,21 @@ pub(super) struct Http {
 impl Http {
     /// The client `cfg` asks for. Fails when `ca_file` cannot be read or
     /// holds no certificate.
-    pub(super) fn new(cfg: &Config, guards: Arc<Guards>) -> io::Result<Self> {
+    pub(super) fn new(
+        cfg: &Config,
+        guards: Arc<Guards>,
+        metrics: Arc<Metrics>,
+    ) -> io::Result<Self> {
         let tls = tls_config(cfg.ca_file.as_deref())?;
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(Connector::new(cfg.allow_private_networks));
+        let connector = Connector::new(cfg.allow_private_networks);
         let mut endpoints = HashMap::new();
         let mut per_host: HashMap<(String, String), usize> = HashMap::new();
         for source in &cfg.sources {
-            let Some(hooks) = &source.webhooks else {
-                continue;
-            };
-            for e in hooks.endpoints() {
+            for e in source
+                .destinations
+                .iter()
+                .flat_map(|d| d.webhooks.endpoints())
+            {
                 if endpoints.contains_key(e.url()) {
                     continue;
                 }
@@ -108,13 +148,15 @@ impl Http {
         // steady stream reuses every connection and none is kept for
         // nothing.
         let urls_per_host = per_host.values().copied().max().unwrap_or(1);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .pool_max_idle_per_host(cfg.endpoint_concurrency.saturating_mul(urls_per_host))
-            .pool_timer(TokioTimer::new())
-            .build(https);
+        let pool_idle = cfg.endpoint_concurrency.saturating_mul(urls_per_host);
         Ok(Self {
-            client,
+            client: client_of(tls.clone(), connector, pool_idle),
+            identified: Mutex::new(HashMap::new()),
+            tls,
+            connector,
+            pool_idle,
+            tokens: Mutex::new(HashMap::new()),
+            metrics,
             endpoints: Mutex::new(endpoints),
             per_endpoint: cfg.endpoint_concurrency,
             guards,
@@ -181,6 +223,7 @@ impl Http {
         &self,
         attempt: Attempt,
         endpoint_url: &str,
+        access: Option<&Access>,
         polled_at: Timestamp,
         clock: &Clock,
         mut span: Option<&mut Span>,
@@ -193,7 +236,29 @@ impl Http {
         let budget = Duration::from_millis(u64::try_from(budget_ms).unwrap_or(1));
         let endpoint = self.endpoint(endpoint_url);
         let guard = self.guards.get(endpoint_url, clock.now());
-        let mut request = match build(attempt.request) {
+        let mut core_request = attempt.request;
+        let grant = access.and_then(|a| a.oauth2.as_ref());
+        let mut bearer = None;
+        if let Some(grant) = grant {
+            match self.token(grant, clock).await {
+                Ok(authorization) => {
+                    core_request.authorize(&authorization);
+                    bearer = Some(authorization);
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    return (None, Outcome::Token { message }, AnswerStart::none());
+                }
+            }
+        }
+        let client = match access.and_then(|a| a.certificate.as_ref()) {
+            None => self.client.clone(),
+            Some(c) => match self.identified(c) {
+                Ok(client) => client,
+                Err(message) => return (None, Outcome::tls(message), AnswerStart::none()),
+            },
+        };
+        let mut request = match build(core_request) {
             Ok(r) => r,
             Err(message) => return (None, Outcome::connection(message), AnswerStart::none()),
         };
@@ -222,9 +287,15 @@ impl Http {
         if let Some(span) = span.as_deref_mut() {
             span.restart();
         }
-        let (outcome, body) = self.exchange(request, budget).await;
+        let (outcome, body) = exchange(&client, request, budget).await;
         if let Some(span) = span {
             span.stop();
+        }
+        if let (Some(grant), Some(bearer), Outcome::Response { status: 401, .. }) =
+            (grant, &bearer, &outcome)
+        {
+            // The core retries the call; the next attempt fetches a token.
+            self.source(grant).lock().await.handle_rejected(bearer);
         }
         // The guard hears the answer before the slot is free, so the next
         // request to this URL is judged with it.
@@ -246,47 +317,185 @@ impl Http {
         (Some(sent), outcome, answer)
     }
 
-    /// Sends `request` and waits `budget` for its status line, which is the
-    /// attempt's result; the body, when there is an answer, is the
-    /// caller's to read afterwards ([`read_answer`]).
-    async fn exchange(
-        &self,
-        request: Request<Full<Bytes>>,
-        budget: Duration,
-    ) -> (Outcome, Option<Incoming>) {
-        match tokio::time::timeout(budget, self.client.request(request)).await {
-            Err(_) => (Outcome::Timeout, None),
-            Ok(Err(e)) => (outcome_of_error(&e), None),
-            Ok(Ok(response)) => {
-                let status = response.status().as_u16();
-                let retry_after = response
-                    .headers()
-                    .get(http::header::RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned);
-                (
-                    Outcome::Response {
-                        status,
-                        retry_after,
-                    },
-                    Some(response.into_body()),
-                )
-            }
-        }
+    /// The token source of `grant`, made when first asked for.
+    fn source(&self, grant: &OAuth2) -> Arc<tokio::sync::Mutex<TokenSource>> {
+        let mut tokens = self.tokens.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(tokens.entry(grant.clone()).or_insert_with(|| {
+            let seed = getrandom::u64().unwrap_or(0x5eed);
+            Arc::new(tokio::sync::Mutex::new(TokenSource::new(
+                grant.clone(),
+                seed,
+            )))
+        }))
     }
 
+    /// The `Authorization` value for `grant` now: the kept token, or one
+    /// fetched first (one request per grant at a time: the others wait for
+    /// it, at most [`callpost_core::oauth::TOKEN_TIMEOUT_MS`]).
+    async fn token(&self, grant: &OAuth2, clock: &Clock) -> Result<String, TokenError> {
+        let source = self.source(grant);
+        let mut s = source.lock().await;
+        if let Some(request) = s.poll_request(clock.now()) {
+            let answer = self.fetch_token(request).await;
+            let now = clock.now();
+            let result = match answer {
+                Ok((status, body)) => s.handle_response(now, status, &body),
+                Err(message) => {
+                    s.handle_failure(now, &message);
+                    Err(TokenError::Unreachable(message))
+                }
+            };
+            self.metrics.token_request(match &result {
+                Ok(()) => "ok",
+                Err(TokenError::Refused { .. }) => "refused",
+                Err(TokenError::Unreachable(_)) => "unreachable",
+                Err(_) => "invalid",
+            });
+            if let Err(e) = &result {
+                tracing::warn!(
+                    token_url = %callpost_core::ops::shown_url(&grant.token_url),
+                    "an OAuth 2.0 token request failed: {e}"
+                );
+            }
+        }
+        s.authorization(clock.now()).map(str::to_owned)
+    }
+
+    /// Posts a token request (through the same private-network rule as
+    /// every delivery) and reads its answer's status and first
+    /// [`TOKEN_ANSWER_BYTES`], within [`callpost_core::oauth::TOKEN_TIMEOUT_MS`].
+    async fn fetch_token(&self, t: TokenRequest) -> Result<(u16, Vec<u8>), String> {
+        let uri: Uri = t
+            .url
+            .parse()
+            .map_err(|e| format!("the token URL cannot be sent: {e}"))?;
+        let mut builder = Request::builder().method("POST").uri(uri);
+        for (name, value) in &t.headers {
+            builder = builder.header(*name, value.as_str());
+        }
+        let request = builder
+            .body(Full::new(Bytes::from(t.body)))
+            .map_err(|e| format!("the token request cannot be built: {e}"))?;
+        let budget = Duration::from_millis(callpost_core::oauth::TOKEN_TIMEOUT_MS);
+        let exchange = async {
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| outcome_of_error(&e).to_string())?;
+            let status = response.status().as_u16();
+            let mut body = response.into_body();
+            let mut read = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| format!("the answer broke off: {e}"))?;
+                if let Some(data) = frame.data_ref() {
+                    let room = TOKEN_ANSWER_BYTES.saturating_sub(read.len());
+                    read.extend_from_slice(&data[..data.len().min(room)]);
+                    if room <= data.len() {
+                        break;
+                    }
+                }
+            }
+            Ok((status, read))
+        };
+        tokio::time::timeout(budget, exchange)
+            .await
+            .unwrap_or_else(|_| Err("no answer within 5 s".into()))
+    }
+
+    /// The client that presents `certificate`, made when first needed.
+    fn identified(&self, certificate: &ClientCertificate) -> Result<HttpClient, String> {
+        let mut clients = self
+            .identified
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = clients.get(certificate) {
+            return Ok(c.clone());
+        }
+        let mut tls = self.tls.clone();
+        tls.client_auth_cert_resolver =
+            Arc::new(Identity(crate::tls::client_identity(certificate)?));
+        let client = client_of(tls, self.connector, self.pool_idle);
+        clients.insert(certificate.clone(), client.clone());
+        Ok(client)
+    }
+}
+
+/// A pooled client over `tls` and `connector`.
+fn client_of(tls: rustls::ClientConfig, connector: Connector, pool_idle: usize) -> HttpClient {
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
+    Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .pool_max_idle_per_host(pool_idle)
+        .pool_timer(TokioTimer::new())
+        .build(https)
+}
+
+/// A client certificate presented to every server that asks for one
+/// (rustls's own such resolver is private).
+#[derive(Debug)]
+struct Identity(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for Identity {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        _sigschemes: &[rustls::SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(Arc::clone(&self.0))
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
+}
+
+impl Http {
     /// Sends one of the core's requests outside any endpoint's cap and
     /// guard: the operator's events (a handful, one at a time).
     pub(super) async fn post(&self, request: callpost_core::Request, budget: Duration) -> Outcome {
         match build(request) {
             Ok(r) => {
-                let (outcome, body) = self.exchange(r, budget).await;
+                let (outcome, body) = exchange(&self.client, r, budget).await;
                 if let Some(body) = body {
                     tokio::spawn(read_answer(body, AnswerStart::none(), None));
                 }
                 outcome
             }
             Err(message) => Outcome::connection(message),
+        }
+    }
+}
+
+/// Sends `request` and waits `budget` for its status line, which is the
+/// attempt's result; the body, when there is an answer, is the caller's
+/// to read afterwards ([`read_answer`]).
+async fn exchange(
+    client: &HttpClient,
+    request: Request<Full<Bytes>>,
+    budget: Duration,
+) -> (Outcome, Option<Incoming>) {
+    match tokio::time::timeout(budget, client.request(request)).await {
+        Err(_) => (Outcome::Timeout, None),
+        Ok(Err(e)) => (outcome_of_error(&e), None),
+        Ok(Ok(response)) => {
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get(http::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            (
+                Outcome::Response {
+                    status,
+                    retry_after,
+                },
+                Some(response.into_body()),
+            )
         }
     }
 }

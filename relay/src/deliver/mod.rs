@@ -52,7 +52,7 @@ mod http;
 pub use self::http::{ANSWER_BODY_TIMEOUT, ANSWER_BYTES, HOLD_AFTER, POOL_IDLE_TIMEOUT};
 pub use connect::check_destinations;
 
-use self::http::{AnswerStart, Http};
+use self::http::{Access, AnswerStart, Http};
 use crate::state::Relay;
 use crate::store::{Claimed, Finish, StoreError};
 use crate::trace::{Kind, Span, SpanContext, ATTEMPT_SPAN};
@@ -104,7 +104,11 @@ impl Deliverer {
             });
         }
         let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
-        let http = Http::new(&relay.cfg, Arc::clone(&relay.guards))?;
+        let http = Http::new(
+            &relay.cfg,
+            Arc::clone(&relay.guards),
+            Arc::clone(&relay.metrics),
+        )?;
         let concurrency = relay.cfg.delivery_concurrency.max(1);
         let shared = Arc::new(Shared {
             book: Mutex::new(Book {
@@ -281,14 +285,15 @@ fn log_lanes(shared: &Shared, sources: usize) {
     // claim's, whatever the destination allows.
     let per_post = CLAIM_BATCH.min(share);
     for source in &shared.relay.sources().list {
-        if let Some(b) = source
-            .destination()
-            .and_then(callpost_core::Webhooks::batching)
-        {
+        for d in source.enabled() {
+            let Some(b) = d.webhooks.batching() else {
+                continue;
+            };
             if b.max_calls() > per_post {
                 tracing::info!(
                     source = %source.name,
-                    "batches hold at most {per_post} calls (one claim's), under webhooks.batch \
+                    destination = %d.name,
+                    "batches hold at most {per_post} calls (one claim's), under batch \
                      max_calls = {}",
                     b.max_calls()
                 );
@@ -325,6 +330,7 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut rows: HashMap<tokio::task::Id, (Vec<i64>, Arc<str>)> = HashMap::new();
     let mut routed: Vec<Arc<str>> = Vec::new();
+    let mut routed_keys: Vec<String> = Vec::new();
     let mut generation = None;
     let mut next_park = Instant::now();
     let mut turn = 0usize;
@@ -342,6 +348,7 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
             // sources routed now, and the calls of those no longer routed
             // are set aside at once.
             routed = sources.routed().into_iter().map(Arc::from).collect();
+            routed_keys = sources.routed_keys();
             let share = share_of(
                 shared.concurrency,
                 relay.cfg.endpoint_concurrency,
@@ -359,12 +366,7 @@ async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<Option<Duration>>) {
         let now = relay.clock.now_ms();
         if Instant::now() >= next_park {
             next_park = Instant::now() + PARK_INTERVAL;
-            park(
-                &relay,
-                now,
-                routed.iter().map(ToString::to_string).collect(),
-            )
-            .await;
+            park(&relay, now, routed_keys.clone()).await;
         }
 
         // One pass: each source with room claims, starting one further
@@ -519,14 +521,15 @@ fn reap(
     }
 }
 
-/// Sets aside the pending rows of sources with no enabled destination.
+/// Sets aside the pending rows of destinations that are not enabled (or
+/// not there) now.
 async fn park(relay: &Relay, now: i64, routed: Vec<String>) {
     match relay.store.park_unrouted(now, routed).await {
         Ok(0) => {}
         Ok(n) => {
             relay.metrics.delivery("undeliverable", n);
             tracing::info!(
-                "{n} pending calls of sources with no enabled destination were set aside as \
+                "{n} pending calls of destinations that are gone or disabled were set aside as \
                  undeliverable (replay them once the destination is back)"
             );
         }
@@ -672,13 +675,12 @@ enum NotNow {
     Broken(callpost_core::Code, String),
 }
 
-/// The core's delivery for `row`, to its source's destination as it is
-/// now: restored from its saved state, or started from the stored message.
+/// The core's delivery for `row`, to its destination as it is now: restored from its saved state, or started from the stored message.
 fn delivery(shared: &Shared, row: &Claimed) -> Result<Delivery, NotNow> {
     let sources = shared.relay.sources();
     let webhooks = sources
         .get(&row.source)
-        .and_then(|s| s.destination())
+        .and_then(|s| s.routed(&row.destination))
         .ok_or(NotNow::NoDestination)?;
     if let Some(state) = &row.state {
         match Delivery::from_json(state, webhooks) {
@@ -800,12 +802,10 @@ async fn drive(
             let sends = sends
                 .into_iter()
                 .map(|a| {
-                    let key = d
-                        .settings()
-                        .endpoints()
-                        .get(a.endpoint)
-                        .map_or_else(|| a.request.url.clone(), |e| e.url().to_owned());
-                    (a, key)
+                    let ep = d.settings().endpoints().get(a.endpoint);
+                    let key = ep.map_or_else(|| a.request.url.clone(), |e| e.url().to_owned());
+                    let access = ep.and_then(Access::of);
+                    (a, key, access)
                 })
                 .collect();
             let sent_all = send_all(shared, sends, now, traced.as_ref()).await;
@@ -960,6 +960,7 @@ fn answered(span: &mut Span, outcome: &Outcome) {
         Outcome::Connection { .. } => "connection",
         Outcome::Tls { .. } => "tls",
         Outcome::Held { .. } => "held",
+        Outcome::Token { .. } => "token",
     };
     span.set_str("error.type", error);
     span.set_error();
@@ -968,26 +969,26 @@ fn answered(span: &mut Span, outcome: &Outcome) {
 /// The requests of one step, sent at once.
 async fn send_all(
     shared: &Arc<Shared>,
-    sends: Vec<(callpost_core::Attempt, String)>,
+    sends: Vec<(callpost_core::Attempt, String, Option<Access>)>,
     polled_at: Timestamp,
     parent: Option<&SpanContext>,
 ) -> Vec<Sent> {
     let clock = &shared.relay.clock;
     if sends.len() == 1 {
         let mut out = Vec::with_capacity(1);
-        for (a, key) in sends {
+        for (a, key, access) in sends {
             let attempt = a.attempt;
             let mut span = attempt_span(shared, &a, &key, parent);
             let (sent, outcome, answer) = shared
                 .http
-                .send(a, &key, polled_at, clock, span.as_mut())
+                .send(a, &key, access.as_ref(), polled_at, clock, span.as_mut())
                 .await;
             out.push((attempt, sent, clock.now(), outcome, answer, span));
         }
         return out;
     }
     let mut set = JoinSet::new();
-    for (a, key) in sends {
+    for (a, key, access) in sends {
         let shared = Arc::clone(shared);
         let mut span = attempt_span(&shared, &a, &key, parent);
         set.spawn(async move {
@@ -995,7 +996,7 @@ async fn send_all(
             let clock = &shared.relay.clock;
             let (sent, outcome, answer) = shared
                 .http
-                .send(a, &key, polled_at, clock, span.as_mut())
+                .send(a, &key, access.as_ref(), polled_at, clock, span.as_mut())
                 .await;
             (attempt, sent, clock.now(), outcome, answer, span)
         });
@@ -1107,5 +1108,6 @@ fn result_class(o: &Outcome) -> String {
         Outcome::Connection { .. } => "connection".into(),
         Outcome::Tls { .. } => "tls".into(),
         Outcome::Held { .. } => "held".into(),
+        Outcome::Token { .. } => "token".into(),
     }
 }

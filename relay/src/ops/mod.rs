@@ -7,10 +7,10 @@
 
 use crate::clock::Clock;
 use crate::config;
-use crate::config::{ConfigError, Source};
+use crate::config::{ConfigError, Destination, Source};
 use crate::seal::SealError;
 use crate::state::{Relay, Sources};
-use crate::store::{ReplayFilter, Row, Stats, Status, Store, StoreError};
+use crate::store::{ReplayFilter, Row, Stats, Status, Store, StoreError, NO_DESTINATION_NAME};
 use callpost_core::ingest::{self, Accepted};
 use callpost_core::webhooks::{delete_notifications, DeleteSource};
 use callpost_core::{AudienceSync, Call, Code, Map, Value};
@@ -120,34 +120,88 @@ pub async fn delete_user(
         ));
     }
     let now = clock.now();
-    let sources: Vec<DeleteSource> = sources
+    let delete: Vec<DeleteSource> = sources
         .iter()
-        .filter(|s| s.webhooks.is_some())
+        .filter(|s| !s.destinations.is_empty())
         .map(|s| DeleteSource {
             source_id: s.name.clone(),
-            integrations: (!s.enabled).then(|| {
+            integrations: s.enabled().next().is_none().then(|| {
                 let mut off = Map::new();
                 off.insert("Webhooks".into(), Value::Bool(false));
                 off
             }),
         })
         .collect();
-    let calls = delete_notifications(user_id, &sources, now)
+    let calls = delete_notifications(user_id, &delete, now)
         .map_err(|e| core_error(e.code(), e.to_string()))?;
     let mut rows = Vec::with_capacity(calls.len());
+    let mut names = Vec::with_capacity(calls.len());
     for (source, call) in calls {
         let accepted = with_ids(|ids| ingest::originate(call, now, ids))?
             .map_err(|e| core_error(e.code(), e.to_string()))?;
-        rows.push(Row::accepted(
-            source,
-            accepted,
-            now.as_millis(),
-            Status::Pending,
-        ));
+        // A user's deletion goes to every destination of the source,
+        // whatever its trigger: each may hold the user's data.
+        let Some(src) = sources.iter().find(|s| s.name == source) else {
+            continue;
+        };
+        let row = Row::accepted(source.clone(), accepted, now.as_millis(), Status::Pending);
+        for (i, d) in src.destinations.iter().enumerate() {
+            let mut r = row.clone();
+            r.destination.clone_from(&d.name);
+            r.first = i == 0;
+            if !d.enabled {
+                r.status = Status::Undeliverable;
+            }
+            rows.push(r);
+        }
+        names.push(source);
     }
-    let names = rows.iter().map(|r| r.source.clone()).collect();
     store.insert(rows, Vec::new()).await?;
     Ok(names)
+}
+
+/// The rows of an accepted call: one for each destination whose trigger
+/// it meets, pending where the destination is enabled and the call's
+/// `integrations` let Webhooks have it; a source with no destination keeps
+/// it for the default one (undeliverable, replayable once it is there);
+/// a call no trigger takes is kept once, undeliverable, for no
+/// destination.
+pub fn push_rows(rows: &mut Vec<Row>, source: &Source, a: Accepted, received_at: i64) {
+    let sendable = a.webhooks_enabled();
+    let takers: Vec<&Destination> = source
+        .destinations
+        .iter()
+        .filter(|d| d.takes(&a.call))
+        .collect();
+    let status = |d: Option<&Destination>| {
+        if sendable && d.is_some_and(|d| d.enabled) {
+            Status::Pending
+        } else {
+            Status::Undeliverable
+        }
+    };
+    let Some((last, others)) = takers.split_last() else {
+        let mut row = Row::accepted(source.name.clone(), a, received_at, status(None));
+        if !source.destinations.is_empty() {
+            NO_DESTINATION_NAME.clone_into(&mut row.destination);
+        }
+        rows.push(row);
+        return;
+    };
+    let first = rows.len();
+    let row = Row::accepted(source.name.clone(), a, received_at, status(Some(last)));
+    for d in others {
+        let mut copy = row.clone();
+        copy.destination.clone_from(&d.name);
+        copy.status = status(Some(d));
+        rows.push(copy);
+    }
+    let mut row = row;
+    row.destination.clone_from(&last.name);
+    rows.push(row);
+    for (i, r) in rows.iter_mut().enumerate().skip(first) {
+        r.first = i == first;
+    }
 }
 
 /// How many times an audience sync reads the state again after another
@@ -175,11 +229,6 @@ pub async fn sync_audience(
     let Some(src) = sources.iter().find(|s| s.name == source) else {
         return Err(OpError::NotFound(format!("no source named {source:?}")));
     };
-    let status = if src.destination().is_some() {
-        Status::Pending
-    } else {
-        Status::Undeliverable
-    };
     for _ in 0..AUDIENCE_SYNC_TRIES {
         let read = store.audience_state(source, audience).await?;
         let mut sync = match &read {
@@ -191,16 +240,12 @@ pub async fn sync_audience(
         let now = clock.now();
         sync.handle_sync(now, members.clone());
         let mut rows = Vec::new();
+        let mut n = 0;
         while let Some(call) = sync.poll_call() {
             let accepted = originate(call, now)?;
-            rows.push(Row::accepted(
-                source.to_owned(),
-                accepted,
-                now.as_millis(),
-                status,
-            ));
+            push_rows(&mut rows, src, accepted, now.as_millis());
+            n += 1;
         }
-        let n = rows.len();
         match store
             .audience_sync(
                 source,
@@ -289,15 +334,18 @@ pub struct CallReport {
     pub batch: Option<String>,
 }
 
-/// The delivery log's view of one stored call; `None` if there is none.
+/// The delivery log's view of one stored call's delivery to
+/// `destination` (the first stored, without one); `None` if there is
+/// none.
 pub async fn logged_call(
     store: &dyn Store,
     sources: &[Arc<Source>],
     source: &str,
     message_id: &str,
+    destination: Option<String>,
 ) -> Result<Option<CallReport>, OpError> {
     let Some(call) = store
-        .logged_call(source.to_owned(), message_id.to_owned())
+        .logged_call(source.to_owned(), message_id.to_owned(), destination)
         .await?
     else {
         return Ok(None);
@@ -320,9 +368,10 @@ pub async fn logged_call(
     let urls: Vec<String> = sources
         .iter()
         .find(|s| s.name == source)
-        .and_then(|s| s.webhooks.as_ref())
-        .map(|w| {
-            w.endpoints()
+        .and_then(|s| s.destination(&call.entry.destination))
+        .map(|d| {
+            d.webhooks
+                .endpoints()
                 .iter()
                 .map(|e| callpost_core::ops::shown_url(e.url()))
                 .collect()
@@ -366,6 +415,9 @@ pub async fn logged_call(
 pub struct MappingTrial {
     /// The source whose filters, and (without `mapping`) mapping, apply.
     pub source: String,
+    /// Its destination whose filters and mapping apply (its first,
+    /// without one).
+    pub destination: Option<String>,
     /// The mapping to try, in the core's JSON form; `None` for the
     /// source's own (or the spec's body when it has none).
     pub mapping: Option<Json>,
@@ -408,9 +460,18 @@ pub async fn try_mapping(
         .iter()
         .find(|s| s.name == trial.source)
         .ok_or_else(|| OpError::NotFound(format!("no source is named {:?}", trial.source)))?;
-    let webhooks = source.webhooks.as_ref().ok_or_else(|| {
-        OpError::NotFound(format!("source {:?} has no destination", trial.source))
-    })?;
+    let destination = match &trial.destination {
+        Some(name) => source.destination(name).ok_or_else(|| {
+            OpError::NotFound(format!(
+                "source {:?} has no destination {name:?}",
+                trial.source
+            ))
+        })?,
+        None => source.destinations.first().ok_or_else(|| {
+            OpError::NotFound(format!("source {:?} has no destination", trial.source))
+        })?,
+    };
+    let webhooks = &destination.webhooks;
     let mapping = match &trial.mapping {
         None => webhooks.mapping().cloned(),
         Some(m) => {
@@ -421,7 +482,7 @@ pub async fn try_mapping(
     let text = match (trial.message_id, trial.call) {
         (Some(id), None) => {
             store
-                .logged_call(trial.source.clone(), id.clone())
+                .logged_call(trial.source.clone(), id.clone(), None)
                 .await?
                 .ok_or_else(|| {
                     OpError::NotFound(format!(
@@ -601,13 +662,21 @@ pub struct SourceReport {
     pub name: String,
     /// How many write keys it has.
     pub write_keys: usize,
-    /// Its Webhooks destination, if it has one.
+    /// Its default destination (`[sources.webhooks]`, named `webhooks`),
+    /// if it has one: also in `destinations`.
     pub webhooks: Option<WebhooksReport>,
+    /// Every destination, in order.
+    pub destinations: Vec<WebhooksReport>,
 }
 
 /// A destination as [`SourceReport`] shows it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct WebhooksReport {
+    /// Its name.
+    pub name: String,
+    /// Which calls it takes, as given (none: every call).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<Value>,
     /// Each endpoint URL, with the names of the headers it is sent with.
     pub endpoints: Vec<EndpointReport>,
     /// `parallel` or `failover`.
@@ -638,6 +707,14 @@ pub struct EndpointReport {
     pub url: String,
     /// The names of its extra headers.
     pub headers: Vec<String>,
+    /// Its auth's kind (`basic`, `oauth2`), if any: never a credential.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<&'static str>,
+    /// For oauth2, the token endpoint (without credentials or query).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_url: Option<String>,
+    /// Whether it presents a client certificate (mutual TLS).
+    pub client_certificate: bool,
     /// Its receiver protection (the core's defaults when it has none).
     pub protection: callpost_core::protection::ProtectionConfig,
 }
@@ -647,34 +724,63 @@ pub fn sources_report(sources: &Sources) -> Vec<SourceReport> {
     sources
         .list
         .iter()
-        .map(|s| SourceReport {
-            name: s.name.clone(),
-            write_keys: s.write_keys.len(),
-            webhooks: s.webhooks.as_ref().map(|w| WebhooksReport {
-                endpoints: w
-                    .endpoints()
+        .map(|s| {
+            let destinations: Vec<WebhooksReport> = s
+                .destinations
+                .iter()
+                .map(|d| destination_report(sources, d))
+                .collect();
+            SourceReport {
+                name: s.name.clone(),
+                write_keys: s.write_keys.len(),
+                webhooks: destinations
                     .iter()
-                    .map(|e| EndpointReport {
-                        url: callpost_core::ops::shown_url(e.url()),
-                        headers: e.headers().iter().map(|(k, _)| k.clone()).collect(),
-                        protection: sources
-                            .protections
-                            .get(e.url())
-                            .copied()
-                            .unwrap_or_default(),
-                    })
-                    .collect(),
-                mode: w.mode().as_str(),
-                method: w.method().as_str(),
-                enabled: s.enabled,
-                signed: (w.is_signed() && w.signing().segment()) || w.signing().standard(),
-                signature: w.signing().as_str(),
-                filters: w.filters().len(),
-                mapped: w.mapping().is_some(),
-                mapping: w.mapping().map(|m| m.to_value().clone()),
-            }),
+                    .find(|d| d.name == callpost_core::sources::DEFAULT_DESTINATION)
+                    .cloned(),
+                destinations,
+            }
         })
         .collect()
+}
+
+fn destination_report(sources: &Sources, d: &Destination) -> WebhooksReport {
+    let w = &d.webhooks;
+    WebhooksReport {
+        name: d.name.clone(),
+        trigger: d
+            .trigger
+            .as_ref()
+            .and_then(|t| serde_json::from_str(&t.to_value().to_json_string().ok()?).ok()),
+        endpoints: w
+            .endpoints()
+            .iter()
+            .map(|e| EndpointReport {
+                url: callpost_core::ops::shown_url(e.url()),
+                headers: e.headers().iter().map(|(k, _)| k.clone()).collect(),
+                auth: e.auth().map(callpost_core::webhooks::Auth::kind),
+                token_url: match e.auth() {
+                    Some(callpost_core::webhooks::Auth::OAuth2(o)) => {
+                        Some(callpost_core::ops::shown_url(&o.token_url))
+                    }
+                    _ => None,
+                },
+                client_certificate: e.client_certificate().is_some(),
+                protection: sources
+                    .protections
+                    .get(e.url())
+                    .copied()
+                    .unwrap_or_default(),
+            })
+            .collect(),
+        mode: w.mode().as_str(),
+        method: w.method().as_str(),
+        enabled: d.enabled,
+        signed: (w.is_signed() && w.signing().segment()) || w.signing().standard(),
+        signature: w.signing().as_str(),
+        filters: w.filters().len(),
+        mapped: w.mapping().is_some(),
+        mapping: w.mapping().map(|m| m.to_value().clone()),
+    }
 }
 
 /// Enables again the disabled endpoint `url` (as the status shows it, or

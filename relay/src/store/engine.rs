@@ -340,13 +340,18 @@ impl<E: Engine> Store for SqlStore<E> {
         &self,
         source: String,
         message_id: String,
+        destination: Option<String>,
     ) -> Result<Option<LoggedCall>, StoreError> {
         let stmt = sql::logged_call(source.clone(), message_id);
         let Some(mut call) = self
             .read_rows(stmt, sql::logged_call_of)
             .await?
             .into_iter()
-            .next()
+            .find(|c| {
+                destination
+                    .as_ref()
+                    .is_none_or(|d| *d == c.entry.destination)
+            })
         else {
             return Ok(None);
         };

@@ -67,6 +67,8 @@ pub struct LogFilter {
     pub kind: Option<String>,
     /// The source's name.
     pub source: Option<String>,
+    /// The destination's name.
+    pub destination: Option<String>,
     /// Only calls in this state.
     pub status: Option<Status>,
     /// Received at or after, ms.
@@ -85,6 +87,7 @@ impl LogFilter {
             || self.event.is_some()
             || self.kind.is_some()
             || self.source.is_some()
+            || self.destination.is_some()
             || self.since.is_some()
             || self.until.is_some()
     }
@@ -113,6 +116,7 @@ impl LogFilter {
             && same(self.event.as_ref(), call.event.as_deref())
             && same(self.kind.as_ref(), Some(&call.kind))
             && same(self.source.as_ref(), Some(&call.source))
+            && same(self.destination.as_ref(), Some(&call.destination))
             && self.status.is_none_or(|s| s.name() == call.status)
             && self.since.is_none_or(|t| call.received_at >= t)
             && self.until.is_none_or(|t| call.received_at < t)
@@ -134,6 +138,7 @@ impl LogFilter {
         text("event", &self.event);
         text("kind", &self.kind);
         text("source", &self.source);
+        text("destination", &self.destination);
         if let Some(ids) = &self.message_ids {
             conds.push(d.in_list("message_id"));
             values.push(Value::Texts(ids.clone()));
@@ -195,6 +200,9 @@ impl fmt::Display for Cursor {
 pub struct LogEntry {
     /// The source's name.
     pub source: String,
+    /// The destination this row is the call's delivery to (empty: none
+    /// took the call).
+    pub destination: String,
     /// `messageId`.
     pub message_id: String,
     /// The call's type.

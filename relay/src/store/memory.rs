@@ -28,6 +28,8 @@ pub struct StoredRow {
     pub source: String,
     /// `messageId`.
     pub message_id: String,
+    /// The destination it goes to.
+    pub destination: String,
     /// The call's type.
     pub kind: &'static str,
     /// The stored message.
@@ -69,6 +71,7 @@ impl fmt::Debug for StoredRow {
             .field("id", &self.id)
             .field("source", &self.source)
             .field("message_id", &self.message_id)
+            .field("destination", &self.destination)
             .field("status", &self.status)
             .field("due_at", &self.due_at)
             .field("attempts", &self.attempts)
@@ -90,6 +93,7 @@ impl StoredRow {
     fn entry(&self) -> LogEntry {
         LogEntry {
             source: self.source.clone(),
+            destination: self.destination.clone(),
             message_id: self.message_id.clone(),
             kind: self.kind.to_owned(),
             event: self.event.clone(),
@@ -137,7 +141,7 @@ fn newest_first<T>(
 #[derive(Default)]
 struct Inner {
     rows: BTreeMap<i64, StoredRow>,
-    keys: HashMap<(String, String), i64>,
+    keys: HashMap<(String, String, String), i64>,
     /// (id, call), oldest first.
     rejected: Vec<(u64, RejectedRow)>,
     audiences: HashMap<(String, String), String>,
@@ -157,10 +161,15 @@ impl Inner {
     fn insert_rows(&mut self, rows: Vec<Row>, trace_parent: Option<&str>) -> usize {
         let mut new = 0;
         for r in rows {
-            let key = (r.source.clone(), r.message_id.clone());
+            let key = (
+                r.source.clone(),
+                r.message_id.clone(),
+                r.destination.clone(),
+            );
             if self.keys.contains_key(&key) {
                 continue;
             }
+            let first = r.first;
             self.next_id += 1;
             let id = self.next_id;
             self.keys.insert(key, id);
@@ -173,6 +182,7 @@ impl Inner {
                     id,
                     source: r.source,
                     message_id: r.message_id,
+                    destination: r.destination,
                     kind: r.kind,
                     message: r.message,
                     received_at: r.received_at,
@@ -191,14 +201,14 @@ impl Inner {
                     batch: None,
                 },
             );
-            new += 1;
+            new += usize::from(first);
         }
         new
     }
 
     fn remove(&mut self, id: i64) {
         if let Some(r) = self.rows.remove(&id) {
-            self.keys.remove(&(r.source, r.message_id));
+            self.keys.remove(&(r.source, r.message_id, r.destination));
         }
     }
 }
@@ -393,6 +403,7 @@ impl Store for MemoryStore {
                     id,
                     claim: token,
                     source: r.source.clone(),
+                    destination: r.destination.clone(),
                     message_id: r.message_id.clone(),
                     message: r.message.clone(),
                     state: r.state.clone(),
@@ -516,7 +527,8 @@ impl Store for MemoryStore {
         let mut inner = lock(&self.inner);
         let mut n = 0;
         for r in inner.rows.values_mut() {
-            if r.status == Status::Pending && !routed.contains(&r.source) && !r.leased(now) {
+            let key = routed_key(&r.source, &r.destination);
+            if r.status == Status::Pending && !routed.contains(&key) && !r.leased(now) {
                 r.status = Status::Undeliverable;
                 r.unlease();
                 r.finished_at = Some(now);
@@ -643,13 +655,18 @@ impl Store for MemoryStore {
         &self,
         source: String,
         message_id: String,
+        destination: Option<String>,
     ) -> Result<Option<LoggedCall>, StoreError> {
         self.enter().await?;
         let inner = lock(&self.inner);
         Ok(inner
-            .keys
-            .get(&(source.clone(), message_id))
-            .and_then(|id| inner.rows.get(id))
+            .rows
+            .values()
+            .find(|r| {
+                r.source == source
+                    && r.message_id == message_id
+                    && destination.as_ref().is_none_or(|d| *d == r.destination)
+            })
             .map(|r| {
                 let mut call = LoggedCall {
                     entry: r.entry(),
@@ -711,6 +728,7 @@ impl Store for MemoryStore {
             .take(limit)
             .map(|r| DeadLetter {
                 source: r.source.clone(),
+                destination: r.destination.clone(),
                 message_id: r.message_id.clone(),
                 kind: r.kind.to_owned(),
                 received_at: r.received_at,

@@ -106,13 +106,21 @@ impl Status {
     }
 }
 
-/// An accepted call, as stored.
+/// An accepted call's delivery to one destination, as stored: a call is
+/// stored once for each destination it goes to.
 #[derive(Clone)]
 pub struct Row {
     /// The source's name.
     pub source: String,
-    /// `messageId`: with `source`, the deduplication key.
+    /// `messageId`: with `source` and `destination`, the deduplication
+    /// key.
     pub message_id: String,
+    /// The destination's name ([`NO_DESTINATION_NAME`] when none takes the
+    /// call).
+    pub destination: String,
+    /// Whether this row counts the call in the count of new calls an
+    /// insert returns: the first of the call's rows.
+    pub first: bool,
     /// The call's type (`track`, …).
     pub kind: &'static str,
     /// The enriched message, as `JSON.stringify` writes it.
@@ -129,8 +137,13 @@ pub struct Row {
     pub event: Option<String>,
 }
 
+/// The destination of a call no destination takes (its source's triggers
+/// all refuse it): kept as undeliverable, never sent.
+pub const NO_DESTINATION_NAME: &str = "";
+
 impl Row {
-    /// The row of a call the core accepted.
+    /// The row of a call the core accepted, for the source's default
+    /// destination ([`DEFAULT_DESTINATION`](callpost_core::sources::DEFAULT_DESTINATION)).
     pub fn accepted(
         source: String,
         a: callpost_core::ingest::Accepted,
@@ -145,6 +158,8 @@ impl Row {
         Self {
             source,
             message_id: a.message_id,
+            destination: callpost_core::sources::DEFAULT_DESTINATION.to_owned(),
+            first: true,
             kind: call.kind.as_str(),
             message: a.message,
             received_at,
@@ -162,6 +177,7 @@ impl fmt::Debug for Row {
         f.debug_struct("Row")
             .field("source", &self.source)
             .field("message_id", &self.message_id)
+            .field("destination", &self.destination)
             .finish_non_exhaustive()
     }
 }
@@ -199,6 +215,8 @@ pub struct Claimed {
     pub claim: i64,
     /// The source's name.
     pub source: String,
+    /// The destination it goes to.
+    pub destination: String,
     /// `messageId`.
     pub message_id: String,
     /// The stored message.
@@ -221,6 +239,7 @@ impl fmt::Debug for Claimed {
         f.debug_struct("Claimed")
             .field("id", &self.id)
             .field("source", &self.source)
+            .field("destination", &self.destination)
             .field("message_id", &self.message_id)
             .finish_non_exhaustive()
     }
@@ -390,6 +409,8 @@ pub(crate) const SOURCES_CHANGED: &str =
 pub struct DeadLetter {
     /// The source's name.
     pub source: String,
+    /// The destination that gave it up.
+    pub destination: String,
     /// `messageId`.
     pub message_id: String,
     /// The call's type.
@@ -542,8 +563,9 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
     /// The earliest time a pending delivery is due or its lease ends.
     async fn next_due(&self, now: i64) -> Result<Option<i64>, StoreError>;
 
-    /// Marks the pending deliveries of sources not in `routed` undeliverable
-    /// (kept, replayable); returns how many.
+    /// Marks the pending deliveries to destinations not in `routed`
+    /// ([`routed_key`]s) undeliverable (kept, replayable); returns how
+    /// many.
     async fn park_unrouted(&self, now: i64, routed: Vec<String>) -> Result<u64, StoreError>;
 
     /// Deletes finished rows older than their kind's retention.
@@ -575,11 +597,13 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
         limit: usize,
     ) -> Result<Page<RejectedEntry>, StoreError>;
 
-    /// One stored call with its message, saved state and outcome record.
+    /// One stored call's delivery to `destination` (the first stored,
+    /// without one) with its message, saved state and outcome record.
     async fn logged_call(
         &self,
         source: String,
         message_id: String,
+        destination: Option<String>,
     ) -> Result<Option<LoggedCall>, StoreError>;
 
     /// Row counts by state.
@@ -697,6 +721,13 @@ pub(crate) fn hold_of(paused_until: i64, open_until: i64, open_ms: i64) -> Hold 
     }
 }
 
+/// How [`Store::park_unrouted`] names a destination in force:
+/// `source/destination` (a destination name holds no `/`, so no two pairs
+/// share a key).
+pub fn routed_key(source: &str, destination: &str) -> String {
+    format!("{source}/{destination}")
+}
+
 /// A fresh claim token: 62 random bits, positive in any signed 64-bit
 /// column (Postgres's BIGINT included), and too many for two claims ever to
 /// draw the same one.
@@ -763,4 +794,5 @@ migrations! {
     9: "0009_finished_at",
     10: "0010_sources_version",
     11: "0011_batches",
+    12: "0012_destinations",
 }

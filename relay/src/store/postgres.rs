@@ -81,21 +81,25 @@ const MIGRATION_TIMEOUT: Duration = Duration::from_secs(600);
 /// RETURNING names the new rows, so that each request of the group gets
 /// its own count.
 const INSERT_CALLS: &str = "INSERT INTO deliveries (source, message_id, kind, message, \
-     received_at, status, due_at, finished_at, user_id, anonymous_id, event, trace_parent) \
+     received_at, status, due_at, finished_at, user_id, anonymous_id, event, trace_parent, \
+     destination) \
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
      $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], \
-     $12::text[]) \
-     ON CONFLICT (source, message_id) DO NOTHING RETURNING source, message_id";
+     $12::text[], $13::text[]) \
+     ON CONFLICT (source, message_id, destination) DO NOTHING \
+     RETURNING source, message_id, destination";
 /// [`INSERT_CALLS`] with the group's refused calls, in the same statement.
 const INSERT_CALLS_AND_REJECTED: &str = "WITH refused AS (INSERT INTO rejected \
      (source, received_at, code, reason, text) \
-     SELECT * FROM unnest($13::text[], $14::bigint[], $15::text[], $16::text[], $17::text[])) \
+     SELECT * FROM unnest($14::text[], $15::bigint[], $16::text[], $17::text[], $18::text[])) \
      INSERT INTO deliveries (source, message_id, kind, message, \
-     received_at, status, due_at, finished_at, user_id, anonymous_id, event, trace_parent) \
+     received_at, status, due_at, finished_at, user_id, anonymous_id, event, trace_parent, \
+     destination) \
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
      $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], \
-     $12::text[]) \
-     ON CONFLICT (source, message_id) DO NOTHING RETURNING source, message_id";
+     $12::text[], $13::text[]) \
+     ON CONFLICT (source, message_id, destination) DO NOTHING \
+     RETURNING source, message_id, destination";
 /// Bytes of calls one statement carries: past it, a group's calls take
 /// several statements (in one transaction). Far below the 1 GB Postgres
 /// takes in one message, and a bounded buffer on each side.
@@ -788,8 +792,9 @@ struct Calls<'a> {
     /// Each operation's trace context, by its index.
     traces: HashMap<usize, &'a str>,
     rejected: Vec<&'a RejectedRow>,
-    /// Whose count a new row adds to: the first operation that carried it.
-    owner: HashMap<(&'a str, &'a str), usize>,
+    /// Whose count a new row adds to: the first operation that carried
+    /// it, if the row counts its call (the call's first row).
+    owner: HashMap<(&'a str, &'a str, &'a str), (usize, bool)>,
 }
 
 impl<'a> Calls<'a> {
@@ -809,8 +814,12 @@ impl<'a> Calls<'a> {
                 calls.traces.insert(i, t);
             }
             for r in rows {
-                if let Entry::Vacant(e) = calls.owner.entry((&r.source, &r.message_id)) {
-                    e.insert(i);
+                if let Entry::Vacant(e) =
+                    calls
+                        .owner
+                        .entry((&r.source, &r.message_id, &r.destination))
+                {
+                    e.insert((i, r.first));
                     calls.rows.push((r, i));
                 }
             }
@@ -840,7 +849,11 @@ impl<'a> Calls<'a> {
     /// carries.
     fn statements(&self) -> Vec<(Range<usize>, Range<usize>)> {
         let rows = spans(&self.rows, |(r, _)| {
-            r.source.len() + r.message_id.len() + r.kind.len() + r.message.len()
+            r.source.len()
+                + r.message_id.len()
+                + r.destination.len()
+                + r.kind.len()
+                + r.message.len()
         });
         let rejected = spans(&self.rejected, |r| {
             r.source.len() + r.code.len() + r.reason.len() + r.text.len()
@@ -983,7 +996,9 @@ impl Inner {
             let mut anonymous_id = Vec::with_capacity(rows.len());
             let mut event = Vec::with_capacity(rows.len());
             let mut trace_parent = Vec::with_capacity(rows.len());
+            let mut destination = Vec::with_capacity(rows.len());
             for (r, op) in rows {
+                destination.push(r.destination.as_str());
                 trace_parent.push(calls.traces.get(op).copied());
                 user_id.push(r.user_id.as_deref());
                 anonymous_id.push(r.anonymous_id.as_deref());
@@ -1016,6 +1031,7 @@ impl Inner {
                 &anonymous_id,
                 &event,
                 &trace_parent,
+                &destination,
             ];
             let sql = if rejected.is_empty() {
                 INSERT_CALLS
@@ -1028,8 +1044,9 @@ impl Inner {
             let statement = c.prepare_cached(sql).await?;
             self.count(1);
             for stored in c.query(&statement, &params).await? {
-                let key: (&str, &str) = (stored.try_get(0)?, stored.try_get(1)?);
-                if let Some(&i) = calls.owner.get(&key) {
+                let key: (&str, &str, &str) =
+                    (stored.try_get(0)?, stored.try_get(1)?, stored.try_get(2)?);
+                if let Some(&(i, true)) = calls.owner.get(&key) {
                     if let Some(n) = new.get_mut(i) {
                         *n += 1;
                     }

@@ -254,7 +254,7 @@ pub(crate) fn claim(
              SELECT id FROM deliveries WHERE status = 0 AND source = ? AND due_at <= ? \
              AND (lease_until IS NULL OR lease_until <= ?) ORDER BY due_at LIMIT ?{}) \
              RETURNING id, source, message_id, message, state, attempts, due_at, trace_parent, \
-             batch",
+             batch, destination",
             d.skip_locked()
         ),
         vec![
@@ -286,6 +286,7 @@ pub(crate) fn claimed(rows: &[Cells], token: i64) -> Result<Vec<Claimed>, StoreE
                     attempts: r.int(5)?,
                     trace_parent: r.opt_text(7)?,
                     batch: r.opt_text(8)?,
+                    destination: r.text(9)?,
                 },
             ))
         })
@@ -324,11 +325,12 @@ pub(crate) fn next_due_of(rows: &[Cells]) -> Result<Option<i64>, StoreError> {
     rows.first().map_or(Ok(None), |r| r.opt_int(0))
 }
 
-/// The outcome recorded on a call parked because its source has no
+/// The outcome recorded on a call parked because its source has no such
 /// destination (the core has no code for it: it never sees such a call).
 pub(crate) const NO_DESTINATION: &str = r#"{"kind":"undeliverable","reason":"no_destination"}"#;
 
-/// Marks the unleased pending rows of sources not in `routed`
+/// Marks the unleased pending rows whose source and destination are not
+/// in `routed` ([`super::routed_key`]s, which the SQL spells the same way)
 /// undeliverable.
 pub(crate) fn park(d: Dialect, now: i64, routed: Vec<String>) -> Stmt {
     Stmt::new(
@@ -336,7 +338,7 @@ pub(crate) fn park(d: Dialect, now: i64, routed: Vec<String>) -> Stmt {
             "UPDATE deliveries SET status = 3, finished_at = ?, outcome = ?, \
              lease_until = NULL, claim = NULL \
              WHERE status = 0 AND (lease_until IS NULL OR lease_until <= ?) AND {}",
-            d.not_in_list("source")
+            d.not_in_list("(source || '/' || destination)")
         ),
         vec![
             now.into(),
@@ -455,7 +457,7 @@ fn page(
 }
 
 const ENTRY_COLUMNS: &str = "source, message_id, kind, event, user_id, anonymous_id, \
-                             received_at, status, attempts, finished_at, id";
+                             received_at, status, attempts, finished_at, id, destination";
 
 /// A search of the stored calls.
 pub(crate) fn search(d: Dialect, filter: &LogFilter, after: Option<Cursor>, limit: usize) -> Stmt {
@@ -481,6 +483,7 @@ pub(crate) fn entry_of(r: &Cells) -> Result<LogEntry, StoreError> {
         attempts: r.int(8)?,
         finished_at: r.opt_int(9)?,
         id: r.int(10)?,
+        destination: r.text(11)?,
     })
 }
 
@@ -511,12 +514,13 @@ pub(crate) fn rejected_entry_of(r: &Cells) -> Result<RejectedEntry, StoreError> 
     })
 }
 
-/// One stored call with its message, saved state and outcome.
+/// One stored call's rows (one per destination, in the order they were
+/// stored) with its message, saved state and outcome.
 pub(crate) fn logged_call(source: String, message_id: String) -> Stmt {
     Stmt::new(
         format!(
             "SELECT {ENTRY_COLUMNS}, message, state, outcome, batch FROM deliveries \
-             WHERE source = ? AND message_id = ?"
+             WHERE source = ? AND message_id = ? ORDER BY id"
         ),
         vec![source.into(), message_id.into()],
     )
@@ -526,10 +530,10 @@ pub(crate) fn logged_call(source: String, message_id: String) -> Stmt {
 pub(crate) fn logged_call_of(r: &Cells) -> Result<LoggedCall, StoreError> {
     Ok(LoggedCall {
         entry: entry_of(r)?,
-        message: r.text(11)?,
-        state: r.opt_text(12)?,
-        outcome: r.opt_text(13)?,
-        batch: r.opt_text(14)?,
+        message: r.text(12)?,
+        state: r.opt_text(13)?,
+        outcome: r.opt_text(14)?,
+        batch: r.opt_text(15)?,
         batch_log: None,
     })
 }
@@ -606,7 +610,7 @@ pub(crate) fn stats_of(results: &[Vec<Cells>]) -> Result<Stats, StoreError> {
 /// The oldest dead letters first.
 pub(crate) fn dead_letters(limit: usize) -> Stmt {
     Stmt::new(
-        "SELECT source, message_id, kind, received_at, finished_at, attempts, outcome \
+        "SELECT source, message_id, kind, received_at, finished_at, attempts, outcome, destination \
          FROM deliveries WHERE status <> 0 AND status = 2 ORDER BY received_at, id LIMIT ?",
         vec![int(limit)],
     )
@@ -622,6 +626,7 @@ pub(crate) fn dead_letter_of(r: &Cells) -> Result<DeadLetter, StoreError> {
         finished_at: r.opt_int(4)?,
         attempts: r.int(5)?,
         outcome: r.opt_text(6)?,
+        destination: r.text(7)?,
     })
 }
 

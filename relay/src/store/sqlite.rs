@@ -48,7 +48,7 @@ pub fn path_of(url: &str) -> Result<PathBuf, StoreError> {
     Ok(PathBuf::from(path))
 }
 
-/// Rows per multi-row INSERT: 12 parameters each, far below SQLite's
+/// Rows per multi-row INSERT: 13 parameters each, far below SQLite's
 /// 32,766 per statement.
 const INSERT_CHUNK: usize = 500;
 
@@ -791,21 +791,21 @@ fn probe(db: &Db, shared: &Shared) {
 // -- statements ------------------------------------------------------------
 
 fn insert_sql(n: usize, returning: bool) -> String {
-    let mut sql = String::with_capacity(250 + n * 18);
+    let mut sql = String::with_capacity(250 + n * 20);
     sql.push_str(
         "INSERT INTO deliveries \
-         (source, message_id, kind, message, received_at, status, due_at, finished_at, \
-         user_id, anonymous_id, event, trace_parent) VALUES ",
+         (source, message_id, destination, kind, message, received_at, status, due_at, \
+         finished_at, user_id, anonymous_id, event, trace_parent) VALUES ",
     );
     for i in 0..n {
         if i > 0 {
             sql.push(',');
         }
-        sql.push_str("(?,?,?,?,?,?,?,?,?,?,?,?)");
+        sql.push_str("(?,?,?,?,?,?,?,?,?,?,?,?,?)");
     }
-    sql.push_str(" ON CONFLICT (source, message_id) DO NOTHING");
+    sql.push_str(" ON CONFLICT (source, message_id, destination) DO NOTHING");
     if returning {
-        sql.push_str(" RETURNING source, message_id");
+        sql.push_str(" RETURNING source, message_id, destination");
     }
     sql
 }
@@ -832,23 +832,30 @@ fn rejected_sql(n: usize) -> String {
 /// (undeliverable) finished then, which is where its retention starts.
 fn store_calls(db: &Db, parts: &[Part<'_>]) -> rusqlite::Result<Vec<usize>> {
     let mut new = vec![0; parts.len()];
-    let mut owner: HashMap<(&str, &str), usize> = HashMap::new();
+    // (source, messageId, destination) → the insert that carried it first,
+    // and whether the row counts its call.
+    let mut owner: HashMap<(&str, &str, &str), (usize, bool)> = HashMap::new();
     let mut rows: Vec<(&Row, usize)> = Vec::new();
     for (i, (part, _, _)) in parts.iter().enumerate() {
         for r in *part {
-            if let Entry::Vacant(e) = owner.entry((&r.source, &r.message_id)) {
-                e.insert(i);
+            if let Entry::Vacant(e) = owner.entry((&r.source, &r.message_id, &r.destination)) {
+                e.insert((i, r.first));
                 rows.push((r, i));
             }
         }
     }
     for chunk in rows.chunks(INSERT_CHUNK) {
         // Rows come in their inserts' order: a chunk whose first and last
-        // rows are one insert's is that insert's alone, and the count of
-        // rows changed is its count. Otherwise the new rows are named, and
-        // each counts for the insert that carried it first.
+        // rows are one insert's, each row a call of its own, is that
+        // insert's alone, and the count of rows changed is its count.
+        // Otherwise the new rows are named, and each call's first row
+        // counts for the insert that carried it first.
         let alone = match (chunk.first(), chunk.last()) {
-            (Some(first), Some(last)) if first.1 == last.1 => Some(first.1),
+            (Some(first), Some(last))
+                if first.1 == last.1 && chunk.iter().all(|(r, _)| r.first) =>
+            {
+                Some(first.1)
+            }
             _ => None,
         };
         let mut stmt = db
@@ -860,17 +867,18 @@ fn store_calls(db: &Db, parts: &[Part<'_>]) -> rusqlite::Result<Vec<usize>> {
             let finished_at = (r.status != Status::Pending).then_some(r.received_at);
             stmt.raw_bind_parameter(i + 1, &r.source)?;
             stmt.raw_bind_parameter(i + 2, &r.message_id)?;
-            stmt.raw_bind_parameter(i + 3, r.kind)?;
-            stmt.raw_bind_parameter(i + 4, &r.message)?;
-            stmt.raw_bind_parameter(i + 5, r.received_at)?;
-            stmt.raw_bind_parameter(i + 6, r.status.as_i64())?;
-            stmt.raw_bind_parameter(i + 7, r.received_at)?;
-            stmt.raw_bind_parameter(i + 8, finished_at)?;
-            stmt.raw_bind_parameter(i + 9, &r.user_id)?;
-            stmt.raw_bind_parameter(i + 10, &r.anonymous_id)?;
-            stmt.raw_bind_parameter(i + 11, &r.event)?;
-            stmt.raw_bind_parameter(i + 12, trace_parent)?;
-            i += 12;
+            stmt.raw_bind_parameter(i + 3, &r.destination)?;
+            stmt.raw_bind_parameter(i + 4, r.kind)?;
+            stmt.raw_bind_parameter(i + 5, &r.message)?;
+            stmt.raw_bind_parameter(i + 6, r.received_at)?;
+            stmt.raw_bind_parameter(i + 7, r.status.as_i64())?;
+            stmt.raw_bind_parameter(i + 8, r.received_at)?;
+            stmt.raw_bind_parameter(i + 9, finished_at)?;
+            stmt.raw_bind_parameter(i + 10, &r.user_id)?;
+            stmt.raw_bind_parameter(i + 11, &r.anonymous_id)?;
+            stmt.raw_bind_parameter(i + 12, &r.event)?;
+            stmt.raw_bind_parameter(i + 13, trace_parent)?;
+            i += 13;
         }
         db.tick(1);
         if let Some(only) = alone {
@@ -878,8 +886,12 @@ fn store_calls(db: &Db, parts: &[Part<'_>]) -> rusqlite::Result<Vec<usize>> {
         } else {
             let mut stored = stmt.raw_query();
             while let Some(r) = stored.next()? {
-                let key = (r.get_ref(0)?.as_str()?, r.get_ref(1)?.as_str()?);
-                if let Some(&i) = owner.get(&key) {
+                let key = (
+                    r.get_ref(0)?.as_str()?,
+                    r.get_ref(1)?.as_str()?,
+                    r.get_ref(2)?.as_str()?,
+                );
+                if let Some(&(i, true)) = owner.get(&key) {
                     new[i] += 1;
                 }
             }
@@ -1234,6 +1246,8 @@ mod tests {
         let row = Row {
             source: "a".into(),
             message_id: "m".into(),
+            destination: callpost_core::sources::DEFAULT_DESTINATION.into(),
+            first: true,
             kind: "track",
             message: "{}".into(),
             received_at: 1,

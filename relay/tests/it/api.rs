@@ -859,8 +859,11 @@ impl Store for Observed {
         &self,
         source: String,
         message_id: String,
+        destination: Option<String>,
     ) -> Result<Option<LoggedCall>, StoreError> {
-        self.inner.logged_call(source, message_id).await
+        self.inner
+            .logged_call(source, message_id, destination)
+            .await
     }
     async fn stats(&self, now: i64) -> Result<Stats, StoreError> {
         self.inner.stats(now).await
@@ -1821,6 +1824,101 @@ async fn a_mapping_is_tried_on_a_stored_call_before_it_is_saved() {
     assert_eq!((r.status, r.code()), (400, "invalid_argument".to_owned()));
     let r = tried(json!({"source": "absent", "mapping": mapping, "messageId": "m-try"})).await;
     assert_eq!((r.status, r.code()), (404, "not_found".to_owned()));
+    t.shutdown().await;
+}
+
+/// Outbound auth through the admin API: kept (sealed) as given, shown as
+/// its kind and token URL only; a client certificate whose key is not its
+/// own, or auth beside a static Authorization header, is refused naming
+/// the endpoint, without the secret.
+#[tokio::test]
+async fn endpoint_auth_is_kept_sealed_and_shown_by_kind_only() {
+    let t = Setup::new().secret_key().start().await;
+    let cert = rcgen::generate_simple_self_signed(vec!["relay.test".to_owned()]).unwrap();
+    let other = rcgen::KeyPair::generate().unwrap();
+    let shop = |key_pem: &str| {
+        json!({
+            "write_keys": ["wk-shop"],
+            "webhooks": {
+                "urls": [
+                    {"url": "http://127.0.0.1:9/crm", "auth": {"type": "oauth2", "token_url": "http://127.0.0.1:9/token?tenant=t1", "client_id": "relay", "client_secret": "oauth-client-secret"}},
+                    {"url": "http://127.0.0.1:9/legacy", "auth": {"type": "basic", "username": "relay", "password": "basic-password"}},
+                    {"url": "http://127.0.0.1:9/partner", "client_certificate": {"certificate": cert.cert.pem(), "private_key": key_pem}}
+                ]
+            }
+        })
+    };
+    let r = t
+        .admin(
+            "PUT",
+            "/admin/sources/shop",
+            Some(shop(&cert.signing_key.serialize_pem())),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let stored = stored_source(&t, "shop").await.unwrap();
+    assert_eq!(
+        stored["webhooks"]["urls"][0]["auth"]["client_secret"], "oauth-client-secret",
+        "kept as given, sealed"
+    );
+    for path in ["/admin/sources", "/admin/sources/shop"] {
+        let r = t.admin("GET", path, None).await;
+        let text = r.text();
+        for secret in [
+            "oauth-client-secret",
+            "basic-password",
+            "PRIVATE KEY",
+            "tenant=t1",
+        ] {
+            assert!(!text.contains(secret), "{path} shows {secret}: {text}");
+        }
+        let shown = r.json();
+        let endpoints = if path.ends_with("shop") {
+            shown["webhooks"]["endpoints"].clone()
+        } else {
+            let all = shown.as_array().unwrap();
+            let shop = all.iter().find(|s| s["name"] == "shop").unwrap();
+            shop["webhooks"]["endpoints"].clone()
+        };
+        assert_eq!(endpoints[0]["auth"], "oauth2", "{shown}");
+        assert_eq!(endpoints[0]["token_url"], "http://127.0.0.1:9/token");
+        assert_eq!(endpoints[1]["auth"], "basic");
+        assert_eq!(endpoints[2]["client_certificate"], true);
+        assert_eq!(endpoints[0]["client_certificate"], false);
+    }
+
+    let r = t
+        .admin(
+            "PUT",
+            "/admin/sources/shop",
+            Some(shop(&other.serialize_pem())),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "invalid_auth".to_owned()),
+        "{}",
+        r.text()
+    );
+    assert!(
+        r.text().contains("urls[2]") && r.text().contains("do not match"),
+        "{}",
+        r.text()
+    );
+    assert!(!r.text().contains("PRIVATE KEY"));
+    let both = json!({
+        "write_keys": ["wk-shop"],
+        "webhooks": {"urls": [{"url": "http://127.0.0.1:9/crm", "headers": {"Authorization": "Bearer x"},
+            "auth": {"type": "basic", "username": "relay", "password": "basic-password"}}]}
+    });
+    let r = t.admin("PUT", "/admin/sources/shop", Some(both)).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "invalid_auth".to_owned()),
+        "{}",
+        r.text()
+    );
+    assert!(!r.text().contains("basic-password"));
     t.shutdown().await;
 }
 

@@ -140,6 +140,8 @@ impl World {
             .map(|(id, call)| Row {
                 source: source.into(),
                 message_id: id.clone(),
+                destination: callpost_core::sources::DEFAULT_DESTINATION.into(),
+                first: true,
                 kind: "track",
                 message: call.clone(),
                 received_at: now,
@@ -1415,6 +1417,450 @@ async fn https_is_trusted_with_ca_file_and_refused_without() {
     let o: serde_json::Value = serde_json::from_str(row.outcome.as_deref().unwrap()).unwrap();
     assert_eq!(o["log"][0]["outcome"]["kind"], "tls", "{o}");
     assert!(untrusted.metrics().contains(r#"result="tls""#));
+}
+
+// -- 8b. outbound auth: OAuth 2.0 and mutual TLS ----------------------------
+
+/// A source whose one endpoint is `endpoint` (an inline TOML table).
+fn with_endpoint(head: &str, name: &str, endpoint: &str) -> String {
+    toml(head, &[src(name, &["ENDPOINT"])]).replace("\"ENDPOINT\"", endpoint)
+}
+
+/// An OAuth 2.0 endpoint: its token is fetched once for many calls, with
+/// the client's credentials in Basic and the grant in the form; a 401
+/// drops it and the call is tried again with a new one; a token endpoint
+/// that fails makes attempts that fail as `token` outcomes (retried,
+/// counted) and never sends a request without a token.
+#[cfg(feature = "test-clock")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oauth2_endpoint_sends_a_cached_bearer_token_and_refetches_it_after_a_401() {
+    use base64::Engine as _;
+    let token = |t: &str| {
+        Answer::Json(
+            200,
+            format!(r#"{{"access_token":"{t}","token_type":"Bearer","expires_in":3600}}"#),
+        )
+    };
+    let auth_server = Receiver::start("127.0.0.1:0").await.unwrap();
+    auth_server.answer(token("t1"));
+    let api = Receiver::start("127.0.0.1:0").await.unwrap();
+    api.answer(Answer::Authorized("Bearer t1".into()));
+    let w = World::new(&with_endpoint(
+        &head(true, 8, 8, ""),
+        "crm",
+        &format!(
+            "{{ url = \"{}\", auth = {{ type = \"oauth2\", token_url = \"{}\", \
+             client_id = \"relay\", client_secret = \"t0ken-secret\", scope = \"users:write\" }} }}",
+            api.url(),
+            auth_server.url()
+        ),
+    ));
+    w.add("crm", &ids("a", 5)).await;
+    let d = w.start();
+    eventually("delivered with t1", Duration::from_secs(20), || {
+        w.all("crm", Status::Delivered)
+    })
+    .await;
+    let asked = auth_server.received();
+    assert_eq!(asked.len(), 1, "one token for five calls");
+    assert_eq!(asked[0].method, "POST");
+    assert_eq!(
+        asked[0].body,
+        b"grant_type=client_credentials&scope=users%3Awrite"
+    );
+    let authorization = |q: &receiver::Received| {
+        q.headers
+            .iter()
+            .find(|(n, _)| n == "authorization")
+            .map(|(_, v)| v.clone())
+    };
+    let basic = authorization(&asked[0]).unwrap();
+    let pair = base64::engine::general_purpose::STANDARD
+        .decode(basic.strip_prefix("Basic ").unwrap())
+        .unwrap();
+    assert_eq!(pair, b"relay:t0ken-secret");
+    assert!(api
+        .received()
+        .iter()
+        .all(|q| authorization(q).as_deref() == Some("Bearer t1")));
+    assert!(api.received().iter().all(verified), "signed as ever");
+
+    // The API revokes t1: a 401, then a new token, then the call.
+    auth_server.answer(token("t2"));
+    api.answer(Answer::Authorized("Bearer t2".into()));
+    w.add("crm", &["rot".to_owned()]).await;
+    let waiting = |w: &World, id: &str, attempts: i64| {
+        w.rows_of("crm")
+            .iter()
+            .any(|r| r.message_id == id && r.status == Status::Pending && r.attempts == attempts)
+    };
+    eventually(
+        "the 401 is retried, not dead",
+        Duration::from_secs(20),
+        || waiting(&w, "rot", 1),
+    )
+    .await;
+    w.relay.clock.set_offset(60_000);
+    w.relay.wake.notify_one();
+    eventually("delivered with t2", Duration::from_secs(20), || {
+        w.all("crm", Status::Delivered)
+    })
+    .await;
+    assert_eq!(auth_server.received().len(), 2);
+    assert_eq!(
+        authorization(api.received().last().unwrap()).as_deref(),
+        Some("Bearer t2")
+    );
+
+    // The token endpoint fails: the attempt fails as a token error and
+    // nothing goes to the API without a token; once it is back, the call
+    // goes.
+    auth_server.answer(Answer::Json(401, r#"{"error":"invalid_client"}"#.into()));
+    api.answer(Answer::Authorized("Bearer t3".into()));
+    w.add("crm", &["down".to_owned()]).await;
+    eventually("the 401 is retried", Duration::from_secs(20), || {
+        waiting(&w, "down", 1)
+    })
+    .await;
+    let sent = api.received().len();
+    w.relay.clock.set_offset(120_000);
+    w.relay.wake.notify_one();
+    eventually("a token error, retried", Duration::from_secs(20), || {
+        waiting(&w, "down", 2)
+    })
+    .await;
+    assert_eq!(api.received().len(), sent, "no request without a token");
+    let row = w
+        .rows_of("crm")
+        .into_iter()
+        .find(|r| r.message_id == "down")
+        .unwrap();
+    let state = row.state.unwrap();
+    assert!(state.contains(r#""kind":"token""#), "{state}");
+    assert!(state.contains("invalid_client"), "{state}");
+    assert!(!state.contains("t0ken-secret"), "no secret in the log");
+    auth_server.answer(token("t3"));
+    w.relay.clock.set_offset(900_000);
+    w.relay.wake.notify_one();
+    eventually("delivered with t3", Duration::from_secs(20), || {
+        w.all("crm", Status::Delivered)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    let m = w.metrics();
+    for line in [
+        r#"callpost_relay_oauth_token_requests_total{result="ok"} 3"#,
+        r#"callpost_relay_oauth_token_requests_total{result="refused"} 1"#,
+        r#"callpost_relay_webhook_attempts_total{result="token"} 1"#,
+    ] {
+        assert!(m.contains(line), "{line}\n{m}");
+    }
+}
+
+/// Endpoint auth the core refuses stops the relay at start, naming the
+/// source and the endpoint, and never showing the secret.
+#[test]
+fn bad_endpoint_auth_is_refused_at_start() {
+    for (auth, what) in [
+        (
+            r#"{ type = "basic", username = "a:b", password = "pw-secret" }"#,
+            "cannot contain ':'",
+        ),
+        (
+            r#"{ type = "oauth2", token_url = "ftp://auth.example.com/t", client_id = "c", client_secret = "pw-secret" }"#,
+            "auth.token_url",
+        ),
+        (
+            r#"{ type = "oauth2", token_url = "https://auth.example.com/t", client_id = "c", clientsecret = "pw-secret" }"#,
+            "unknown field",
+        ),
+        (
+            r#"{ type = "bearer", token = "pw-secret" }"#,
+            "basic or oauth2",
+        ),
+    ] {
+        let text = with_endpoint(
+            &head(true, 8, 8, ""),
+            "crm",
+            &format!("{{ url = \"https://crm.example.com/in\", auth = {auth} }}"),
+        );
+        let e = load_err(&text);
+        assert!(e.contains(what), "{auth}: {e}");
+        assert!(e.contains("source \"crm\": webhooks.urls[0]"), "{e}");
+        assert!(!e.contains("pw-secret"), "{e}");
+    }
+}
+
+/// A certificate `ca` signed for `names`, and its key.
+fn issued(
+    ca: &rcgen::Issuer<'_, rcgen::KeyPair>,
+    names: &[&str],
+) -> (rcgen::Certificate, rcgen::KeyPair) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
+    let cert = rcgen::CertificateParams::new(names)
+        .unwrap()
+        .signed_by(&key, ca)
+        .unwrap();
+    (cert, key)
+}
+
+/// An endpoint behind a server that requires a client certificate: the
+/// relay presents the endpoint's; without one the handshake fails (a tls
+/// dead letter, nothing reaches the server's handler); a key that is not
+/// the certificate's is refused when the sources are checked, without
+/// showing the key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_with_a_client_certificate_passes_mutual_tls() {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).unwrap();
+    let ca = rcgen::Issuer::new(ca_params, ca_key);
+    let (server_cert, server_key) = issued(&ca, &["127.0.0.1"]);
+    let (client_cert, client_key) = issued(&ca, &["relay.test"]);
+    let (_, other_key) = issued(&ca, &["other.test"]);
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(ca_cert.der().clone()).unwrap();
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::clone(&provider),
+    )
+    .build()
+    .unwrap();
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![server_cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(server_key.serialize_der().into()),
+        )
+        .unwrap();
+    let r = Receiver::start_tls(Arc::new(server)).await;
+    let url = format!("https://127.0.0.1:{}/hook", r.addr.port());
+    let dir = tempfile::tempdir().unwrap();
+    let ca_pem = dir.path().join("ca.pem");
+    std::fs::write(&ca_pem, ca_cert.pem()).unwrap();
+    let head = head(true, 8, 8, &format!("ca_file = \"{}\"", ca_pem.display()));
+    let config = |key: &rcgen::KeyPair| {
+        with_endpoint(
+            &head,
+            "m",
+            &format!(
+                "{{ url = \"{url}\", client_certificate = {{ certificate = '''{}''', \
+                 private_key = '''{}''' }} }}",
+                client_cert.pem(),
+                key.serialize_pem()
+            ),
+        )
+    };
+
+    let w = World::new(&config(&client_key));
+    check_destinations(&w.relay.sources().list, true)
+        .await
+        .unwrap();
+    w.add("m", &ids("c", 3)).await;
+    let d = w.start();
+    eventually("delivered over mutual TLS", Duration::from_secs(20), || {
+        w.all("m", Status::Delivered)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    assert_eq!(r.received().len(), 3);
+    assert!(r.received().iter().all(verified));
+
+    let without = World::new(&toml(&head, &[src("m", &[&url])]));
+    without.add("m", &ids("n", 1)).await;
+    let d = without.start();
+    eventually(
+        "refused without a certificate",
+        Duration::from_secs(20),
+        || without.all("m", Status::Dead),
+    )
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    assert_eq!(r.received().len(), 3, "nothing reaches the API without one");
+
+    let mismatched = World::new(&config(&other_key));
+    let e = check_destinations(&mismatched.relay.sources().list, true)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("do not match"), "{e}");
+    assert!(!e.contains("PRIVATE KEY"), "{e}");
+}
+
+// -- 8c. several destinations per source --------------------------------------
+
+/// Stores calls of `source` as ingest does: one row for each destination
+/// whose trigger takes the call.
+async fn ingest(w: &World, source: &str, calls: &[&str]) {
+    let now = w.relay.clock.now();
+    let sources = w.relay.sources();
+    let src = sources.get(source).unwrap();
+    let mut rows = Vec::new();
+    for (i, text) in calls.iter().enumerate() {
+        let call = callpost_core::Call::from_json_str(text).unwrap();
+        let byte = u8::try_from(i).unwrap();
+        let accepted = callpost_core::ingest::originate(call, now, &mut || [byte; 16]).unwrap();
+        callpost_relay::ops::push_rows(&mut rows, src, accepted, now.as_millis());
+    }
+    w.store.insert(rows, vec![]).await.unwrap();
+    w.relay.wake.notify_one();
+}
+
+/// A source with three destinations, each with its own trigger, method,
+/// mapping, batching and auth, against three real receivers: a CRM that
+/// takes `PUT /users/{userId}` with a mapped body and an OAuth 2.0 bearer
+/// token, a warehouse that takes every call in batches, and a chat
+/// incoming webhook that takes `{"text": …}` for completed orders. Each
+/// call reaches exactly the destinations its triggers name, each request
+/// verifies, each delivery is kept apart (the log and a replay name the
+/// destination), and a call no trigger takes is kept, undeliverable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_call_reaches_the_destinations_its_triggers_name() {
+    let auth_server = Receiver::start("127.0.0.1:0").await.unwrap();
+    auth_server.answer(Answer::Json(
+        200,
+        r#"{"access_token":"crm-token","token_type":"Bearer","expires_in":3600}"#.into(),
+    ));
+    let crm = Receiver::start("127.0.0.1:0").await.unwrap();
+    crm.answer(Answer::Authorized("Bearer crm-token".into()));
+    let warehouse = Receiver::start("127.0.0.1:0").await.unwrap();
+    let chat = Receiver::start("127.0.0.1:0").await.unwrap();
+    let text = format!(
+        "{head}
+[[sources]]
+name = \"shop\"
+write_keys = [\"wk-shop\"]
+
+[[sources.destinations]]
+name = \"crm\"
+trigger = {{ field = \"type\", equals = \"identify\" }}
+method = \"PUT\"
+urls = [{{ url = \"http://{crm}/users/{{{{userId}}}}\", auth = {{ type = \"oauth2\", token_url = \"{token}\", client_id = \"relay\", client_secret = \"crm-secret\" }} }}]
+shared_secret = \"{SECRET}\"
+[sources.destinations.mapping]
+email = {{ \"@path\" = \"traits.email\" }}
+plan = {{ \"@path\" = \"traits.plan\" }}
+
+[[sources.destinations]]
+name = \"warehouse\"
+trigger = {{ field = \"type\", in = [\"identify\", \"track\", \"page\"] }}
+urls = [\"{wh}\"]
+shared_secret = \"{SECRET}\"
+[sources.destinations.batch]
+max_calls = 10
+
+[[sources.destinations]]
+name = \"chat\"
+trigger = {{ and = [{{ field = \"type\", equals = \"track\" }}, {{ field = \"event\", equals = \"Order Completed\" }}] }}
+urls = [\"{chat}\"]
+[sources.destinations.mapping]
+text = {{ \"@template\" = \"{{{{userId}}}} ordered {{{{properties.total}}}} {{{{properties.currency}}}}\" }}
+",
+        head = head(true, 16, 8, ""),
+        crm = crm.addr,
+        token = auth_server.url(),
+        wh = warehouse.url(),
+        chat = chat.url(),
+    );
+    let w = World::new(&text);
+    let calls = [
+        r#"{"type":"identify","userId":"u1","traits":{"email":"ada@example.com","plan":"pro"},"messageId":"id-1"}"#,
+        r#"{"type":"track","userId":"u1","event":"Order Completed","properties":{"total":25,"currency":"EUR"},"messageId":"oc-1"}"#,
+        r#"{"type":"track","userId":"u2","event":"Product Viewed","messageId":"pv-1"}"#,
+        r#"{"type":"page","userId":"u2","name":"Home","messageId":"pg-1"}"#,
+        r#"{"type":"group","userId":"u2","groupId":"g1","messageId":"gr-1"}"#,
+    ];
+    ingest(&w, "shop", &calls).await;
+    let d = w.start();
+    eventually("every delivery ends", Duration::from_secs(20), || {
+        w.rows_of("shop")
+            .iter()
+            .all(|r| r.status != Status::Pending)
+    })
+    .await;
+
+    let to = |id: &str| -> Vec<(String, Status)> {
+        let mut v: Vec<(String, Status)> = w
+            .rows_of("shop")
+            .into_iter()
+            .filter(|r| r.message_id == id)
+            .map(|r| (r.destination, r.status))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    assert_eq!(
+        to("id-1"),
+        vec![
+            ("crm".into(), Status::Delivered),
+            ("warehouse".into(), Status::Delivered)
+        ]
+    );
+    assert_eq!(
+        to("oc-1"),
+        vec![
+            ("chat".into(), Status::Delivered),
+            ("warehouse".into(), Status::Delivered)
+        ]
+    );
+    assert_eq!(to("pv-1"), vec![("warehouse".into(), Status::Delivered)]);
+    assert_eq!(to("pg-1"), vec![("warehouse".into(), Status::Delivered)]);
+    assert_eq!(
+        to("gr-1"),
+        vec![(String::new(), Status::Undeliverable)],
+        "no trigger takes a group call: kept, for no destination"
+    );
+
+    let got = crm.received();
+    assert_eq!(got.len(), 1, "the CRM takes identify calls only");
+    assert_eq!(
+        (got[0].method.as_str(), got[0].path.as_str()),
+        ("PUT", "/users/u1")
+    );
+    assert_eq!(got[0].body, br#"{"email":"ada@example.com","plan":"pro"}"#);
+    assert!(verified(&got[0]));
+    assert_eq!(auth_server.received().len(), 1);
+
+    let got = warehouse.received();
+    assert_eq!(got.len(), 1, "one batch");
+    assert!(verified(&got[0]));
+    let batch: Vec<serde_json::Value> = serde_json::from_slice(&got[0].body).unwrap();
+    let mut ids: Vec<&str> = batch.iter().map(|b| b["type"].as_str().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, ["identify", "page", "track", "track"]);
+
+    let got = chat.received();
+    assert_eq!(got.len(), 1, "the chat takes completed orders only");
+    assert_eq!(got[0].body, br#"{"text":"u1 ordered 25 EUR"}"#);
+
+    // A replay names one destination: only its deliveries go again.
+    let filter = callpost_relay::store::ReplayFilter {
+        calls: callpost_relay::store::LogFilter {
+            source: Some("shop".into()),
+            destination: Some("chat".into()),
+            ..Default::default()
+        },
+        include_delivered: true,
+        include_undeliverable: false,
+    };
+    let n = callpost_relay::ops::replay(&*w.store, &w.relay.clock, filter, false, false)
+        .await
+        .unwrap();
+    assert_eq!(n, 1);
+    w.relay.wake.notify_one();
+    eventually("the chat gets it again", Duration::from_secs(20), || {
+        chat.received().len() == 2
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    assert_eq!(crm.received().len(), 1);
+    assert_eq!(warehouse.received().len(), 1);
 }
 
 // -- 9. stop ----------------------------------------------------------------

@@ -34,6 +34,11 @@ pub(crate) enum Answer {
     /// 200 and its headers at once, then a body of one byte every 100 ms,
     /// for 30 s.
     Trickle,
+    /// At once, with this status and this JSON body (a token endpoint).
+    Json(u16, String),
+    /// 200 when the request's `Authorization` is this, else 401 (an API
+    /// behind a bearer token).
+    Authorized(String),
 }
 
 /// One request as received.
@@ -264,6 +269,7 @@ async fn handle(
         .map_or_else(String::new, |p| p.as_str().to_owned());
     let key = header("idempotency-key");
     let signature = header("x-signature");
+    let authorization = header("authorization");
     let headers = req
         .headers()
         .iter()
@@ -303,6 +309,21 @@ async fn handle(
             let mut gate = st.gate.subscribe();
             let _ = gate.wait_for(|open| *open).await;
             full(200, vec![])
+        }
+        Answer::Json(status, body) => Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(http_body_util::Either::Left(http_body_util::Full::new(
+                Bytes::from(body),
+            )))
+            .unwrap(),
+        Answer::Authorized(want) => {
+            let status = if authorization.as_deref() == Some(want.as_str()) {
+                200
+            } else {
+                401
+            };
+            full(status, vec![])
         }
         Answer::Trickle => Response::builder()
             .status(200)

@@ -46,6 +46,7 @@ macro_rules! contract_tests {
     ($factory:path, if $run:expr) => {
         contract_tests!(@each $factory, $run;
             insert_counts_new_rows,
+            a_call_is_kept_once_per_destination_and_counted_once,
             insert_repeated_id_in_one_call_stored_once,
             insert_keeps_rejected_calls,
             insert_undeliverable_rows_are_not_claimable,
@@ -112,6 +113,8 @@ pub(crate) fn row(source: &str, message_id: &str, at: i64) -> Row {
     Row {
         source: source.into(),
         message_id: message_id.into(),
+        destination: callpost_core::sources::DEFAULT_DESTINATION.into(),
+        first: true,
         kind: "track",
         message: format!(r#"{{"type":"track","messageId":"{message_id}","event":"E"}}"#),
         received_at: at,
@@ -709,13 +712,88 @@ pub(crate) async fn next_due_earliest_due_or_lease_end(store: Arc<dyn Store>) {
     );
 }
 
-/// Pending rows whose source has no destination are parked (kept,
-/// replayable); leased rows are left to their worker.
+/// `row` for destination `name` of the call's destinations, the call's
+/// first row or not.
+fn row_to(name: &str, first: bool, source: &str, message_id: &str, at: i64) -> Row {
+    Row {
+        destination: name.into(),
+        first,
+        ..row(source, message_id, at)
+    }
+}
+
+fn keys(pairs: &[(&str, &str)]) -> Vec<String> {
+    pairs
+        .iter()
+        .map(|(s, d)| callpost_relay::store::routed_key(s, d))
+        .collect()
+}
+
+/// A call goes in once for each destination, counted once; the same call
+/// again is a duplicate at each destination it has, and new only at one it
+/// has not (a destination added since); searches, claims and the log tell
+/// the destinations apart.
+pub(crate) async fn a_call_is_kept_once_per_destination_and_counted_once(store: Arc<dyn Store>) {
+    let both = || {
+        vec![
+            row_to("webhooks", true, "a", "m1", T0),
+            row_to("crm", false, "a", "m1", T0),
+        ]
+    };
+    assert_eq!(store.insert(both(), vec![]).await.unwrap(), 1);
+    assert_eq!(store.insert(both(), vec![]).await.unwrap(), 0);
+    let later = vec![
+        row_to("webhooks", true, "a", "m1", T0),
+        row_to("crm", false, "a", "m1", T0),
+        row_to("chat", false, "a", "m1", T0),
+    ];
+    assert_eq!(
+        store.insert(later, vec![]).await.unwrap(),
+        0,
+        "counted by its first row: a duplicate"
+    );
+    let page = store.search(LogFilter::default(), None, 10).await.unwrap();
+    let mut got: Vec<String> = page.rows.iter().map(|e| e.destination.clone()).collect();
+    got.sort();
+    assert_eq!(got, strings(&["chat", "crm", "webhooks"]));
+    let crm = LogFilter {
+        destination: Some("crm".into()),
+        ..LogFilter::default()
+    };
+    let page = store.search(crm, None, 10).await.unwrap();
+    assert_eq!(page.rows.len(), 1);
+    assert_eq!(page.rows[0].destination, "crm");
+    let claimed = store.claim(T0, "a", 10, LEASE).await.unwrap();
+    let mut to: Vec<String> = claimed.iter().map(|c| c.destination.clone()).collect();
+    to.sort();
+    assert_eq!(to, strings(&["chat", "crm", "webhooks"]));
+    let logged = store
+        .logged_call("a".into(), "m1".into(), Some("crm".into()))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(logged.entry.destination, "crm");
+    let first = store
+        .logged_call("a".into(), "m1".into(), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.entry.destination, "webhooks", "the first stored");
+    assert!(store
+        .logged_call("a".into(), "m1".into(), Some("nowhere".into()))
+        .await
+        .unwrap()
+        .is_none());
+}
+
+/// Pending rows whose destination is not routed (gone or disabled) are
+/// parked (kept, replayable); leased rows are left to their worker.
 pub(crate) async fn park_unrouted_parks_only_unrouted_unleased_rows(store: Arc<dyn Store>) {
     store
         .insert(
             vec![
                 row("a", "a1", T0),
+                row_to("crm", false, "a", "a1", T0),
                 row("b", "b1", T0),
                 row("b", "b2", T0 + 1),
                 row("c", "c1", T0),
@@ -728,12 +806,12 @@ pub(crate) async fn park_unrouted_parks_only_unrouted_unleased_rows(store: Arc<d
     let held = store.claim(T0 + 1, "b", 1, LEASE).await.unwrap();
     assert_eq!(ids(&held), strings(&["b1"]));
     let n = store
-        .park_unrouted(T0 + 10, vec!["a".into()])
+        .park_unrouted(T0 + 10, keys(&[("a", "webhooks")]))
         .await
         .unwrap();
-    assert_eq!(n, 3, "b2, c1 and c2 (not yet due: parked too)");
+    assert_eq!(n, 4, "a1 to crm, b2, c1 and c2 (not yet due: parked too)");
     let stats = store.stats(T0 + 10).await.unwrap();
-    assert_eq!((stats.pending, stats.undeliverable), (2, 3));
+    assert_eq!((stats.pending, stats.undeliverable), (2, 4));
     assert_eq!(store.claim(T0 + 10, "a", 10, LEASE).await.unwrap().len(), 1);
     assert!(store
         .claim(T0 + 60_000, "c", 10, LEASE)
@@ -751,7 +829,15 @@ pub(crate) async fn park_unrouted_parks_only_unrouted_unleased_rows(store: Arc<d
     // Every source routed: nothing to park.
     assert_eq!(
         store
-            .park_unrouted(T0 + 12, strings(&["a", "b", "c"]))
+            .park_unrouted(
+                T0 + 12,
+                keys(&[
+                    ("a", "webhooks"),
+                    ("a", "crm"),
+                    ("b", "webhooks"),
+                    ("c", "webhooks")
+                ])
+            )
             .await
             .unwrap(),
         0
@@ -1773,7 +1859,7 @@ pub(crate) async fn logged_call_has_its_message_state_and_outcome(store: Arc<dyn
         .await
         .unwrap();
     let call = store
-        .logged_call("a".into(), "m1".into())
+        .logged_call("a".into(), "m1".into(), None)
         .await
         .unwrap()
         .unwrap();
@@ -1797,7 +1883,7 @@ pub(crate) async fn logged_call_has_its_message_state_and_outcome(store: Arc<dyn
         .await
         .unwrap();
     let call = store
-        .logged_call("a".into(), "m1".into())
+        .logged_call("a".into(), "m1".into(), None)
         .await
         .unwrap()
         .unwrap();
@@ -1812,7 +1898,7 @@ pub(crate) async fn logged_call_has_its_message_state_and_outcome(store: Arc<dyn
         ("delivered", 2, Some(T0 + 101))
     );
     assert!(store
-        .logged_call("b".into(), "m1".into())
+        .logged_call("b".into(), "m1".into(), None)
         .await
         .unwrap()
         .is_none());

@@ -101,6 +101,7 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
     }
 
     async deliver(call, { fetch: fetchFn = globalThis.fetch } = {}) {
+      this.#core.checkSentAsBuilt();
       const d = this.delivery(call);
       try {
         return await run(deliverySteps(d), fetchFn, sleep);
@@ -122,6 +123,7 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
     // per call, in order. Rejects at the first batch that gives up; the
     // batches before it were delivered, the ones after it are not sent.
     async deliverBatch(calls, { fetch: fetchFn = globalThis.fetch } = {}) {
+      this.#core.checkSentAsBuilt();
       const { batches, skipped } = this.pack(calls);
       const results = new Array(calls.length);
       // A call in no batch ended before any attempt, as it would alone.
