@@ -17,7 +17,8 @@ fi
 # The relay as it ships (profile "relay"), and the benchmark's own echo
 # server and open-loop sender, built with it.
 cargo build --locked --profile relay -p callpost-relay \
-  --bin callpost-relay --example bench_echo --example bench_load --example bench_answer
+  --bin callpost-relay --example bench_echo --example bench_load --example bench_answer \
+  --example bench_destinations
 # The receiver's Node environment (callpost's npm package, for
 # verifyRequest).
 bash benches/node-env.sh >/dev/null
@@ -28,4 +29,11 @@ echo "== answers written apart (relay/examples/bench_answer.rs)"
 case " $* " in
   *" --smoke "*) target/relay/examples/bench_answer 200 ;;
   *) target/relay/examples/bench_answer 2000 ;;
+esac
+# Three destinations per source beside one: the same calls, SQLite FULL,
+# deliveries per second of each and their ratio.
+echo "== three destinations per source (relay/examples/bench_destinations.rs)"
+case " $* " in
+  *" --smoke "*) target/relay/examples/bench_destinations 500 ;;
+  *) target/relay/examples/bench_destinations 5000 ;;
 esac

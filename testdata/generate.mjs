@@ -417,6 +417,8 @@ const opsCases = [
     input: { url: 'https://hooks.example.com/in', failing_since: null } },
   { name: 'dead_lettered', type: 'calls.dead_lettered', random: '22222222222222222222222222222222',
     input: { count: 42, sources: [['web', 40], ['ios', 2]], since: opsNow - 3_600_000 } },
+  { name: 'dead_lettered_by_destination', type: 'calls.dead_lettered', random: '55555555555555555555555555555555',
+    input: { count: 3, sources: [['shop', 3]], destinations: [['shop', 'chat', 1], ['shop', 'crm', 2]], since: opsNow - 60_000 } },
   { name: 'backlog_over_threshold', type: 'backlog.over_threshold', random: '33333333333333333333333333333333',
     input: { pending: 60_000, threshold: 50_000, oldest_pending_at: opsNow - 120_000 } },
   { name: 'database_unreachable', type: 'database.unreachable', random: '44444444444444444444444444444444',
@@ -428,7 +430,15 @@ const opsData = ({ type, input }) => {
     case 'endpoint.circuit_opened': return { url: shown(input.url), until: time(input.until) };
     case 'endpoint.circuit_closed': return { url: shown(input.url) };
     case 'endpoint.disabled': return { url: shown(input.url), failing_since: time(input.failing_since) };
-    case 'calls.dead_lettered': return { count: input.count, sources: Object.fromEntries(input.sources), since: time(input.since) };
+    case 'calls.dead_lettered': {
+      const data = { count: input.count, sources: Object.fromEntries(input.sources) };
+      if (input.destinations?.length) {
+        data.destinations = {};
+        for (const [source, destination, n] of input.destinations) (data.destinations[source] ??= {})[destination] = n;
+      }
+      data.since = time(input.since);
+      return data;
+    }
     case 'backlog.over_threshold': return { pending: input.pending, threshold: input.threshold, oldest_pending_at: time(input.oldest_pending_at) };
     case 'database.unreachable': return { since: time(input.since), reason: input.reason };
   }

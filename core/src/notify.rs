@@ -137,6 +137,8 @@ pub struct Notifier {
     next_token: u64,
     jitter: Jitter,
     dead: BTreeMap<String, u64>,
+    /// Dead letters by (source, destination), where the host named it.
+    dead_to: BTreeMap<(String, String), u64>,
     dead_since: Option<Timestamp>,
     backlog_over: bool,
     db_failing_since: Option<Timestamp>,
@@ -161,6 +163,7 @@ impl Notifier {
             next_token: 0,
             jitter: Jitter::new(jitter_seed),
             dead: BTreeMap::new(),
+            dead_to: BTreeMap::new(),
             dead_since: None,
             backlog_over: false,
             db_failing_since: None,
@@ -219,6 +222,26 @@ impl Notifier {
         *self.dead.entry(source.to_owned()).or_default() += n;
         self.dead_since.get_or_insert(now);
         self.flush_dead(now);
+    }
+
+    /// `n` deliveries to `destination` of `source` became dead letters:
+    /// [`Notifier::handle_dead_letters`], with the event naming the
+    /// destination too.
+    pub fn handle_dead_letters_to(
+        &mut self,
+        now: Timestamp,
+        source: &str,
+        destination: &str,
+        n: u64,
+    ) {
+        if n == 0 {
+            return;
+        }
+        *self
+            .dead_to
+            .entry((source.to_owned(), destination.to_owned()))
+            .or_default() += n;
+        self.handle_dead_letters(now, source, n);
     }
 
     /// The backlog now: `pending` calls, the oldest received at
@@ -283,6 +306,10 @@ impl Notifier {
             return;
         }
         let sources: Vec<(String, u64)> = std::mem::take(&mut self.dead).into_iter().collect();
+        let destinations = std::mem::take(&mut self.dead_to)
+            .into_iter()
+            .map(|((s, d), n)| (s, d, n))
+            .collect();
         let count = sources.iter().map(|(_, n)| n).sum();
         self.dead_since = None;
         self.push(
@@ -290,6 +317,7 @@ impl Notifier {
             OpsEvent::DeadLettered {
                 count,
                 sources,
+                destinations,
                 since,
             },
         );

@@ -52,6 +52,10 @@ pub enum OpsEvent {
         count: u64,
         /// How many per source, by source name.
         sources: Vec<(String, u64)>,
+        /// How many per source and destination, where the host knows the
+        /// destination (`data.destinations`, by source then destination;
+        /// left out when empty).
+        destinations: Vec<(String, String, u64)>,
         /// The start of the period counted.
         since: Timestamp,
     },
@@ -136,6 +140,7 @@ impl OpsEvent {
             Self::DeadLettered {
                 count: n,
                 sources,
+                destinations,
                 since,
             } => {
                 put("count", count(*n));
@@ -144,6 +149,18 @@ impl OpsEvent {
                     .map(|(name, n)| (name.clone(), count(*n)))
                     .collect();
                 put("sources", Value::Object(by_source));
+                if !destinations.is_empty() {
+                    let mut by_destination = Map::new();
+                    for (source, destination, n) in destinations {
+                        if let Value::Object(m) = by_destination
+                            .entry(source.clone())
+                            .or_insert_with(|| Value::Object(Map::new()))
+                        {
+                            m.insert(destination.clone(), count(*n));
+                        }
+                    }
+                    put("destinations", Value::Object(by_destination));
+                }
                 put("since", time(*since));
             }
             Self::BacklogOver {

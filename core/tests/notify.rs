@@ -122,12 +122,35 @@ fn dead_letters_are_counted_over_the_window_one_event_per_window() {
     assert_eq!(body["data"]["count"], 3000);
     assert_eq!(body["data"]["sources"]["app"], 1000);
     assert_eq!(body["data"]["sources"]["web"], 2000);
+    assert!(body["data"].get("destinations").is_none(), "none named");
     // The next dead letter opens a new window.
     n.handle_dead_letters(t(T0 + 11 * 60_000), "web", 2);
     let more = run(&mut n, T0 + 11 * 60_000, T0 + 13 * 60_000, &mut ok);
     assert_eq!(more.len(), 1);
     assert_eq!(more[0].3["data"]["count"], 2);
     assert_eq!(more[0].0, T0 + 12 * 60_000);
+}
+
+#[test]
+fn dead_letters_name_their_destinations_when_the_host_does() {
+    let mut n = notifier(
+        &["https://ops.example.com/events"],
+        NotifierConfig {
+            dead_letter_window_ms: 60_000,
+            ..NotifierConfig::default()
+        },
+    );
+    n.handle_dead_letters_to(t(T0), "shop", "crm", 2);
+    n.handle_dead_letters_to(t(T0 + 1), "shop", "chat", 1);
+    n.handle_dead_letters_to(t(T0 + 2), "web", "webhooks", 4);
+    let seen = run(&mut n, T0, T0 + 2 * 60_000, &mut ok);
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let data = &seen[0].3["data"];
+    assert_eq!(data["count"], 7);
+    assert_eq!(data["sources"]["shop"], 3);
+    assert_eq!(data["destinations"]["shop"]["crm"], 2);
+    assert_eq!(data["destinations"]["shop"]["chat"], 1);
+    assert_eq!(data["destinations"]["web"]["webhooks"], 4);
 }
 
 #[test]

@@ -39,6 +39,20 @@ fn event(case: &Value) -> OpsEvent {
                 .iter()
                 .map(|p| (p[0].as_str().unwrap().to_owned(), p[1].as_u64().unwrap()))
                 .collect(),
+            destinations: i["destinations"]
+                .as_array()
+                .map(|all| {
+                    all.iter()
+                        .map(|p| {
+                            (
+                                p[0].as_str().unwrap().to_owned(),
+                                p[1].as_str().unwrap().to_owned(),
+                                p[2].as_u64().unwrap(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
             since: time(&i["since"]).unwrap(),
         },
         "backlog.over_threshold" => OpsEvent::BacklogOver {

@@ -107,7 +107,7 @@ def test_basic_auth_is_sent_and_oauth2_is_left_to_the_relay(serve: Serve) -> Non
     basic = {"type": "basic", "username": "callpost", "password": "pä:ss"}
     hooks = callpost.Webhooks([{"url": srv.url + "/hook", "auth": basic}], "s3cret")
     assert hooks.deliver(CALL).delivered
-    (_, headers, _), = srv.received.requests
+    ((_, headers, _),) = srv.received.requests
     assert headers["authorization"] == "Basic Y2FsbHBvc3Q6cMOkOnNz"
     assert "pä:ss" not in repr(hooks)
     oauth2 = {"type": "oauth2", "token_url": srv.url + "/token", "client_id": "c", "client_secret": "hunter2"}

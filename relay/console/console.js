@@ -273,18 +273,28 @@ async function sources() {
   });
   const head = h('tr', {}, ['Endpoint', 'State', 'Success', 'p50', 'p95', 'In flight', 'Failures', 'Protection', '']
     .map((t, i) => h('th', { class: i >= 2 && i <= 6 ? 'num' : null }, t)));
-  const sections = list.map((src) => h('section', { class: 'panel', 'data-source': src.name },
+  // Each destination of a source: its name (and trigger, when it has
+  // one), how it sends, and its endpoints.
+  const summary = (d) => `${d.mode} · ${d.method} · ${d.enabled ? 'sending' : 'kept, not sent'} · signature ${d.signature} · ${d.filters} filter rule(s)${d.mapped ? ' · mapped body' : ''}`;
+  const destinationBlock = (d) => h('div', { class: 'destination', 'data-destination': d.name },
     h('div', { class: 'row' },
-      h('h2', {}, src.name),
-      h('span', { class: 'muted' }, `${src.write_keys} write key${src.write_keys === 1 ? '' : 's'}`),
-      src.webhooks ? h('span', { class: 'muted' },
-        `${src.webhooks.mode} · ${src.webhooks.enabled ? 'sending' : 'kept, not sent'} · signature ${src.webhooks.signature} · ${src.webhooks.filters} filter rule(s)${src.webhooks.mapped ? ' · mapped body' : ''}`) : null,
-      h('button', { onclick: () => editSource(src) }, 'Edit source'),
-    ),
-    src.webhooks
-      ? h('table', {}, h('thead', {}, head.cloneNode(true)), h('tbody', {}, endpointRows(src.webhooks.endpoints)))
-      : h('p', { class: 'muted' }, 'No Webhooks destination: its calls are kept as undeliverable.'),
-  ));
+      h('h3', {}, d.name),
+      h('span', { class: 'muted' }, summary(d)),
+      d.trigger ? h('span', { class: 'muted mono', 'data-field': 'trigger' }, `trigger ${JSON.stringify(d.trigger)}`) : null),
+    h('table', {}, h('thead', {}, head.cloneNode(true)), h('tbody', {}, endpointRows(d.endpoints))));
+  const sections = list.map((src) => {
+    const destinations = src.destinations ?? (src.webhooks ? [{ name: 'webhooks', ...src.webhooks }] : []);
+    return h('section', { class: 'panel', 'data-source': src.name },
+      h('div', { class: 'row' },
+        h('h2', {}, src.name),
+        h('span', { class: 'muted' }, `${src.write_keys} write key${src.write_keys === 1 ? '' : 's'} · ${destinations.length} destination${destinations.length === 1 ? '' : 's'}`),
+        h('button', { onclick: () => editSource(src) }, 'Edit source'),
+      ),
+      destinations.length
+        ? destinations.map(destinationBlock)
+        : h('p', { class: 'muted' }, 'No destination: its calls are kept as undeliverable.'),
+    );
+  });
   const others = (status.endpoints ?? []).filter((e) => !shown.has(e.url));
   show(
     h('h1', {}, 'Sources & destinations'),
@@ -333,6 +343,8 @@ function editSource(src) {
     h('p', { class: 'muted' },
       'Saving changes only what this form shows (PATCH /admin/sources/', src.name,
       '): the URLs, filters, extra headers, batch settings and signing secrets stay as they are. ',
+      'It edits the destination named webhooks; other destinations are changed with PUT /admin/sources/',
+      src.name, ' or callpost-relay put-source. ',
       'The relay never shows secrets: leave a secret blank to keep it.'),
     h('div', { class: 'grid' },
       field('write_keys', 'Write keys (one a line; blank: keep them)', { multiline: true, wide: true, rows: 2, autocomplete: 'off' }),
@@ -469,7 +481,7 @@ function confirm(text) {
 
 const STATUSES = ['pending', 'delivered', 'dead', 'undeliverable', 'rejected'];
 const TYPES = ['track', 'identify', 'page', 'screen', 'group', 'alias'];
-const FILTERS = ['messageId', 'userId', 'anonymousId', 'event', 'type', 'source', 'status', 'since', 'until'];
+const FILTERS = ['messageId', 'userId', 'anonymousId', 'event', 'type', 'source', 'destination', 'status', 'since', 'until'];
 
 function hashParams() {
   const at = location.hash.indexOf('?');
@@ -491,6 +503,7 @@ async function log() {
     h('div', { class: 'row' },
       input('userId', 'userId'), input('anonymousId', 'anonymousId'), input('messageId', 'messageId'),
       input('event', 'event'), select('type', 'type', TYPES), select('source', 'source', names),
+      input('destination', 'destination'),
       select('status', 'status', STATUSES),
       input('since', 'since (ISO 8601)', { placeholder: '2025-01-31T12:00:00Z' }),
       input('until', 'until (ISO 8601)'),
@@ -513,7 +526,7 @@ async function log() {
     h('section', { class: 'panel' },
       h('div', { class: 'actions' }, replayAll, h('span', { id: 'log-note', role: 'status' })),
       h('table', { id: 'log-table' },
-        h('thead', {}, h('tr', {}, ['Received', 'Source', 'Type', 'Event', 'User', 'messageId', 'Status', 'Attempts']
+        h('thead', {}, h('tr', {}, ['Received', 'Source', 'Destination', 'Type', 'Event', 'User', 'messageId', 'Status', 'Attempts']
           .map((t) => h('th', { class: t === 'Attempts' ? 'num' : null }, t)))),
         body),
       more),
@@ -526,13 +539,13 @@ async function log() {
       answer = await api('GET', `/admin/log${query({ ...filter, limit, cursor })}`);
     } catch (e) {
       const missing = e instanceof ApiError && e.status === 404;
-      body.append(h('tr', {}, h('td', { colspan: 8 }, missing
+      body.append(h('tr', {}, h('td', { colspan: 9 }, missing
         ? h('p', { class: 'notice' }, 'This relay has no delivery log (GET /admin/log): update it to search its calls.')
         : failure(e))));
       return;
     }
     for (const c of answer.calls) body.append(logRow(c, detail));
-    if (!body.children.length) body.append(h('tr', {}, h('td', { colspan: 8, class: 'muted' }, 'No call matches.')));
+    if (!body.children.length) body.append(h('tr', {}, h('td', { colspan: 9, class: 'muted' }, 'No call matches.')));
     cursor = answer.next;
     more.hidden = !cursor;
     replayAll.disabled = !answer.calls.some((c) => c.status !== 'rejected');
@@ -553,12 +566,13 @@ async function log() {
 function logRow(c, detail) {
   if (c.status === 'rejected') {
     return h('tr', { 'data-status': 'rejected' },
-      h('td', {}, when(c.received_at)), h('td', {}, c.source),
+      h('td', {}, when(c.received_at)), h('td', {}, c.source), h('td', {}),
       h('td', { colspan: 4 }, h('span', { class: 'mono' }, c.code), ' ', c.reason),
       h('td', {}, h('span', { class: 'badge rejected' }, 'rejected')), h('td', {}));
   }
-  const row = h('tr', { class: 'pick', 'data-message-id': c.message_id, 'data-source': c.source, tabindex: 0 },
-    h('td', {}, when(c.received_at)), h('td', {}, c.source), h('td', {}, c.type), h('td', {}, c.event ?? ''),
+  const row = h('tr', { class: 'pick', 'data-message-id': c.message_id, 'data-source': c.source, 'data-destination': c.destination ?? '', tabindex: 0 },
+    h('td', {}, when(c.received_at)), h('td', {}, c.source), h('td', {}, c.destination || '—'),
+    h('td', {}, c.type), h('td', {}, c.event ?? ''),
     h('td', {}, c.user_id ?? (c.anonymous_id ? `anon ${c.anonymous_id}` : '')),
     h('td', { class: 'mono' }, c.message_id),
     h('td', {}, h('span', { class: `badge ${c.status}` }, c.status)),
@@ -566,19 +580,19 @@ function logRow(c, detail) {
   const open = () => {
     for (const r of row.parentElement.querySelectorAll('tr.chosen')) r.classList.remove('chosen');
     row.classList.add('chosen');
-    callDetail(c.source, c.message_id, detail);
+    callDetail(c.source, c.message_id, detail, c.destination);
   };
   row.addEventListener('click', open);
   row.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') open(); });
   return row;
 }
 
-async function callDetail(source, messageId, detail) {
+async function callDetail(source, messageId, detail, destination) {
   detail.hidden = false;
   detail.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
   let call;
   try {
-    call = await api('GET', `/admin/log/call${query({ source, messageId })}`);
+    call = await api('GET', `/admin/log/call${query({ source, messageId, destination })}`);
   } catch (e) {
     detail.replaceChildren(failure(e));
     return;
@@ -588,11 +602,11 @@ async function callDetail(source, messageId, detail) {
     h('div', { class: 'row' },
       h('h2', {}, 'Call ', h('span', { class: 'mono' }, messageId)),
       h('span', { class: `badge ${call.status}` }, call.status),
-      h('span', { class: 'muted' }, `${source} · received ${when(call.received_at)}`),
+      h('span', { class: 'muted' }, `${source}${destination ? ` → ${destination}` : ''} · received ${when(call.received_at)}`),
       ['dead', 'delivered', 'undeliverable'].includes(call.status)
         ? h('button', {
           id: 'call-replay',
-          onclick: () => replay({ messageIds: [messageId], source, status: call.status }, 'call-note'),
+          onclick: () => replay({ messageIds: [messageId], source, ...(destination ? { destination } : {}), status: call.status }, 'call-note'),
         }, 'Replay this call…')
         : null,
       h('span', { id: 'call-note', role: 'status' })),

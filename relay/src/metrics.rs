@@ -31,6 +31,7 @@ pub struct Metrics {
     requests: Family<Labels, Counter>,
     calls: Family<Labels, Counter>,
     deliveries: Family<Labels, Counter>,
+    destination_deliveries: Family<Labels, Counter>,
     attempts: Family<Labels, Counter>,
     endpoint_states: Family<Labels, Counter>,
     operator_events: Family<Labels, Counter>,
@@ -69,6 +70,7 @@ impl Metrics {
             requests: Family::default(),
             calls: Family::default(),
             deliveries: Family::default(),
+            destination_deliveries: Family::default(),
             attempts: Family::default(),
             endpoint_states: Family::default(),
             operator_events: Family::default(),
@@ -108,6 +110,11 @@ impl Metrics {
             "deliveries",
             "Deliveries ended: delivered, dead (dead letter), disabled (integrations), filtered (destination filters), undeliverable",
             m.deliveries.clone(),
+        );
+        r.register(
+            "destination_deliveries",
+            "Deliveries ended, by source, destination and outcome (as deliveries counts them)",
+            m.destination_deliveries.clone(),
         );
         r.register(
             "webhook_attempts",
@@ -241,6 +248,20 @@ impl Metrics {
     pub fn delivery(&self, outcome: &'static str, n: u64) {
         self.deliveries
             .get_or_create(&vec![("outcome", outcome.to_owned())])
+            .inc_by(n);
+    }
+
+    /// A delivery to `destination` of `source` ended ([`Metrics::delivery`],
+    /// counted by destination as well). Labels are bounded: sources are an
+    /// operator's, and each has at most 16 destinations.
+    pub fn delivery_to(&self, source: &str, destination: &str, outcome: &'static str, n: u64) {
+        self.delivery(outcome, n);
+        self.destination_deliveries
+            .get_or_create(&vec![
+                ("source", source.to_owned()),
+                ("destination", destination.to_owned()),
+                ("outcome", outcome.to_owned()),
+            ])
             .inc_by(n);
     }
 

@@ -67,9 +67,9 @@ impl Operator {
         self.tell(|n| n.handle_guard_event(now, url, event, failing_since));
     }
 
-    /// `n` calls of `source` became dead letters.
-    pub fn dead_letters(&self, now: Timestamp, source: &str, n: u64) {
-        self.tell(|x| x.handle_dead_letters(now, source, n));
+    /// `n` deliveries to `destination` of `source` became dead letters.
+    pub fn dead_letters(&self, now: Timestamp, source: &str, destination: &str, n: u64) {
+        self.tell(|x| x.handle_dead_letters_to(now, source, destination, n));
     }
 
     /// The status check's counts, or its failure.

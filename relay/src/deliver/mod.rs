@@ -719,7 +719,9 @@ fn not_now(shared: &Shared, row: &Claimed, why: NotNow) -> Finish {
     let relay = &shared.relay;
     match why {
         NotNow::NoDestination => {
-            relay.metrics.delivery("undeliverable", 1);
+            relay
+                .metrics
+                .delivery_to(&row.source, &row.destination, "undeliverable", 1);
             Finish::Undeliverable {
                 id: row.id,
                 claim: row.claim,
@@ -727,9 +729,11 @@ fn not_now(shared: &Shared, row: &Claimed, why: NotNow) -> Finish {
             }
         }
         NotNow::Broken(code, message) => {
-            relay.metrics.delivery("dead", 1);
+            relay
+                .metrics
+                .delivery_to(&row.source, &row.destination, "dead", 1);
             if let Some(op) = &relay.operator {
-                op.dead_letters(relay.clock.now(), &row.source, 1);
+                op.dead_letters(relay.clock.now(), &row.source, &row.destination, 1);
             }
             tracing::warn!(
                 source = %row.source,
@@ -896,7 +900,10 @@ fn finish_row(
         Driven::EndpointDisabled => {
             // Kept, to be replayed once an operator enables the endpoint
             // again.
-            shared.relay.metrics.delivery("undeliverable", 1);
+            shared
+                .relay
+                .metrics
+                .delivery_to(&row.source, &row.destination, "undeliverable", 1);
             Finish::Undeliverable {
                 id: row.id,
                 claim: row.claim,
@@ -1031,7 +1038,9 @@ fn ended(
         // A call its filters keep out was never sent: it has a state of
         // its own, neither delivered nor dead.
         DeliveryOutcome::Filtered { .. } => {
-            relay.metrics.delivery("filtered", 1);
+            relay
+                .metrics
+                .delivery_to(&row.source, &row.destination, "filtered", 1);
             Finish::Filtered {
                 id: row.id,
                 claim: row.claim,
@@ -1046,7 +1055,9 @@ fn ended(
                 DeliveryOutcome::Disabled => "disabled",
                 _ => "delivered",
             };
-            relay.metrics.delivery(kind, 1);
+            relay
+                .metrics
+                .delivery_to(&row.source, &row.destination, kind, 1);
             Finish::Delivered {
                 id: row.id,
                 claim: row.claim,
@@ -1056,9 +1067,11 @@ fn ended(
             }
         }
         DeliveryOutcome::GaveUp { reason, .. } => {
-            relay.metrics.delivery("dead", 1);
+            relay
+                .metrics
+                .delivery_to(&row.source, &row.destination, "dead", 1);
             if let Some(op) = &relay.operator {
-                op.dead_letters(relay.clock.now(), &row.source, 1);
+                op.dead_letters(relay.clock.now(), &row.source, &row.destination, 1);
             }
             tracing::warn!(
                 source = %row.source,

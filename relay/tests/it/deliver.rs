@@ -778,7 +778,18 @@ async fn operational_events_reach_the_operator_signed() {
     let dead = &by_type["calls.dead_lettered"];
     assert_eq!(dead["data"]["count"], 4, "{dead}");
     assert_eq!(dead["data"]["sources"], json!({"bad": 4}));
+    assert_eq!(
+        dead["data"]["destinations"],
+        json!({"bad": {"webhooks": 4}}),
+        "named by destination too"
+    );
     let m = w.metrics();
+    assert!(
+        m.contains(
+            r#"callpost_relay_destination_deliveries_total{source="bad",destination="webhooks",outcome="dead"} 4"#
+        ),
+        "{m}"
+    );
     assert!(
         m.contains(r#"callpost_relay_operator_events_total{result="sent"} 2"#),
         "{m}"
