@@ -276,11 +276,12 @@ async function sources() {
   // Each destination of a source: its name (and trigger, when it has
   // one), how it sends, and its endpoints.
   const summary = (d) => `${d.mode} · ${d.method} · ${d.enabled ? 'sending' : 'kept, not sent'} · signature ${d.signature} · ${d.filters} filter rule(s)${d.mapped ? ' · mapped body' : ''}`;
-  const destinationBlock = (d) => h('div', { class: 'destination', 'data-destination': d.name },
+  const destinationBlock = (src, d) => h('div', { class: 'destination', 'data-destination': d.name },
     h('div', { class: 'row' },
       h('h3', {}, d.name),
       h('span', { class: 'muted' }, summary(d)),
-      d.trigger ? h('span', { class: 'muted mono', 'data-field': 'trigger' }, `trigger ${JSON.stringify(d.trigger)}`) : null),
+      d.trigger ? h('span', { class: 'muted mono', 'data-field': 'trigger' }, `trigger ${JSON.stringify(d.trigger)}`) : null,
+      h('button', { class: 'edit-destination', onclick: () => editSource(src, d) }, `Edit ${d.name}`)),
     h('table', {}, h('thead', {}, head.cloneNode(true)), h('tbody', {}, endpointRows(d.endpoints))));
   const sections = list.map((src) => {
     const destinations = src.destinations ?? (src.webhooks ? [{ name: 'webhooks', ...src.webhooks }] : []);
@@ -291,7 +292,7 @@ async function sources() {
         h('button', { onclick: () => editSource(src) }, 'Edit source'),
       ),
       destinations.length
-        ? destinations.map(destinationBlock)
+        ? destinations.map((d) => destinationBlock(src, d))
         : h('p', { class: 'muted' }, 'No destination: its calls are kept as undeliverable.'),
     );
   });
@@ -332,22 +333,25 @@ function note(id, what, bad = false) {
 // only what it shows, so what the relay never shows (URLs' query
 // credentials, secrets, header values, filter rules, batch settings)
 // stays as it is stored. A secret field left blank keeps the stored one.
-function editSource(src) {
-  const w = src.webhooks;
+// With `dest`, it edits that destination alone (PATCH
+// /admin/sources/{name}/destinations/{destination}); without, the
+// source's write keys and its destination named webhooks.
+function editSource(src, dest) {
+  const w = dest ?? src.webhooks;
   const p = w?.endpoints?.[0]?.protection ?? {};
   const field = (name, label, attrs = {}) =>
     h('div', { class: attrs.wide ? 'wide' : null }, h('label', { for: `edit-${name}` }, label),
       h(attrs.multiline ? 'textarea' : 'input', { id: `edit-${name}`, name, ...attrs, wide: null, multiline: null }));
   const form = h('form', { method: 'dialog', id: 'edit-source' },
-    h('h2', {}, `Edit ${src.name}`),
+    h('h2', {}, dest ? `Edit ${src.name} → ${dest.name}` : `Edit ${src.name}`),
     h('p', { class: 'muted' },
       'Saving changes only what this form shows (PATCH /admin/sources/', src.name,
+      dest ? `/destinations/${dest.name}` : '',
       '): the URLs, filters, extra headers, batch settings and signing secrets stay as they are. ',
-      'It edits the destination named webhooks; other destinations are changed with PUT /admin/sources/',
-      src.name, ' or callpost-relay put-source. ',
+      dest ? 'It changes this destination alone. ' : 'It edits the write keys and the destination named webhooks; each destination has its own editor. ',
       'The relay never shows secrets: leave a secret blank to keep it.'),
     h('div', { class: 'grid' },
-      field('write_keys', 'Write keys (one a line; blank: keep them)', { multiline: true, wide: true, rows: 2, autocomplete: 'off' }),
+      dest ? null : field('write_keys', 'Write keys (one a line; blank: keep them)', { multiline: true, wide: true, rows: 2, autocomplete: 'off' }),
       w ? field('shared_secret', 'Shared secret (blank: keep it)', { type: 'password', wide: true, autocomplete: 'new-password' }) : null,
       w ? field('rate_per_second', 'Rate limit (requests/s, empty: none)', { type: 'number', min: 1, value: p.rate_per_second ?? '' }) : null,
       w ? field('max_in_flight', 'Max in flight (empty: none)', { type: 'number', min: 1, value: p.max_in_flight ?? '' }) : null,
@@ -363,7 +367,7 @@ function editSource(src) {
       w ? h('div', { class: 'wide' },
         h('label', { for: 'edit-try-id' }, 'Try the mapping on a stored call (its messageId)'),
         h('input', { id: 'edit-try-id', autocomplete: 'off' }),
-        h('button', { type: 'button', id: 'edit-try', onclick: () => tryMapping(src.name, form) }, 'Try'),
+        h('button', { type: 'button', id: 'edit-try', onclick: () => tryMapping(src.name, form, w.name) }, 'Try'),
         h('pre', { id: 'edit-try-result', class: 'muted' })) : null,
     ),
     h('p', { id: 'edit-error', class: 'error', role: 'alert' }),
@@ -411,7 +415,10 @@ function editSource(src) {
       }
     }
     try {
-      const out = await api('PATCH', `/admin/sources/${encodeURIComponent(src.name)}`, patch);
+      const path = `/admin/sources/${encodeURIComponent(src.name)}`;
+      const out = dest
+        ? await api('PATCH', `${path}/destinations/${encodeURIComponent(dest.name)}`, patch.webhooks ?? {})
+        : await api('PATCH', path, patch);
       dialog.close();
       await render();
       const c = out.changes ?? {};
@@ -425,12 +432,12 @@ function editSource(src) {
 
 // Shows what the editor's mapping (or, empty, the spec's body) builds for
 // a stored call of the source, before anything is saved.
-async function tryMapping(source, form) {
+async function tryMapping(source, form, destination) {
   const out = form.querySelector('#edit-try-result');
   const text = form.querySelector('#edit-mapping').value.trim();
   const messageId = form.querySelector('#edit-try-id').value.trim();
   try {
-    const body = { source, messageId };
+    const body = { source, messageId, ...(destination ? { destination } : {}) };
     body.mapping = text ? JSON.parse(text) : null;
     const r = await api('POST', '/admin/mappings/try', body);
     out.textContent = r.body ?? (r.filtered !== undefined ? `Dropped by filter rule ${r.filtered}.` : `${r.message} (${r.code})`);

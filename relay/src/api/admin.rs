@@ -74,6 +74,9 @@ pub(crate) enum Route {
     PutSource,
     PatchSource,
     DeleteSource,
+    PutDestination,
+    PatchDestination,
+    DeleteDestination,
     OpenApi,
     Log,
     LogCall,
@@ -97,6 +100,22 @@ pub(crate) const ROUTES: &[(&str, &str, Route)] = &[
     ("POST", "/admin/replay", Route::Replay),
     ("POST", "/admin/reload", Route::Reload),
     ("GET", "/admin/sources", Route::Sources),
+    // Before the source's routes: their `{name}` takes the rest of the path.
+    (
+        "PUT",
+        "/admin/sources/{name}/destinations/{destination}",
+        Route::PutDestination,
+    ),
+    (
+        "PATCH",
+        "/admin/sources/{name}/destinations/{destination}",
+        Route::PatchDestination,
+    ),
+    (
+        "DELETE",
+        "/admin/sources/{name}/destinations/{destination}",
+        Route::DeleteDestination,
+    ),
     ("GET", "/admin/sources/{name}", Route::GetSource),
     ("PUT", "/admin/sources/{name}", Route::PutSource),
     ("PATCH", "/admin/sources/{name}", Route::PatchSource),
@@ -124,15 +143,25 @@ impl Route {
     }
 }
 
-/// Whether `path` is `template`, whose `{name}` (if any) stands for
-/// whatever lies between the text around it.
+/// Whether `path` is `template`. A template that ends with its one
+/// `{name}` takes the rest of the path there (checked by [`source_name`]);
+/// in one with several placeholders, each stands for one non-empty
+/// segment.
 fn matches_template(template: &str, path: &str) -> bool {
     match template.split_once(NAME) {
         None => template == path,
-        Some((before, after)) => {
-            path.len() >= before.len() + after.len()
-                && path.starts_with(before)
-                && path.ends_with(after)
+        Some((before, "")) => path.starts_with(before),
+        Some(_) => {
+            let (t, p): (Vec<&str>, Vec<&str>) =
+                (template.split('/').collect(), path.split('/').collect());
+            t.len() == p.len()
+                && t.iter().zip(&p).all(|(t, p)| {
+                    if t.starts_with('{') {
+                        !p.is_empty()
+                    } else {
+                        t == p
+                    }
+                })
         }
     }
 }
@@ -326,6 +355,21 @@ async fn run(
             let name = source_name(path)?;
             let changes = sources::remove_live(relay, &name).await?;
             Ok(json_value(200, &json!({ "changes": changes })))
+        }
+        Route::PutDestination | Route::PatchDestination | Route::DeleteDestination => {
+            no_query(query)?;
+            let (name, destination) = destination_path(path)?;
+            if route == Route::DeleteDestination {
+                f.done()?;
+            }
+            let body = Value::Object(std::mem::take(&mut f.0));
+            let change = match route {
+                Route::PutDestination => sources::DestinationChange::Put(&body),
+                Route::PatchDestination => sources::DestinationChange::Patch(&body),
+                _ => sources::DestinationChange::Remove,
+            };
+            let changes = sources::destination_live(relay, &name, &destination, change).await?;
+            Ok(source_changed(relay, &name, &changes))
         }
         Route::EnableEndpoint => {
             no_query(query)?;
@@ -660,6 +704,29 @@ fn source_name(path: &str) -> Result<String> {
     }
 }
 
+/// The source and destination names of
+/// `/admin/sources/{name}/destinations/{destination}`, percent-decoded.
+fn destination_path(path: &str) -> Result<(String, String)> {
+    let raw = path.strip_prefix(SOURCE_PATH).unwrap_or_default();
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8()
+            .ok()
+            .map(std::borrow::Cow::into_owned)
+            .filter(|n| !n.is_empty())
+    };
+    match raw.split_once("/destinations/") {
+        Some((name, destination)) => match (decode(name), decode(destination)) {
+            (Some(n), Some(d)) => Ok((n, d)),
+            _ => bad(
+                "the path must be /admin/sources/{name}/destinations/{destination}, each name \
+                 percent-encoded UTF-8",
+            ),
+        },
+        None => bad("the path must be /admin/sources/{name}/destinations/{destination}"),
+    }
+}
+
 /// A change's answer: what changed, and the source `name` as now in force
 /// (`null` if another relay removed it meanwhile).
 fn source_changed(relay: &crate::state::Relay, name: &str, changes: &sources::Changes) -> Answer {
@@ -882,7 +949,11 @@ mod tests {
             .filter(|p| p["in"] == "path")
             .filter_map(|p| p["name"].as_str())
             .collect();
-            let expected: &[&str] = if path.contains(NAME) { &["name"] } else { &[] };
+            let expected: &[&str] = match (path.contains(NAME), path.contains("{destination}")) {
+                (true, true) => &["name", "destination"],
+                (true, false) => &["name"],
+                _ => &[],
+            };
             assert_eq!(in_path, expected, "{at}: path parameters");
         }
     }
@@ -916,5 +987,19 @@ mod tests {
             source_name("/admin/sources/web%20shop").ok().as_deref(),
             Some("web shop")
         );
+        assert_eq!(
+            Route::of(&Method::PATCH, "/admin/sources/shop/destinations/crm"),
+            Some(Route::PatchDestination)
+        );
+        assert_eq!(
+            Route::of(&Method::PATCH, "/admin/sources/shop/destinations/crm/x"),
+            Some(Route::PatchSource),
+            "not a destination's path: the source route's 400"
+        );
+        assert_eq!(
+            destination_path("/admin/sources/web%20shop/destinations/crm").ok(),
+            Some(("web shop".to_owned(), "crm".to_owned()))
+        );
+        assert!(destination_path("/admin/sources/shop/destinations/").is_err());
     }
 }

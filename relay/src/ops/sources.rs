@@ -125,6 +125,25 @@ enum Edit<'a> {
     },
     /// The source `name` is removed.
     Remove(&'a str),
+    /// One destination of the source `name` changes.
+    Destination {
+        name: &'a str,
+        destination: &'a str,
+        change: DestinationChange<'a>,
+    },
+}
+
+/// A change to one destination of a source.
+#[derive(Debug, Clone, Copy)]
+pub enum DestinationChange<'a> {
+    /// Created, or replaced whole, with this JSON (a `[[sources.destinations]]`
+    /// table's, its name taken from the path).
+    Put(&'a serde_json::Value),
+    /// Changed by a JSON Merge Patch of its JSON: what the patch leaves out
+    /// (its secrets among it) stays as stored.
+    Patch(&'a serde_json::Value),
+    /// Removed.
+    Remove,
 }
 
 impl Edit<'_> {
@@ -171,9 +190,150 @@ impl Edit<'_> {
             Self::Remove(name) => {
                 after.remove(name);
             }
+            Self::Destination {
+                name,
+                destination,
+                change,
+            } => {
+                let old = before.get(name).ok_or_else(|| {
+                    OpError::NotFound(format!("there is no source {name:?} in the database"))
+                })?;
+                let mut value = old.to_value();
+                change_destination(&mut value, name, destination, change)?;
+                after.insert(name.to_owned(), SourceDoc::from_value(value)?);
+            }
         }
         Ok(after)
     }
+}
+
+/// Makes `change` to the destination `destination` in a source's JSON:
+/// `webhooks` when it holds that name (the destination named `webhooks`
+/// leaves its name out), else the element of `destinations` with it.
+fn change_destination(
+    source: &mut serde_json::Value,
+    name: &str,
+    destination: &str,
+    change: DestinationChange<'_>,
+) -> Result<(), OpError> {
+    use serde_json::Value;
+    let invalid = |message: String| {
+        OpError::Config(ConfigError::Settings {
+            code: Code::InvalidSettings,
+            message,
+        })
+    };
+    if let DestinationChange::Put(v) | DestinationChange::Patch(v) = change {
+        if !v.is_object() {
+            return Err(invalid("a destination is a JSON object".into()));
+        }
+        if v.get("name")
+            .is_some_and(|n| n.as_str() != Some(destination))
+        {
+            return Err(invalid(
+                "a destination's name, when given, must be the name in the path".into(),
+            ));
+        }
+    }
+    let Value::Object(doc) = source else {
+        return Err(invalid("the stored source is not a JSON object".into()));
+    };
+    let default = destination == callpost_core::sources::DEFAULT_DESTINATION;
+    let in_webhooks =
+        doc.get("webhooks")
+            .is_some_and(|w| match w.get("name").and_then(Value::as_str) {
+                Some(n) => n == destination,
+                None => default,
+            });
+    let mut items = match doc.remove("destinations") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(_) => {
+            return Err(invalid(
+                "the stored source's destinations are not a list".into(),
+            ))
+        }
+    };
+    let at = items
+        .iter()
+        .position(|d| d.get("name").and_then(Value::as_str) == Some(destination));
+    let missing = || {
+        OpError::NotFound(format!(
+            "source {name:?} has no destination {destination:?}"
+        ))
+    };
+    match change {
+        DestinationChange::Remove => match (in_webhooks, at) {
+            (true, _) => {
+                doc.remove("webhooks");
+            }
+            (false, Some(i)) => {
+                items.remove(i);
+            }
+            (false, None) => return Err(missing()),
+        },
+        DestinationChange::Patch(patch) => {
+            let target = match (in_webhooks, at) {
+                (true, _) => doc.get_mut("webhooks"),
+                (false, Some(i)) => items.get_mut(i),
+                (false, None) => None,
+            }
+            .ok_or_else(missing)?;
+            json_patch::merge(target, patch);
+        }
+        DestinationChange::Put(whole) => {
+            let mut whole = whole.clone();
+            if in_webhooks || (default && at.is_none()) {
+                if let Value::Object(m) = &mut whole {
+                    m.remove("name");
+                }
+                doc.insert("webhooks".into(), whole);
+            } else {
+                if let Value::Object(m) = &mut whole {
+                    m.insert("name".into(), Value::String(destination.to_owned()));
+                }
+                match at {
+                    Some(i) => items[i] = whole,
+                    None => items.push(whole),
+                }
+            }
+        }
+    }
+    if !items.is_empty() {
+        doc.insert("destinations".into(), Value::Array(items));
+    }
+    Ok(())
+}
+
+/// Changes one destination of the source `name` kept in the database,
+/// through this running relay, as [`patch_live`] changes a whole source:
+/// checked as a whole and put in force at once. `not_found` when the
+/// source, or (for a patch or a removal) the destination, is not there.
+pub async fn destination_live(
+    relay: &Relay,
+    name: &str,
+    destination: &str,
+    change: DestinationChange<'_>,
+) -> Result<Changes, OpError> {
+    let key = relay
+        .cfg
+        .secret_key
+        .as_deref()
+        .ok_or(OpError::NoSecretKey)?;
+    let edit = Edit::Destination {
+        name,
+        destination,
+        change,
+    };
+    let changes = write(
+        &*relay.store,
+        key,
+        edit,
+        Some(relay.cfg.allow_private_networks),
+    )
+    .await?;
+    settle(relay, &changes).await?;
+    Ok(changes)
 }
 
 /// Makes `edit` to the stored sources, after checking the set that

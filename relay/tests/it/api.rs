@@ -1922,6 +1922,126 @@ async fn endpoint_auth_is_kept_sealed_and_shown_by_kind_only() {
     t.shutdown().await;
 }
 
+/// One destination changed at a time: a merge patch of it keeps what it
+/// leaves out (its auth's secret), a PUT creates or replaces it, a DELETE
+/// removes it; the destination named webhooks is the source's `webhooks`;
+/// an unknown destination is 404, a rename 400.
+#[tokio::test]
+async fn one_destination_is_created_changed_and_removed_keeping_its_secrets() {
+    let t = Setup::new().secret_key().start().await;
+    let shop = json!({
+        "write_keys": ["wk-shop"],
+        "webhooks": {"urls": ["http://127.0.0.1:9/all"], "shared_secret": "shop-secret"},
+        "destinations": [{
+            "name": "crm",
+            "trigger": {"field": "type", "equals": "identify"},
+            "urls": [{"url": "http://127.0.0.1:9/crm", "auth": {"type": "basic", "username": "relay", "password": "crm-password"}}]
+        }]
+    });
+    let r = t.admin("PUT", "/admin/sources/shop", Some(shop)).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+
+    let r = t
+        .admin(
+            "PATCH",
+            "/admin/sources/shop/destinations/crm",
+            Some(json!({"enabled": false, "method": "PUT"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["changes"]["changed"], json!(["shop"]));
+    let crm = &r.json()["source"]["destinations"][1];
+    assert_eq!(
+        (
+            crm["name"].clone(),
+            crm["enabled"].clone(),
+            crm["method"].clone()
+        ),
+        (json!("crm"), json!(false), json!("PUT"))
+    );
+    let stored = stored_source(&t, "shop").await.unwrap();
+    assert_eq!(
+        stored["destinations"][0]["urls"][0]["auth"]["password"], "crm-password",
+        "kept: the patch left it out"
+    );
+    assert_eq!(stored["webhooks"]["shared_secret"], "shop-secret");
+
+    let r = t
+        .admin(
+            "PATCH",
+            "/admin/sources/shop/destinations/webhooks",
+            Some(json!({"mode": "failover"})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.json()["source"]["webhooks"]["mode"], "failover");
+
+    let chat =
+        json!({"urls": ["http://127.0.0.1:9/chat"], "mapping": {"text": {"@path": "event"}}});
+    let r = t
+        .admin("PUT", "/admin/sources/shop/destinations/chat", Some(chat))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let names: Vec<String> = r.json()["source"]["destinations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["webhooks", "crm", "chat"]);
+
+    for (method, path, body, want) in [
+        (
+            "PATCH",
+            "/admin/sources/shop/destinations/nowhere",
+            Some(json!({"enabled": true})),
+            (404, "not_found"),
+        ),
+        (
+            "PATCH",
+            "/admin/sources/absent/destinations/crm",
+            Some(json!({"enabled": true})),
+            (404, "not_found"),
+        ),
+        (
+            "PATCH",
+            "/admin/sources/shop/destinations/crm",
+            Some(json!({"name": "other"})),
+            (400, "invalid_settings"),
+        ),
+        (
+            "PUT",
+            "/admin/sources/shop/destinations/bad%20name",
+            Some(json!({"urls": ["http://127.0.0.1:9/x"]})),
+            (400, "invalid_settings"),
+        ),
+        (
+            "DELETE",
+            "/admin/sources/shop/destinations/nowhere",
+            None,
+            (404, "not_found"),
+        ),
+    ] {
+        let r = t.admin(method, path, body).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (want.0, want.1.to_owned()),
+            "{method} {path}: {}",
+            r.text()
+        );
+    }
+
+    let r = t
+        .admin("DELETE", "/admin/sources/shop/destinations/crm", None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let stored = stored_source(&t, "shop").await.unwrap();
+    assert_eq!(stored["destinations"].as_array().unwrap().len(), 1);
+    assert_eq!(stored["destinations"][0]["name"], "chat");
+    assert!(!r.text().contains("crm-password") && !r.text().contains("shop-secret"));
+    t.shutdown().await;
+}
+
 /// A PATCH (JSON Merge Patch) changes what it names and keeps the rest as
 /// stored: the URL's query credential, the shared secret, the filters and
 /// header values that the API never shows, so an editor that sends back
