@@ -14,7 +14,7 @@
 //! written as addresses: a name's answer is checked at each connection.
 
 use crate::config::{ConfigError, Source};
-use callpost_core::webhooks::is_public_address;
+use callpost_core::webhooks::{is_public_address, Auth};
 use callpost_core::Code;
 use http::Uri;
 use hyper_util::rt::TokioIo;
@@ -188,8 +188,17 @@ pub async fn check_destinations(
         return Ok(());
     }
     for source in sources {
-        for endpoint in source.enabled().flat_map(|d| d.webhooks.endpoints()) {
-            let Ok(uri) = endpoint.url_before_values().parse::<Uri>() else {
+        // Each endpoint's URL, and the token endpoint of its OAuth 2.0
+        // grant: the relay connects to both.
+        let mut urls: Vec<(&'static str, String)> = Vec::new();
+        for e in source.enabled().flat_map(|d| d.webhooks.endpoints()) {
+            urls.push(("webhook", e.url_before_values().to_owned()));
+            if let Some(Auth::OAuth2(o)) = e.auth() {
+                urls.push(("token", o.token_url.clone()));
+            }
+        }
+        for (what, url) in urls {
+            let Ok(uri) = url.parse::<Uri>() else {
                 continue;
             };
             let Ok((host, port)) = host_port(&uri) else {
@@ -200,7 +209,7 @@ pub async fn check_destinations(
                     return Err(ConfigError::Settings {
                         code: Code::PrivateAddress,
                         message: format!(
-                            "source {:?}: the webhook host {host} is a private or loopback \
+                            "source {:?}: the {what} host {host} is a private or loopback \
                              address; set [security] allow_private_networks = true to allow it",
                             source.name
                         ),
@@ -222,7 +231,7 @@ pub async fn check_destinations(
             if !private.is_empty() {
                 tracing::warn!(
                     source = %source.name,
-                    "the webhook host {host} resolves to private or loopback addresses ({}); \
+                    "the {what} host {host} resolves to private or loopback addresses ({}); \
                      deliveries refuse to connect to them while allow_private_networks is off",
                     private.join(", ")
                 );

@@ -1602,6 +1602,55 @@ fn bad_endpoint_auth_is_refused_at_start() {
     }
 }
 
+/// The token endpoint is reached under the receivers' rules: with private
+/// networks off, a token URL written as a private address is refused when
+/// the sources are checked, and one whose name resolves privately is
+/// refused at each connection (the attempt fails as a token error; the
+/// token server hears nothing).
+#[cfg(feature = "test-clock")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_endpoint_on_a_private_address_is_refused() {
+    let auth_server = Receiver::start("127.0.0.1:0").await.unwrap();
+    let grant = |host: &str| {
+        format!(
+            "{{ url = \"http://93.184.215.14/crm\", auth = {{ type = \"oauth2\", \
+             token_url = \"http://{host}:{}/token\", client_id = \"c\", client_secret = \"s\" }} }}",
+            auth_server.addr.port()
+        )
+    };
+    let literal = World::new(&with_endpoint(
+        &head(false, 8, 8, ""),
+        "crm",
+        &grant("127.0.0.1"),
+    ));
+    let e = check_destinations(&literal.relay.sources().list, false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the token host 127.0.0.1"), "{e}");
+    check_destinations(&literal.relay.sources().list, true)
+        .await
+        .unwrap();
+
+    let w = World::new(&with_endpoint(
+        &head(false, 8, 8, ""),
+        "crm",
+        &grant("localhost"),
+    ));
+    w.add("crm", &["m".to_owned()]).await;
+    let d = w.start();
+    eventually("a token error", Duration::from_secs(20), || {
+        w.rows_of("crm").iter().any(|r| r.attempts == 1)
+    })
+    .await;
+    stop(d, Duration::from_secs(5)).await;
+    let row = &w.rows_of("crm")[0];
+    let state = row.state.as_deref().unwrap();
+    assert!(state.contains(r#""kind":"token""#), "{state}");
+    assert!(state.contains("private or loopback"), "{state}");
+    assert_eq!(auth_server.received().len(), 0);
+}
+
 /// A certificate `ca` signed for `names`, and its key.
 fn issued(
     ca: &rcgen::Issuer<'_, rcgen::KeyPair>,
