@@ -68,6 +68,9 @@ pub enum Error {
     /// A destination's URL template had no value for a call.
     #[error(transparent)]
     UrlValue(#[from] crate::mapping::UrlValueError),
+    /// An OAuth 2.0 endpoint's token could not be had.
+    #[error(transparent)]
+    Token(#[from] crate::oauth::TokenError),
 }
 
 impl From<ReceiveError> for Error {
@@ -109,6 +112,7 @@ impl Error {
             Self::Map(e) => e.code(),
             Self::UrlValue(e) => e.code(),
             Self::Standard(e) => e.code(),
+            Self::Token(e) => e.code(),
         }
     }
 

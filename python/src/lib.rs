@@ -14,6 +14,7 @@ mod call;
 mod delivery;
 mod error;
 mod json;
+mod oauth;
 mod receive;
 mod signature;
 mod standard;
@@ -51,6 +52,7 @@ fn _callpost(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(timestamp::parse_timestamp, m)?)?;
     m.add_class::<webhooks::Request>()?;
     m.add_class::<webhooks::Webhooks>()?;
+    m.add_class::<oauth::TokenSource>()?;
     m.add_class::<webhooks::Batch>()?;
     m.add_class::<delivery::Attempt>()?;
     m.add_class::<delivery::Delivery>()?;

@@ -199,11 +199,27 @@ impl Webhooks {
         Ok(self.inner.is_enabled_for(&to_call(call)?))
     }
 
-    /// Raises SettingsError (`invalid_auth`) when an endpoint needs an
-    /// OAuth 2.0 token or a client certificate, which this package's
-    /// `deliver` does not send (callpost-relay does).
+    /// Raises SettingsError (`invalid_auth`) when an endpoint needs a
+    /// client certificate, which this package's `deliver` does not present
+    /// (callpost-relay does).
     fn check_sent_as_built(&self) -> PyResult<()> {
         self.inner.check_sent_as_built().map_err(err)
+    }
+
+    /// The token source of endpoint `endpoint`'s OAuth 2.0 grant, or None
+    /// when its auth is not oauth2.
+    #[pyo3(signature = (endpoint, *, seed=None))]
+    fn token_source(
+        &self,
+        endpoint: usize,
+        seed: Option<u64>,
+    ) -> PyResult<Option<crate::oauth::TokenSource>> {
+        let ep = self
+            .inner
+            .endpoints()
+            .get(endpoint)
+            .ok_or_else(|| err(core::ApiMisuse::EndpointOutOfRange(endpoint)))?;
+        crate::oauth::TokenSource::of(ep, seed)
     }
 
     /// Normalised endpoint URLs, in the order given.

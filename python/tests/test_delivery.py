@@ -102,7 +102,7 @@ def test_a_put_with_a_mapped_body_is_delivered_signed(serve: Serve) -> None:
     assert callpost.verify(body, headers["x-signature"], "k")
 
 
-def test_basic_auth_is_sent_and_oauth2_is_left_to_the_relay(serve: Serve) -> None:
+def test_basic_auth_and_an_oauth2_bearer_token_are_sent(serve: Serve) -> None:
     srv = serve(ok)
     basic = {"type": "basic", "username": "callpost", "password": "pä:ss"}
     hooks = callpost.Webhooks([{"url": srv.url + "/hook", "auth": basic}], "s3cret")
@@ -110,17 +110,59 @@ def test_basic_auth_is_sent_and_oauth2_is_left_to_the_relay(serve: Serve) -> Non
     ((_, headers, _),) = srv.received.requests
     assert headers["authorization"] == "Basic Y2FsbHBvc3Q6cMOkOnNz"
     assert "pä:ss" not in repr(hooks)
-    oauth2 = {"type": "oauth2", "token_url": srv.url + "/token", "client_id": "c", "client_secret": "hunter2"}
-    hooks = callpost.Webhooks([{"url": srv.url + "/hook", "auth": oauth2}])
-    # Built (for a host that adds its own token), never sent without one.
+
+    tokens = ["t1", "t2"]
+
+    def token_endpoint(n: int, h: dict[str, str], b: bytes) -> tuple[int, dict[str, str], bytes]:
+        answer = {"access_token": tokens[min(n, 1)], "token_type": "Bearer", "expires_in": 3600}
+        return 200, {"Content-Type": "application/json"}, json.dumps(answer).encode()
+
+    auth = serve(token_endpoint)
+    want = ["Bearer t1"]
+
+    def api(n: int, h: dict[str, str], b: bytes) -> tuple[int, dict[str, str], bytes]:
+        given = {k.lower(): v for k, v in h.items()}.get("authorization")
+        return (200, {}, b"ok") if given == want[0] else (401, {}, b"no")
+
+    crm = serve(api)
+    grant = {"type": "oauth2", "token_url": auth.url + "/token", "client_id": "c", "client_secret": "hunter2"}
+    hooks = callpost.Webhooks([{"url": crm.url + "/users", "auth": grant}], **FAST)
+    assert "hunter2" not in repr(hooks)
+    # Built without the token (a host that sends them itself adds it).
     assert hooks.request(CALL).header("Authorization") is None
-    with pytest.raises(callpost.SettingsError) as e:
+    assert hooks.deliver(CALL).delivered
+    assert asyncio.run(hooks.deliver_async(CALL)).delivered
+    assert len(auth.received.requests) == 1, "one token for both deliveries"
+    _, token_headers, token_body = auth.received.requests[0]
+    assert token_body == b"grant_type=client_credentials"
+    assert token_headers["authorization"].startswith("Basic ")
+    # The API revokes t1: a 401, a new token, the call delivered.
+    want[0] = "Bearer t2"
+    result = hooks.deliver(CALL)
+    assert result.delivered and result.attempts == 2
+    assert [status(r) for r in result.log] == [401, 200]
+    assert len(auth.received.requests) == 2
+
+
+def test_a_failing_token_endpoint_fails_attempts_as_token_errors(serve: Serve) -> None:
+    auth = serve(lambda n, h, b: (401, {"Content-Type": "application/json"}, b'{"error":"invalid_client"}'))
+    crm = serve(ok)
+    grant = {"type": "oauth2", "token_url": auth.url + "/token", "client_id": "c", "client_secret": "hunter2"}
+    hooks = callpost.Webhooks([{"url": crm.url, "auth": grant}], retry_window=0.5, **FAST)
+    with pytest.raises(callpost.DeliveryError) as e:
         hooks.deliver(CALL)
-    assert e.value.code == "invalid_auth" and "callpost-relay" in str(e.value)
-    assert "hunter2" not in str(e.value) and "hunter2" not in repr(hooks)
-    with pytest.raises(callpost.SettingsError):
-        asyncio.run(hooks.deliver_async(CALL))
-    assert len(srv.received.requests) == 1
+    log = e.value.log
+    assert log and all(r["outcome"]["kind"] == "token" for r in log)
+    first = log[0]["outcome"]
+    assert first["kind"] == "token" and "invalid_client" in first["message"]
+    assert "hunter2" not in str(log)
+    assert len(crm.received.requests) == 0, "nothing sent without a token"
+    # The token endpoint is asked once per backoff, not once per attempt.
+    assert len(auth.received.requests) < len(log) or len(log) == 1
+    cert = {"certificate": "-----BEGIN CERTIFICATE-----\nx\n", "private_key": "-----BEGIN PRIVATE KEY-----\nx\n"}
+    with pytest.raises(callpost.SettingsError) as refused:
+        callpost.Webhooks([{"url": crm.url, "client_certificate": cert}]).deliver(CALL)
+    assert refused.value.code == "invalid_auth" and "callpost-relay" in str(refused.value)
 
 
 def test_failover_to_the_second_url(serve: Serve) -> None:

@@ -124,10 +124,11 @@ export interface BasicAuth {
 }
 
 /**
- * An OAuth 2.0 client-credentials grant (RFC 6749 §4.4): a bearer token
- * fetched, cached and refreshed by callpost-relay. `deliver` refuses an
- * endpoint with one (`invalid_auth`); `request` builds its requests without
- * the token.
+ * An OAuth 2.0 client-credentials grant (RFC 6749 §4.4): `deliver` fetches
+ * the bearer token with its `fetch`, keeps it for the `Webhooks`' later
+ * deliveries, refreshes it before it expires and fetches a new one after a
+ * receiver's 401; an attempt with no token fails as a `token` outcome.
+ * `request` builds the requests without the token.
  */
 export interface OAuth2Auth {
   type: 'oauth2';
@@ -141,7 +142,7 @@ export interface OAuth2Auth {
   client_auth?: 'basic' | 'body';
 }
 
-/** A client certificate and key in PEM, for mutual TLS (callpost-relay only). */
+/** A client certificate and key in PEM, for mutual TLS: callpost-relay presents it; `deliver` refuses it (`invalid_auth`). */
 export interface ClientCertificate {
   certificate: string;
   private_key: string;

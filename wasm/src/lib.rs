@@ -40,6 +40,8 @@ mod call;
 mod delivery;
 #[cfg(any(feature = "client", feature = "webhooks"))]
 mod json;
+#[cfg(feature = "webhooks")]
+mod oauth;
 #[cfg(feature = "signing")]
 mod receive;
 #[cfg(feature = "signing")]

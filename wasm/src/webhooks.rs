@@ -169,11 +169,21 @@ impl Webhooks {
         Ok(self.inner.is_enabled_for(&call_of(call)?))
     }
 
-    /// Throws `invalid_auth` when an endpoint needs an OAuth 2.0 token or a
-    /// client certificate, which the package's `deliver` does not send.
+    /// Throws `invalid_auth` when an endpoint presents a client
+    /// certificate, which the package's `deliver` does not.
     #[wasm_bindgen(js_name = checkSentAsBuilt)]
     pub fn check_sent_as_built(&self) -> Result<(), JsValue> {
         self.inner.check_sent_as_built().map_err(js_err)
+    }
+
+    /// The token source of endpoint `endpoint`'s OAuth 2.0 grant, or
+    /// undefined when its auth is not oauth2.
+    #[wasm_bindgen(js_name = tokenSource)]
+    pub fn token_source(&self, endpoint: usize, seed: f64) -> Option<crate::oauth::TokenSource> {
+        self.inner
+            .endpoints()
+            .get(endpoint)
+            .and_then(|ep| crate::oauth::TokenSource::of(ep, seed))
     }
 
     /// Normalised endpoint URLs.

@@ -47,20 +47,45 @@ test('4xx and 3xx are not retried; redirects are not followed', async () => {
   }
 });
 
-test('basic auth is sent; oauth2 endpoints are refused by deliver (the relay sends them)', async () => {
+test('basic auth and an OAuth 2.0 bearer token are sent; a failing token endpoint fails attempts as token errors', async () => {
   const srv = await serve(ok);
+  const tokens = ['t1', 't2'];
+  const auth = await serve((n) => [200, { 'Content-Type': 'application/json' }, JSON.stringify({ access_token: tokens[Math.min(n, 1)], token_type: 'Bearer', expires_in: 3600 })]);
+  const want = ['Bearer t1'];
+  const crm = await serve((n, q) => (q.headers.authorization === want[0] ? [200] : [401]));
+  const down = await serve(() => [401, { 'Content-Type': 'application/json' }, '{"error":"invalid_client"}']);
   try {
     const basic = { type: 'basic', username: 'callpost', password: 'pä:ss' };
     const r = await new Webhooks({ endpoints: [{ url: srv.url + '/hook', auth: basic }], sharedSecret: 's3cret' }).deliver(CALL);
     assert.ok(r.delivered);
     assert.equal(srv.received[0].headers.authorization, 'Basic Y2FsbHBvc3Q6cMOkOnNz');
-    const oauth2 = { type: 'oauth2', token_url: srv.url + '/token', client_id: 'c', client_secret: 'hunter2' };
-    const hooks = new Webhooks({ endpoints: [{ url: srv.url + '/hook', auth: oauth2 }] });
+
+    const grant = { type: 'oauth2', token_url: auth.url + '/token', client_id: 'c', client_secret: 'hunter2' };
+    const hooks = new Webhooks({ endpoints: [{ url: crm.url + '/users', auth: grant }], ...FAST });
+    // Built without the token (a host that sends them itself adds it).
     assert.equal(hooks.request(CALL).headers.find(([n]) => n === 'Authorization'), undefined);
-    await assert.rejects(hooks.deliver(CALL), (e) => e.code === 'invalid_auth' && e.name === 'SettingsError' && /callpost-relay/.test(e.message) && !/hunter2/.test(e.message));
-    await assert.rejects(hooks.deliverBatch([CALL]), (e) => e.code === 'invalid_auth');
-    assert.equal(srv.received.length, 1);
-  } finally { srv.close(); }
+    assert.ok((await hooks.deliver(CALL)).delivered);
+    assert.ok((await hooks.deliver(CALL)).delivered);
+    assert.equal(auth.received.length, 1, 'one token for both deliveries');
+    assert.equal(auth.received[0].body, 'grant_type=client_credentials');
+    assert.match(auth.received[0].headers.authorization, /^Basic /);
+    // The API revokes t1: a 401, a new token, the call delivered.
+    want[0] = 'Bearer t2';
+    const again = await hooks.deliver(CALL);
+    assert.deepEqual([again.delivered, again.attempts, again.log.map((a) => a.outcome.status)], [true, 2, [401, 200]]);
+    assert.equal(auth.received.length, 2);
+
+    const failing = { ...grant, token_url: down.url + '/token' };
+    const broken = new Webhooks({ endpoints: [{ url: crm.url + '/users', auth: failing }], retryWindowMs: 500, ...FAST });
+    const sent = crm.received.length;
+    await assert.rejects(broken.deliver(CALL), (e) => e.log.length >= 1 && e.log.every((a) => a.outcome.kind === 'token') &&
+      /invalid_client/.test(e.log[0].outcome.message) && !JSON.stringify(e.log).includes('hunter2'));
+    assert.equal(crm.received.length, sent, 'nothing sent without a token');
+
+    const cert = { certificate: '-----BEGIN CERTIFICATE-----\nx\n', private_key: '-----BEGIN PRIVATE KEY-----\nx\n' };
+    await assert.rejects(new Webhooks({ endpoints: [{ url: crm.url, client_certificate: cert }] }).deliver(CALL),
+      (e) => e.code === 'invalid_auth' && e.name === 'SettingsError' && /callpost-relay/.test(e.message));
+  } finally { srv.close(); auth.close(); crm.close(); down.close(); }
 });
 
 test('failover to the second URL; the third never sees the call', async () => {

@@ -311,27 +311,26 @@ impl Webhooks {
     }
 
     /// Refuses, as [`SettingsError::InvalidAuth`], a destination with an
-    /// endpoint whose requests need credentials the core's requests do not
-    /// carry: an OAuth 2.0 bearer token ([`crate::oauth::TokenSource`]) or
-    /// a client certificate. A host that sends the core's requests as they
-    /// are (the Python and JavaScript `deliver`) asks this first, so it
-    /// never sends such a request without them.
+    /// endpoint that presents a client certificate: a host that sends over
+    /// an HTTP client of its own (the Python and JavaScript `deliver`)
+    /// asks this first, so it never sends such a request without it. (An
+    /// OAuth 2.0 endpoint's token is the host's to add, with
+    /// [`crate::oauth::TokenSource`] and [`Request::authorize`].)
     pub fn check_sent_as_built(&self) -> Result<(), SettingsError> {
-        for (index, e) in self.inner.endpoints.iter().enumerate() {
-            let needs = match (e.auth(), e.client_certificate()) {
-                (Some(Auth::OAuth2(_)), _) => "oauth2 auth (a bearer token fetched for each grant)",
-                (_, Some(_)) => "a client certificate (mutual TLS)",
-                _ => continue,
-            };
-            return Err(SettingsError::InvalidAuth {
+        match self
+            .inner
+            .endpoints
+            .iter()
+            .position(|e| e.client_certificate().is_some())
+        {
+            Some(index) => Err(SettingsError::InvalidAuth {
                 index,
-                reason: format!(
-                    "{needs} is sent by callpost-relay, not by this package's deliver: \
-                     its requests carry Basic auth and static headers only"
-                ),
-            });
+                reason: "a client certificate (mutual TLS) is presented by callpost-relay, not \
+                         by this package's deliver"
+                    .into(),
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Whether requests are signed.

@@ -43,6 +43,7 @@ __all__ = [
     "Delivery",
     "Message",
     "Request",
+    "TokenSource",
     "Webhooks",
     "__version__",
     "delete_notifications",
@@ -267,8 +268,11 @@ class Webhooks:
         """Whether the call's ``integrations`` let it reach Webhooks."""
     def check_sent_as_built(self) -> None:
         """Raises :class:`SettingsError` (``invalid_auth``) when an endpoint
-        needs an OAuth 2.0 token or a client certificate, which the core's
-        requests do not carry (callpost-relay sends them)."""
+        presents a client certificate, which this package's ``deliver``
+        does not (callpost-relay does)."""
+    def token_source(self, endpoint: int, *, seed: int | None = None) -> TokenSource | None:
+        """The token source of endpoint ``endpoint``'s OAuth 2.0 grant, or
+        None when its auth is not ``oauth2``."""
     @property
     def urls(self) -> list[str]: ...
     @property
@@ -282,6 +286,29 @@ class Webhooks:
     @property
     def signature(self) -> str:
         """``"segment"``, ``"standard"`` or ``"both"``."""
+
+@final
+class TokenSource:
+    """One OAuth 2.0 grant's bearer token, sans I/O: fetched, cached,
+    refreshed before it expires, dropped on a receiver's 401. The host
+    sends the request ``poll_request`` gives and reports the answer."""
+
+    ANSWER_BYTES: int
+    """The most bytes of a token answer to read."""
+
+    def poll_request(self, now_ms: int) -> tuple[str, list[tuple[str, str]], bytes, int] | None:
+        """``(url, headers, body, deadline_ms)`` of the token request to
+        send now (a ``POST``), or None."""
+    def handle_response(self, now_ms: int, status: int, body: bytes) -> None:
+        """The token endpoint's answer. Raises :class:`DeliveryError`
+        (``token_unavailable``) when it is not a bearer token."""
+    def handle_failure(self, now_ms: int, message: str) -> None:
+        """The token request failed without an answer."""
+    def authorization(self, now_ms: int) -> str:
+        """``Bearer …`` to send now. Raises :class:`DeliveryError`
+        (``token_unavailable``) with the last failure when there is none."""
+    def handle_rejected(self, authorization: str) -> None:
+        """A receiver answered 401 to a request sent with ``authorization``."""
 
 @final
 class Batch:

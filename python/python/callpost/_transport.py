@@ -17,8 +17,9 @@ import asyncio
 import gzip as _gzip
 import logging
 import ssl
+import threading
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Generic, Literal, NamedTuple, TypedDict, TypeVar
@@ -26,6 +27,7 @@ from typing import Generic, Literal, NamedTuple, TypedDict, TypeVar
 import httpx
 
 from . import _callpost
+from ._errors import CallpostError
 
 logger = logging.getLogger("callpost")
 
@@ -38,11 +40,13 @@ def now_ms() -> int:
 
 class Outgoing(NamedTuple):
     """A request to send. ``key`` names it to the core: a delivery's
-    attempt number or a batch id."""
+    attempt number or a batch id. ``endpoint`` is a delivery's endpoint
+    (its OAuth 2.0 token, if it has one, is added: :class:`Tokens`)."""
 
     key: int
     request: _callpost.Request
     deadline_ms: int
+    endpoint: int = -1
 
 
 class Report(TypedDict, total=False):
@@ -51,7 +55,7 @@ class Report(TypedDict, total=False):
 
     status: int
     retry_after: str | None
-    error: Literal["timeout", "connection", "tls"]
+    error: Literal["timeout", "connection", "tls", "token"]
     message: str
 
 
@@ -171,19 +175,125 @@ def _failed(out: Outgoing, exc: httpx.HTTPError) -> Answer:
     return Answer(out.key, now_ms(), report)
 
 
+class Tokens:
+    """The bearer tokens of a destination's OAuth 2.0 endpoints: the core's
+    token sources (fetched, cached, refreshed before they expire, dropped
+    on a 401), one request per grant at a time, over the sender's own
+    HTTP client. A token that cannot be had fails the attempt at once as
+    a ``token`` outcome, which the core retries."""
+
+    def __init__(self, sources: dict[int, _callpost.TokenSource]) -> None:
+        self.sources = sources
+        self.locks = {i: threading.Lock() for i in sources}
+        self.async_locks: dict[int, asyncio.Lock] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.sources)
+
+    def _answer(self, source: _callpost.TokenSource, status: int, body: bytes) -> None:
+        try:
+            source.handle_response(now_ms(), status, body)
+        except CallpostError as exc:
+            logger.warning("an OAuth 2.0 token request failed: %s", exc)
+
+    def _failed(self, source: _callpost.TokenSource, exc: httpx.HTTPError) -> None:
+        source.handle_failure(now_ms(), f"{type(exc).__name__}: {exc}")
+        logger.warning("an OAuth 2.0 token request failed: %s: %s", type(exc).__name__, exc)
+
+    def authorization(self, http: httpx.Client, endpoint: int) -> str | None:
+        """``Bearer …`` for ``endpoint`` (fetched first when due), or None
+        when it has no OAuth 2.0 auth. Raises the core's error
+        (``token_unavailable``) when no token can be had."""
+        source = self.sources.get(endpoint)
+        if source is None:
+            return None
+        with self.locks[endpoint]:
+            request = source.poll_request(now_ms())
+            if request is not None:
+                url, headers, body, deadline_ms = request
+                timeout = max(deadline_ms - now_ms(), 1) / 1000
+                try:
+                    with http.stream("POST", url, headers=headers, content=body, timeout=timeout) as r:
+                        self._answer(source, r.status_code, _read_capped(r.iter_bytes()))
+                except httpx.HTTPError as exc:
+                    self._failed(source, exc)
+            return source.authorization(now_ms())
+
+    async def authorization_async(self, http: httpx.AsyncClient, endpoint: int) -> str | None:
+        """:meth:`authorization` for asyncio."""
+        source = self.sources.get(endpoint)
+        if source is None:
+            return None
+        lock = self.async_locks.setdefault(endpoint, asyncio.Lock())
+        async with lock:
+            request = source.poll_request(now_ms())
+            if request is not None:
+                url, headers, body, deadline_ms = request
+                timeout = max(deadline_ms - now_ms(), 1) / 1000
+                try:
+                    async with http.stream("POST", url, headers=headers, content=body, timeout=timeout) as r:
+                        data = bytearray()
+                        async for chunk in r.aiter_bytes():
+                            data += chunk[: _callpost.TokenSource.ANSWER_BYTES - len(data)]
+                            if len(data) >= _callpost.TokenSource.ANSWER_BYTES:
+                                break
+                        self._answer(source, r.status_code, bytes(data))
+                except httpx.HTTPError as exc:
+                    self._failed(source, exc)
+            return source.authorization(now_ms())
+
+    def rejected(self, endpoint: int, authorization: str) -> None:
+        """A receiver answered 401 to ``authorization``: its token is dropped."""
+        source = self.sources.get(endpoint)
+        if source is not None:
+            source.handle_rejected(authorization)
+
+
+def _read_capped(chunks: Iterator[bytes]) -> bytes:
+    """The first ``TokenSource.ANSWER_BYTES`` of an answer: a token endpoint
+    that sends more is not read further."""
+    data = bytearray()
+    for chunk in chunks:
+        data += chunk[: _callpost.TokenSource.ANSWER_BYTES - len(data)]
+        if len(data) >= _callpost.TokenSource.ANSWER_BYTES:
+            break
+    return bytes(data)
+
+
+def _token_failed(out: Outgoing, exc: CallpostError) -> Answer:
+    return Answer(out.key, now_ms(), Report(error="token", message=str(exc)))
+
+
+def _with_authorization(args: _PostArgs, authorization: str | None) -> _PostArgs:
+    if authorization is not None:
+        args["headers"] = [*args["headers"], ("Authorization", authorization)]
+    return args
+
+
 class Transport:
     """Sends a step's requests with an ``httpx.Client``: one on this
     thread, several (a parallel round) on threads at once."""
 
-    def __init__(self, http: httpx.Client, gzip: bool = False) -> None:
+    def __init__(self, http: httpx.Client, gzip: bool = False, tokens: Tokens | None = None) -> None:
         self.http = http
         self.gzip = gzip
+        self.tokens = tokens
 
     def _post(self, out: Outgoing) -> Answer:
+        authorization = None
+        if self.tokens:
+            try:
+                authorization = self.tokens.authorization(self.http, out.endpoint)
+            except CallpostError as exc:
+                return _token_failed(out, exc)
         try:
-            return _answered(out, self.http.request(out.request.method, out.request.url, **_post_args(out, self.gzip)))
+            args = _with_authorization(_post_args(out, self.gzip), authorization)
+            answer = _answered(out, self.http.request(out.request.method, out.request.url, **args))
         except httpx.HTTPError as exc:
             return _failed(out, exc)
+        if authorization is not None and self.tokens and answer.report.get("status") == 401:
+            self.tokens.rejected(out.endpoint, authorization)
+        return answer
 
     def send(self, requests: list[Outgoing]) -> list[Answer]:
         if len(requests) == 1:
@@ -195,19 +305,28 @@ class Transport:
 class AsyncTransport:
     """Sends a step's requests with an ``httpx.AsyncClient``, as tasks."""
 
-    def __init__(self, http: httpx.AsyncClient, gzip: bool = False) -> None:
+    def __init__(self, http: httpx.AsyncClient, gzip: bool = False, tokens: Tokens | None = None) -> None:
         self.http = http
         self.gzip = gzip
+        self.tokens = tokens
 
     # Transport._post with an await: a coroutine and a function cannot
     # share a body.
     async def _post(self, out: Outgoing) -> Answer:
+        authorization = None
+        if self.tokens:
+            try:
+                authorization = await self.tokens.authorization_async(self.http, out.endpoint)
+            except CallpostError as exc:
+                return _token_failed(out, exc)
         try:
-            return _answered(
-                out, await self.http.request(out.request.method, out.request.url, **_post_args(out, self.gzip))
-            )
+            args = _with_authorization(_post_args(out, self.gzip), authorization)
+            answer = _answered(out, await self.http.request(out.request.method, out.request.url, **args))
         except httpx.HTTPError as exc:
             return _failed(out, exc)
+        if authorization is not None and self.tokens and answer.report.get("status") == 401:
+            self.tokens.rejected(out.endpoint, authorization)
+        return answer
 
     async def send(self, requests: list[Outgoing]) -> list[Answer]:
         return list(await asyncio.gather(*(self._post(out) for out in requests)))

@@ -20,6 +20,7 @@ from ._transport import (
     Outgoing,
     Send,
     Steps,
+    Tokens,
     Transport,
     Wait,
     logger,
@@ -81,7 +82,7 @@ def _delivery_steps(d: _callpost.Delivery) -> Steps[DeliveryResult]:
         now = now_ms()
         due: list[Outgoing] = []
         while (a := d.poll_request(now)) is not None:
-            due.append(Outgoing(a.attempt, a.request, a.deadline_ms))
+            due.append(Outgoing(a.attempt, a.request, a.deadline_ms, a.endpoint))
         if due:
             answers = yield Send(due)
             for attempt, ended, report in answers:
@@ -135,11 +136,14 @@ class Webhooks:
 
     ``endpoints`` is a list of 1 to 5 URLs or ``{"url": ..., "headers": {...},
     "auth": {...}}`` dicts; ``auth`` ``{"type": "basic", "username": ...,
-    "password": ...}`` sends HTTP Basic. An endpoint with ``oauth2`` auth or
-    a ``client_certificate`` (docs/operators.md, "Outbound authentication")
-    is delivered by callpost-relay: :meth:`deliver` refuses it with
-    :class:`SettingsError` (``invalid_auth``), while :meth:`request` still
-    builds its requests for a host that adds the token itself. ``mode`` is ``"parallel"`` (every round goes to every endpoint at
+    "password": ...}`` sends HTTP Basic; ``{"type": "oauth2", "token_url":
+    ..., "client_id": ..., "client_secret": ...}`` sends a bearer token
+    from an OAuth 2.0 client-credentials grant, fetched with the same HTTP
+    client, kept by this object for its deliveries, refreshed before it
+    expires and fetched again after a 401 (docs/operators.md, "Outbound
+    authentication"). An endpoint with a ``client_certificate`` is
+    delivered by callpost-relay: :meth:`deliver` refuses it with
+    :class:`SettingsError` (``invalid_auth``). ``mode`` is ``"parallel"`` (every round goes to every endpoint at
     once; the core's default) or ``"failover"`` (one endpoint after another
     until one takes the call). ``signature`` is ``"segment"`` (``X-Signature``
     under ``shared_secret``; the default), ``"standard"`` (the Standard
@@ -192,6 +196,9 @@ class Webhooks:
             batch_max_calls=batch_max_calls,
             batch_max_bytes=batch_max_bytes,
         )
+        # The endpoints' OAuth 2.0 tokens, kept across deliveries.
+        sources = {i: self._native.token_source(i) for i in range(len(self._native.urls))}
+        self._tokens = Tokens({i: s for i, s in sources.items() if s is not None})
         self._timing = _Timing(
             timeout_ms=int(timeout * 1000),
             retry_window_ms=int(retry_window * 1000),
@@ -246,7 +253,7 @@ class Webhooks:
         self._native.check_sent_as_built()
         http = client or new_client()
         try:
-            return run_sync(_delivery_steps(self.delivery(call)), Transport(http).send, _sleep)
+            return run_sync(_delivery_steps(self.delivery(call)), Transport(http, tokens=self._tokens).send, _sleep)
         finally:
             if client is None:
                 http.close()
@@ -270,7 +277,7 @@ class Webhooks:
         steps = _batch_steps(batches, skipped, len(calls), self.batch_delivery)
         http = client or new_client()
         try:
-            return run_sync(steps, Transport(http).send, _sleep)
+            return run_sync(steps, Transport(http, tokens=self._tokens).send, _sleep)
         finally:
             if client is None:
                 http.close()
@@ -284,7 +291,7 @@ class Webhooks:
         steps = _batch_steps(batches, skipped, len(calls), self.batch_delivery)
         http = client or new_async_client()
         try:
-            return await run_async(steps, AsyncTransport(http).send, _sleep_async)
+            return await run_async(steps, AsyncTransport(http, tokens=self._tokens).send, _sleep_async)
         finally:
             if client is None:
                 await http.aclose()
@@ -295,7 +302,9 @@ class Webhooks:
         self._native.check_sent_as_built()
         http = client or new_async_client()
         try:
-            return await run_async(_delivery_steps(self.delivery(call)), AsyncTransport(http).send, _sleep_async)
+            return await run_async(
+                _delivery_steps(self.delivery(call)), AsyncTransport(http, tokens=self._tokens).send, _sleep_async
+            )
         finally:
             if client is None:
                 await http.aclose()

@@ -63,17 +63,29 @@ export async function send(fetchFn, request, deadlineMs, extra) {
   }
 }
 
-// Runs a loop (a generator of ['send', [[key, request, deadlineMs]...]]
-// or ['wait', ms | undefined] steps): a step's requests go out together.
-export async function run(steps, fetchFn, wait) {
+// Runs a loop (a generator of ['send', [[key, request, deadlineMs,
+// endpoint]...]] or ['wait', ms | undefined] steps): a step's requests go
+// out together. `tokens` (webhooks.mjs's Tokens) adds an OAuth 2.0
+// endpoint's bearer token, or fails the attempt as a `token` outcome.
+export async function run(steps, fetchFn, wait, tokens) {
   let reply;
   for (;;) {
     const { value, done } = steps.next(reply);
     if (done) return value;
     const [kind, arg] = value;
     if (kind === 'send') {
-      reply = await Promise.all(arg.map(async ([key, request, deadlineMs]) => {
+      reply = await Promise.all(arg.map(async ([key, request, deadlineMs, endpoint]) => {
+        let authorization;
+        if (tokens?.has(endpoint)) {
+          try {
+            authorization = await tokens.authorization(fetchFn, endpoint);
+          } catch (e) {
+            return [key, Date.now(), { error: 'token', message: String(e.message ?? e) }];
+          }
+          request = { ...request, headers: [...request.headers, ['Authorization', authorization]] };
+        }
         const report = await send(fetchFn, request, deadlineMs);
+        if (authorization !== undefined && report.status === 401) tokens.rejected(endpoint, authorization);
         return [key, Date.now(), report];
       }));
     } else {

@@ -25,7 +25,7 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
   function* deliverySteps(d) {
     for (;;) {
       const sends = [];
-      for (let a = d.pollRequest(Date.now()); a; a = d.pollRequest(Date.now())) sends.push([a.attempt, a.request, a.deadlineMs]);
+      for (let a = d.pollRequest(Date.now()); a; a = d.pollRequest(Date.now())) sends.push([a.attempt, a.request, a.deadlineMs, a.endpoint]);
       if (sends.length) {
         for (const [attempt, ended, report] of yield ['send', sends]) d.handleResponse(ended, attempt, report);
         continue;
@@ -38,9 +38,66 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
     }
   }
 
+  // The bearer tokens of a destination's OAuth 2.0 endpoints: the core's
+  // token sources (fetched, cached, refreshed before they expire, dropped
+  // on a 401), one token request per grant at a time, over the deliveries'
+  // fetch. A token that cannot be had fails the attempt at once.
+  class Tokens {
+    #sources = new Map();
+    #busy = new Map();
+    constructor(core, endpoints) {
+      for (let i = 0; i < endpoints; i++) {
+        const source = core.tokenSource(i, seed());
+        if (source) this.#sources.set(i, source);
+      }
+    }
+
+    has(endpoint) {
+      return this.#sources.has(endpoint);
+    }
+
+    // `Bearer …` for `endpoint`, fetched first when due; throws the core's
+    // token_unavailable error when there is none.
+    async authorization(fetchFn, endpoint) {
+      const source = this.#sources.get(endpoint);
+      const before = this.#busy.get(endpoint) ?? Promise.resolve();
+      const turn = before.then(() => this.#fetch(fetchFn, source));
+      this.#busy.set(endpoint, turn.catch(() => undefined));
+      await turn;
+      return source.authorization(Date.now());
+    }
+
+    async #fetch(fetchFn, source) {
+      const r = source.pollRequest(Date.now());
+      if (!r) return;
+      try {
+        const answer = await fetchFn(r.url, {
+          method: 'POST',
+          headers: r.headers,
+          body: r.body,
+          redirect: 'manual',
+          signal: AbortSignal.timeout(Math.max(1, r.deadlineMs - Date.now())),
+        });
+        const body = new Uint8Array(await answer.arrayBuffer()).subarray(0, source.answerBytes);
+        try {
+          source.handleResponse(Date.now(), answer.status, body);
+        } catch {
+          // Kept by the source: authorization() throws it.
+        }
+      } catch (e) {
+        source.handleFailure(Date.now(), `${e?.name ?? 'Error'}: ${e?.message ?? e}`);
+      }
+    }
+
+    rejected(endpoint, authorization) {
+      this.#sources.get(endpoint)?.handleRejected(authorization);
+    }
+  }
+
   class Webhooks {
     #core;
     #timing;
+    #tokens;
     constructor({ endpoints, sharedSecret, mode, method, signature, signingSecrets, filters, mapping, batch, timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs } = {}) {
       const secret = sharedSecret == null ? null : textOf(sharedSecret, 'sharedSecret');
       // method, signature, signingSecrets, filters, mapping and batch are checked by the
@@ -52,6 +109,7 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
       // signature.
       if (platform.hmacSha1 && secret) this.#core.setNativeHmac((at, len) => platform.hmacSha1(secret, signing.bytesAt(at, len)));
       this.#timing = { timeoutMs, retryWindowMs, backoffBaseMs, backoffCapMs };
+      this.#tokens = new Tokens(this.#core, this.#core.urls.length);
     }
 
     get urls() {
@@ -104,7 +162,7 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
       this.#core.checkSentAsBuilt();
       const d = this.delivery(call);
       try {
-        return await run(deliverySteps(d), fetchFn, sleep);
+        return await run(deliverySteps(d), fetchFn, sleep, this.#tokens);
       } finally {
         d.free();
       }
@@ -131,7 +189,7 @@ export function makeWebhooks(wasm, platform, { error, signing, json }) {
       for (const b of batches) {
         const d = new Delivery(FOR_BATCH, wasm.DeliveryCore.forBatch(this.#core, b.id, b.body, Date.now(), { ...this.#timing, seed: seed() }));
         try {
-          const result = await run(deliverySteps(d), fetchFn, sleep);
+          const result = await run(deliverySteps(d), fetchFn, sleep, this.#tokens);
           for (const i of b.members) results[i] = result;
         } finally {
           d.free();
