@@ -315,16 +315,26 @@ pub async fn destination_live(
     destination: &str,
     change: DestinationChange<'_>,
 ) -> Result<Changes, OpError> {
+    edit_live(
+        relay,
+        Edit::Destination {
+            name,
+            destination,
+            change,
+        },
+    )
+    .await
+}
+
+/// Makes `edit` to the sources kept in the database through this running
+/// relay (it needs the key), checked with its private-network rule, and
+/// puts the result in force at once.
+async fn edit_live(relay: &Relay, edit: Edit<'_>) -> Result<Changes, OpError> {
     let key = relay
         .cfg
         .secret_key
         .as_deref()
         .ok_or(OpError::NoSecretKey)?;
-    let edit = Edit::Destination {
-        name,
-        destination,
-        change,
-    };
     let changes = write(
         &*relay.store,
         key,
@@ -481,21 +491,7 @@ pub async fn patch_live(
     name: &str,
     patch: &serde_json::Value,
 ) -> Result<Changes, OpError> {
-    let key = relay
-        .cfg
-        .secret_key
-        .as_deref()
-        .ok_or(OpError::NoSecretKey)?;
-    let edit = Edit::Patch { name, patch };
-    let changes = write(
-        &*relay.store,
-        key,
-        edit,
-        Some(relay.cfg.allow_private_networks),
-    )
-    .await?;
-    settle(relay, &changes).await?;
-    Ok(changes)
+    edit_live(relay, Edit::Patch { name, patch }).await
 }
 
 /// Removes the source `name` through this running relay, as
