@@ -31,8 +31,7 @@ use crate::code::Code;
 use crate::json::Value;
 use crate::retry::{Backoff, Jitter};
 use crate::timestamp::Timestamp;
-use crate::webhooks::auth::{ClientAuth, OAuth2};
-use base64::Engine as _;
+use crate::webhooks::auth::{Auth, ClientAuth, OAuth2};
 use std::fmt;
 
 /// A token request must be answered within this: the webhook's own 5 s.
@@ -290,17 +289,9 @@ impl TokenSource {
         match c.client_auth {
             ClientAuth::Basic => {
                 // §2.3.1: id and secret are form-encoded before Basic.
-                let pair = format!(
-                    "{}:{}",
-                    form_encode(&c.client_id),
-                    form_encode(&c.client_secret)
-                );
                 headers.push((
                     "Authorization",
-                    format!(
-                        "Basic {}",
-                        base64::engine::general_purpose::STANDARD.encode(pair)
-                    ),
+                    Auth::basic_header(&form_encode(&c.client_id), &form_encode(&c.client_secret)),
                 ));
             }
             ClientAuth::Body => {
@@ -427,6 +418,7 @@ mod tests {
             "grant_type=client_credentials&scope=users%3Awrite+crm"
         );
         let auth = &r.headers.iter().find(|h| h.0 == "Authorization").unwrap().1;
+        use base64::Engine as _;
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(auth.strip_prefix("Basic ").unwrap())
             .unwrap();

@@ -234,8 +234,7 @@ class Tokens:
                     async with http.stream("POST", url, headers=headers, content=body, timeout=timeout) as r:
                         data = bytearray()
                         async for chunk in r.aiter_bytes():
-                            data += chunk[: _callpost.TokenSource.ANSWER_BYTES - len(data)]
-                            if len(data) >= _callpost.TokenSource.ANSWER_BYTES:
+                            if _full(data, chunk):
                                 break
                         self._answer(source, r.status_code, bytes(data))
                 except httpx.HTTPError as exc:
@@ -254,10 +253,16 @@ def _read_capped(chunks: Iterator[bytes]) -> bytes:
     that sends more is not read further."""
     data = bytearray()
     for chunk in chunks:
-        data += chunk[: _callpost.TokenSource.ANSWER_BYTES - len(data)]
-        if len(data) >= _callpost.TokenSource.ANSWER_BYTES:
+        if _full(data, chunk):
             break
     return bytes(data)
+
+
+def _full(data: bytearray, chunk: bytes) -> bool:
+    """Adds what of ``chunk`` fits under ``TokenSource.ANSWER_BYTES``;
+    True once nothing more fits."""
+    data += chunk[: _callpost.TokenSource.ANSWER_BYTES - len(data)]
+    return len(data) >= _callpost.TokenSource.ANSWER_BYTES
 
 
 def _token_failed(out: Outgoing, exc: CallpostError) -> Answer:
