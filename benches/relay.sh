@@ -6,6 +6,8 @@
 #   bash benches/relay.sh              full run (20 s a step; about 6 minutes)
 #   bash benches/relay.sh --smoke      every step for 2 s (about a minute)
 #   bash benches/relay.sh --postgres   also Postgres (scripts/postgres.sh), 1 and 2 relays
+#   bash benches/relay.sh --profile    also the relay's CPU by part (Linux perf)
+# CALLPOST_BENCH_RELAY=path measures another build of the relay.
 # CALLPOST_BENCH_SECONDS sets the length of a step of the full run.
 # Installs wrk (Debian) when missing. Run it on a quiet machine: every
 # process shares the same cores.
@@ -14,6 +16,12 @@ cd "$(dirname "$0")/.."
 if ! command -v wrk >/dev/null; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
 fi
+case " $* " in
+  *" --profile "*)
+    if ! command -v perf >/dev/null; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null
+    fi ;;
+esac
 # The relay as it ships (profile "relay"), and the benchmark's own echo
 # server and open-loop sender, built with it.
 cargo build --locked --profile relay -p callpost-relay \

@@ -73,6 +73,18 @@ second) is printed beside it, the sender's included, and for ingest the
 relay's commits (``callpost_relay_commit_seconds``): how many, how many
 calls each, how long each took.
 
+Where each call's cost goes, per step: the bytes written to the
+write-ahead log per call stored or delivered (SQLite: the relay's
+``callpost_relay_sqlite_wal_bytes_total``, every frame with its header;
+Postgres: ``pg_current_wal_lsn()``) beside the row's own bytes, in 4 KB
+pages, full-page images (Postgres' ``pg_stat_wal``), and WAL fsyncs per
+second (Postgres' ``wal_sync``; SQLite's commits, one fsync each under
+``synchronous = FULL``, checkpoints aside). With ``--profile``, Linux perf
+samples the relay during ingest at saturation and its CPU is sorted by
+symbol into parsing and checking, the store, the HTTP stack, memory and
+the rest (``PROFILE_PARTS``). ``CALLPOST_BENCH_RELAY=path`` measures
+another build of the relay (an older commit's) with the same steps.
+
 Nothing here asserts a timing: a goal missed is reported, not failed. The
 exit status is 1 only when something was wrong rather than slow: an HTTP
 error, a bad signature, an acknowledged call not stored.
@@ -102,11 +114,16 @@ from typing import Any
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 WORK = ROOT / "target" / "relay-bench"
 BUILD = ROOT / "target" / "relay"
-RELAY_BIN = BUILD / "callpost-relay"
+# CALLPOST_BENCH_RELAY: another build of the relay to measure with the same
+# steps (an older commit's, for a before column).
+RELAY_BIN = pathlib.Path(os.environ.get("CALLPOST_BENCH_RELAY") or BUILD / "callpost-relay").resolve()
 ECHO_BIN = BUILD / "examples" / "bench_echo"
 LOAD_BIN = BUILD / "examples" / "bench_load"
 SMOKE = "--smoke" in sys.argv
 POSTGRES = "--postgres" in sys.argv
+# Samples the relay's CPU (Linux perf) during ingest at saturation and
+# sorts it into parsing and checking, the store, the HTTP stack and the rest.
+PROFILE = "--profile" in sys.argv
 SECONDS = 2 if SMOKE else int(os.environ.get("CALLPOST_BENCH_SECONDS", "20"))
 # Delivery is measured over this long, not to the end of the backlog
 # (ingest stores far faster than one receiver takes).
@@ -448,6 +465,7 @@ class Relay(Server):
             "delivered": metric(text, "callpost_relay_deliveries_total", outcome="delivered"),
             "commits": metric(text, "callpost_relay_commit_seconds_count"),
             "commit_seconds": metric(text, "callpost_relay_commit_seconds_sum"),
+            "wal_bytes": metric(text, "callpost_relay_sqlite_wal_bytes_total"),
         }
 
 
@@ -560,11 +578,15 @@ def split_wrk(servers: list[Server], bodies: Bodies, kind: str, tag: str) -> dic
     )
 
 
-def measured(servers: list[Server], send: Callable[[], dict[str, float]]) -> dict[str, float]:
+def measured(
+    servers: list[Server], send: Callable[[], dict[str, float]], db: Backend | None = None
+) -> dict[str, float]:
     """``send()`` with the servers' CPU, peak memory and (relays) counters
-    around it, and the sender's CPU."""
+    around it, the sender's CPU, and the database's WAL (Postgres: its own
+    statistics; SQLite: the relay's count)."""
     relays = [s for s in servers if isinstance(s, Relay)]
     before = [r.counters() for r in relays]
+    wal0 = db.wal() if db else {}
     cpu0 = sum(s.cpu() for s in servers)
     sender0 = children_cpu()
     peak = Peak([s.pid for s in servers])
@@ -578,26 +600,85 @@ def measured(servers: list[Server], send: Callable[[], dict[str, float]]) -> dic
     result["sender_cores"] = (children_cpu() - sender0) / wall
     if relays:
         after = [r.counters() for r in relays]
-        for key in ("statements", "delivered", "commits", "commit_seconds"):
+        for key in ("statements", "delivered", "commits", "commit_seconds", "wal_bytes"):
             result[key] = sum(a[key] - b[key] for a, b in zip(after, before, strict=True))
+    if db:
+        wal1 = db.wal()
+        for key, value in wal1.items():
+            result[key] = value - wal0[key]
     return result
+
+
+# What the profile's symbols are part of (first match wins): the kernel's
+# own file system and network symbols, then the relay's crates.
+PROFILE_PARTS = [
+    (
+        "store (SQLite, Postgres client, file system)",
+        r"sqlite3|rusqlite|tokio_postgres|postgres_protocol|deadpool|"
+        r"callpost_relay::store|ext4|jbd2|filemap|iomap|folio|fsync|blk_|xfs|pwrite|__x64_sys_fdatasync|file_write",
+    ),
+    (
+        "parsing, checking, enriching (core)",
+        r"callpost_core|serde_json|serde::|jiter|uuid|getrandom|chacha|rand::|"
+        r"flate2|miniz|itoa|ryu|core::str::|from_utf8|unicode",
+    ),
+    (
+        "HTTP stack (hyper, tokio, sockets)",
+        r"hyper|httparse|http::|h2::|tokio|mio|epoll|tcp_|ip_|sock|skb|"
+        r"__dev_|net_|netif|loopback|sys_sendto|sys_recvfrom|sys_write|sys_read|ep_poll|inet",
+    ),
+    ("memory (allocation, copies)", r"malloc|free|memcpy|memmove|memset|realloc|_int_|alloc::|cfree"),
+]
+
+
+def profile_parts(data: pathlib.Path) -> dict[str, float]:
+    """Shares of the samples in ``data`` by part (``PROFILE_PARTS``), the
+    rest as "other", from perf's self time per symbol."""
+    out = subprocess.run(
+        ["perf", "report", "-i", str(data), "--no-children", "--sort", "sym", "--stdio", "-q"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    parts = {name: 0.0 for name, _ in PROFILE_PARTS} | {"other": 0.0}
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d.]+)%\s+\[.\]\s+(.*)", line)
+        if not m:
+            continue
+        share, sym = float(m.group(1)), m.group(2)
+        name = next((n for n, pattern in PROFILE_PARTS if re.search(pattern, sym)), "other")
+        parts[name] += share
+    return parts
 
 
 # -- steps ----------------------------------------------------------------
 
 
 def ingest_steps(
-    servers: list[Server], bodies: Bodies, tag: str, paced_too: bool, stored: Callable[[], int] | None = None
+    servers: list[Server], bodies: Bodies, tag: str, paced_too: bool, db: Backend | None = None
 ) -> dict[str, dict[str, float]]:
     """Steps 2 and 3 against ``servers``: the echo, or ingest-only relays
     whose store ``stored()`` counts the calls in (read between steps, never
     during one)."""
     out: dict[str, dict[str, float]] = {}
     label = {"batch": "batches", "single": "single calls"}
+    stored = db.pending if db else None
     for kind in ("batch", "single"):
         calls = bodies.kind(kind)[3]
         before = stored() if stored else 0
-        r = measured(servers, functools.partial(split_wrk, servers, bodies, kind, f"{tag}-{kind}-sat"))
+        perf = None
+        if PROFILE and db:
+            data = WORK / f"perf-{tag}-{kind}.data"
+            perf = subprocess.Popen(
+                ["perf", "record", "-q", "-F", "999", "-o", str(data), "-p", str(servers[0].pid)],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        r = measured(servers, functools.partial(split_wrk, servers, bodies, kind, f"{tag}-{kind}-sat"), db)
+        if perf:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
+            r.update({f"profile:{name}": share for name, share in profile_parts(data).items()})
         acknowledged = (r["requests"] - r["errors"]) * calls
         r["calls_s"] = r["rps"] * calls
         if stored:
@@ -611,6 +692,13 @@ def ingest_steps(
             # server's CPU below a core, commits are what limit ingest.
             r["commit_ms"] = r["commit_seconds"] / max(r["commits"], 1) * 1000
             r["calls_per_commit"] = r["stored"] / max(r["commits"], 1)
+            r["commits_s"] = r["commits"] / r["wall"]
+        if db:
+            r["row_bytes"] = db.row_bytes()
+            r["wal_per_call"] = r["wal_bytes"] / max(r["stored"], 1)
+            # Pages: 4 KB on both (SQLite's default page, Postgres' 8 KB
+            # blocks counted as the bytes they wrote).
+            r["pages_per_call"] = r["wal_per_call"] / 4096
         # Requests in flight when wrk's time ran out are answered and stored
         # after it stops counting: more may be stored, never fewer.
         r["lost"] = max(acknowledged - r["stored"], 0)
@@ -626,7 +714,18 @@ def ingest_steps(
                 if "sql_per_call" in r
                 else ""
             )
+            + (
+                f"; WAL {r['wal_per_call']:,.0f} B per call ({r['wal_per_call'] / r['row_bytes']:.2f}× its "
+                f"{r['row_bytes']:,.0f} B row), {r['pages_per_call']:.2f} pages"
+                + (f", {r['wal_fpi'] / max(r['stored'], 1):.2f} full-page images" if "wal_fpi" in r else "")
+                + f" per call; {r.get('syncs', r.get('commits', 0)) / r['wall']:,.0f} WAL fsyncs/s"
+                if "wal_per_call" in r
+                else ""
+            )
         )
+        if PROFILE and db:
+            parts = "; ".join(f"{k[8:]} {v:.1f}%" for k, v in r.items() if k.startswith("profile:"))
+            print(f"    relay CPU by part: {parts}")
     if paced_too:
         for kind, rate in (("batch", BATCH_RATE), ("single", SINGLE_RATE)):
             r = measured(
@@ -674,6 +773,48 @@ class Backend:
         ).stdout
         return int(json.loads(out)["pending"])
 
+    def sql(self, query: str) -> str:
+        """One value, read outside the relay (SQLite: the standard library's
+        module, read-only; Postgres: psql)."""
+        if self.kind == "sqlite":
+            import sqlite3
+
+            con = sqlite3.connect(f"file:{WORK / 'relay.db'}?mode=ro", uri=True)
+            try:
+                return str(con.execute(query).fetchone()[0])
+            finally:
+                con.close()
+        return subprocess.run(
+            [shutil.which("psql") or "psql", "-X", "-q", "-A", "-t", "-d", self.url, "-c", query],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+
+    def row_bytes(self) -> float:
+        """A stored call's bytes: its row's columns, text as UTF-8 and
+        integers as 8 bytes (what the row holds, before the database's own
+        page and index overhead)."""
+        n = "octet_length" if self.kind == "postgres" else "length"
+        cast = "" if self.kind == "postgres" else " AS BLOB"
+        texts = "source message_id destination kind message user_id anonymous_id event trace_parent batch"
+        total = " + ".join(f"coalesce({n}(CAST({c}{cast})), 0)" for c in texts.split())
+        return float(self.sql(f"SELECT avg({total} + 8 * 8) FROM deliveries") or 0)
+
+    def wal(self) -> dict[str, float]:
+        """Postgres' WAL so far (the server's; nothing else writes during
+        a step): bytes, full-page images, fsyncs. SQLite's is the relay's
+        count (``callpost_relay_sqlite_wal_bytes_total``)."""
+        if self.kind == "sqlite":
+            return {}
+        # The statistics are flushed at most once a second.
+        time.sleep(1.1)
+        row = self.sql(
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') || ' ' || wal_fpi || ' ' || wal_sync FROM pg_stat_wal"
+        )
+        lsn, fpi, sync = (float(v) for v in row.split())
+        return {"wal_bytes": lsn, "wal_fpi": fpi, "syncs": sync}
+
     def config(self, recv_port: int, name: str, deliver: bool) -> pathlib.Path:
         path = WORK / f"{name}-{'deliver' if deliver else 'ingest'}.toml"
         # The relay tests' configuration, with the bench's keys, the
@@ -711,7 +852,7 @@ def run_backend(backend: Backend, relays: int, recv_port: int, bodies: Bodies) -
 
     started = start_all(ingest_cfg)
     try:
-        res.update(ingest_steps(list(started), bodies, f"{backend.kind}{relays}", relays == 1, backend.pending))
+        res.update(ingest_steps(list(started), bodies, f"{backend.kind}{relays}", relays == 1, backend))
     finally:
         for r in started:
             r.stop()
@@ -730,7 +871,7 @@ def run_backend(backend: Backend, relays: int, recv_port: int, bodies: Bodies) -
                     break
             return {}
 
-        d = measured(list(started), drain)
+        d = measured(list(started), drain, backend)
     finally:
         for r in started:
             r.stop()
@@ -740,6 +881,7 @@ def run_backend(backend: Backend, relays: int, recv_port: int, bodies: Bodies) -
     d["posts_s"] = d["delivered"] / took if took else 0.0
     d["cpu_per_1000"] = d["cpu"] / max(d["delivered"], 1) * 1000
     d["sql_per_call"] = d["statements"] / max(d["delivered"], 1)
+    d["wal_per_call"] = d["wal_bytes"] / max(d["delivered"], 1)
     d["verified"] = got["verified"] - verified["verified"]
     d["bad"] = got["bad"] - verified["bad"]
     res["delivery"] = d
@@ -747,7 +889,7 @@ def run_backend(backend: Backend, relays: int, recv_port: int, bodies: Bodies) -
         f"  delivery of a backlog of {backlog:,} calls: {d['posts_s']:,.0f} webhook POSTs/s "
         f"({d['delivered']:,.0f} in {took:.1f} s); relay {d['cores']:.2f} cores "
         f"({d['cpu_per_1000']:.3f} CPU-s per 1,000 deliveries), peak RSS {d['rss_peak_mb']:.1f} MB; "
-        f"{d['sql_per_call']:.3f} SQL statements per delivery; receiver: {d['verified']:,} verified, "
+        f"{d['sql_per_call']:.3f} SQL statements per delivery; WAL {d['wal_per_call']:,.0f} B per delivery; receiver: {d['verified']:,} verified, "
         f"{d['bad']} bad signatures"
     )
     return res
@@ -812,8 +954,8 @@ def table(res: dict[str, Any], echo: dict[str, dict[str, float]], receiver: dict
         ratio(b["calls_s"], eb["calls_s"]),
         before.get("batch_calls", "—"),
         ratio(b["calls_s"], best["batch_calls"]),
-        "≥ 60,000 (SQLite, FULL)" if sqlite else "",
-        verdict([("60,000", b["calls_s"] >= 60_000)]) if sqlite else "",
+        "≥ 100,000 (SQLite, FULL)" if sqlite else "≥ 60,000",
+        verdict([("100,000", b["calls_s"] >= 100_000)]) if sqlite else verdict([("60,000", b["calls_s"] >= 60_000)]),
     )
     row(
         "single calls to /v1/track: requests/s (wrk -c32)",
@@ -822,8 +964,8 @@ def table(res: dict[str, Any], echo: dict[str, dict[str, float]], receiver: dict
         ratio(s["rps"], es["rps"]),
         "—",
         "",
-        "≥ 0.5× echo; ≥ 8,000",
-        verdict([("0.5× echo", s["rps"] >= 0.5 * es["rps"]), ("8,000", s["rps"] >= 8000)]),
+        "≥ 0.5× echo" if sqlite else "",
+        verdict([("0.5× echo", s["rps"] >= 0.5 * es["rps"])]) if sqlite else "",
     )
     row("batches: p50 / p99 ms at saturation", ms(eb), ms(b), "", before.get("batch_sat", "—"))
     row("single calls: p50 / p99 ms at saturation", ms(es), ms(s))
@@ -866,10 +1008,34 @@ def table(res: dict[str, Any], echo: dict[str, dict[str, float]], receiver: dict
         ratio(d["posts_s"], receiver["rps"]),
         before.get("posts", "—"),
         ratio(d["posts_s"], best["posts"]),
-        "≥ 8,000 or ≥ 0.7× receiver",
-        verdict([("8,000 or 0.7× receiver", d["posts_s"] >= 8000 or d["posts_s"] >= 0.7 * receiver["rps"])]),
+        "≥ 0.8× receiver",
+        verdict([("0.8× receiver", d["posts_s"] >= 0.8 * receiver["rps"])]),
     )
     row("CPU seconds per 1,000 deliveries", "", f"{d['cpu_per_1000']:.3f}")
+    for kind, r in (("batches", b), ("single calls", s)):
+        row(
+            f"WAL bytes per call stored, {kind} (÷ the row's bytes)",
+            "",
+            f"{r['wal_per_call']:,.0f} ({r['wal_per_call'] / r['row_bytes']:.2f}×)",
+            "",
+            "—",
+            "",
+            "≤ 3× the row",
+            verdict([("3×", r["wal_per_call"] <= 3 * r["row_bytes"])]),
+        )
+    row("WAL bytes per delivery", "", f"{d['wal_per_call']:,.0f}")
+    row(
+        "WAL fsyncs/s at saturation, batches / single calls",
+        "",
+        " / ".join(f"{r.get('syncs', r['commits']) / r['wall']:,.0f}" for r in (b, s)),
+    )
+    if PROFILE:
+        for kind, r in (("batches", b), ("single calls", s)):
+            row(
+                f"relay CPU by part, {kind} (perf samples)",
+                "",
+                "; ".join(f"{k[8:]} {v:.0f}%" for k, v in r.items() if k.startswith("profile:")),
+            )
     row(
         "resident memory, idle (MB)",
         "",
@@ -961,8 +1127,8 @@ def describe() -> str:
             text=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return f"{RELAY_BIN.relative_to(ROOT)} built {built}"
-    return f"{RELAY_BIN.relative_to(ROOT)} built {built}, tree at {head}" + (
+        return f"{os.path.relpath(RELAY_BIN, ROOT)} built {built}"
+    return f"{os.path.relpath(RELAY_BIN, ROOT)} built {built}, tree at {head}" + (
         " with uncommitted changes in relay/ or core/" if dirty else ""
     )
 

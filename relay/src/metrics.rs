@@ -37,6 +37,7 @@ pub struct Metrics {
     operator_events: Family<Labels, Counter>,
     token_requests: Family<Labels, Counter>,
     sql_statements: Counter<u64, AtomicU64>,
+    sqlite_wal_bytes: Counter<u64, AtomicU64>,
     stale_finishes: Counter,
     trace_spans_dropped: Counter,
     conflicts: Counter<u64, AtomicU64>,
@@ -76,6 +77,7 @@ impl Metrics {
             operator_events: Family::default(),
             token_requests: Family::default(),
             sql_statements: Counter::default(),
+            sqlite_wal_bytes: Counter::default(),
             stale_finishes: Counter::default(),
             trace_spans_dropped: Counter::default(),
             conflicts: Counter::default(),
@@ -140,6 +142,11 @@ impl Metrics {
             "sql_statements",
             "SQL statements run, BEGIN and COMMIT included",
             m.sql_statements.clone(),
+        );
+        r.register(
+            "sqlite_wal_bytes",
+            "Bytes appended to SQLite's write-ahead log, index pages and frame headers included (0 on Postgres)",
+            m.sqlite_wal_bytes.clone(),
         );
         r.register(
             "trace_spans_dropped",
@@ -369,24 +376,36 @@ impl Metrics {
     }
 
     /// The Prometheus text, with the values the store keeps itself.
-    pub fn render(&self, backlog: usize, statements: u64, conflicts: u64, healthy: bool) -> String {
-        self.backlog.set(backlog as i64);
-        // The store counts its own statements; the counter is brought up to
-        // its total (counters only go up).
-        let seen = self.sql_statements.get();
-        if statements > seen {
-            self.sql_statements.inc_by(statements - seen);
+    pub fn render(&self, store: &StoreCounts) -> String {
+        self.backlog.set(store.backlog as i64);
+        // The store counts these itself; each counter is brought up to its
+        // total (counters only go up).
+        for (counter, total) in [
+            (&self.sql_statements, store.statements),
+            (&self.conflicts, store.conflicts),
+            (&self.sqlite_wal_bytes, store.wal_bytes.unwrap_or(0)),
+        ] {
+            let seen = counter.get();
+            if total > seen {
+                counter.inc_by(total - seen);
+            }
         }
-        let seen = self.conflicts.get();
-        if conflicts > seen {
-            self.conflicts.inc_by(conflicts - seen);
-        }
-        self.store_healthy.set(i64::from(healthy));
+        self.store_healthy.set(i64::from(store.healthy));
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
     }
+}
+
+/// What the store counts itself, read at each scrape.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreCounts {
+    pub backlog: usize,
+    pub statements: u64,
+    pub conflicts: u64,
+    pub wal_bytes: Option<u64>,
+    pub healthy: bool,
 }
 
 /// Shared by every part of the relay.

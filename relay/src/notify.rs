@@ -164,7 +164,10 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     fn dropped(metrics: &Metrics) -> u64 {
-        let text = metrics.render(0, 0, 0, true);
+        let text = metrics.render(&crate::metrics::StoreCounts {
+            healthy: true,
+            ..Default::default()
+        });
         text.lines()
             .find(|l| l.starts_with("callpost_relay_operator_events_total{result=\"dropped\"}"))
             .and_then(|l| l.rsplit(' ').next())

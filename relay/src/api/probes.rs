@@ -37,12 +37,13 @@ pub(crate) async fn metrics(api: &Api, headers: &HeaderMap, remote: SocketAddr) 
     }
     let relay = &api.relay;
     let store = &relay.store;
-    let text = relay.metrics.render(
-        store.backlog(),
-        store.statements(),
-        store.conflicts(),
-        store.healthy(),
-    );
+    let text = relay.metrics.render(&crate::metrics::StoreCounts {
+        backlog: store.backlog(),
+        statements: store.statements(),
+        conflicts: store.conflicts(),
+        wal_bytes: store.wal_bytes(),
+        healthy: store.healthy(),
+    });
     let mut a = json(200, text);
     a.headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(METRICS_CONTENT_TYPE));

@@ -70,6 +70,10 @@ pub(crate) trait Engine: std::fmt::Debug + Send + Sync + 'static {
     fn conflicts(&self) -> u64 {
         0
     }
+    /// Bytes appended to the write-ahead log (`Store::wal_bytes`).
+    fn wal_bytes(&self) -> Option<u64> {
+        None
+    }
     /// Whether other relays may use the database.
     fn shared(&self) -> bool;
     /// Where each commit's latency and calls are reported.
@@ -489,6 +493,10 @@ impl<E: Engine> Store for SqlStore<E> {
 
     fn conflicts(&self) -> u64 {
         self.engine.conflicts()
+    }
+
+    fn wal_bytes(&self) -> Option<u64> {
+        self.engine.wal_bytes()
     }
 
     fn set_commit_observer(&self, observer: CommitObserver) {

@@ -683,6 +683,13 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
     /// `callpost_relay_sql_statements_total`).
     fn statements(&self) -> u64;
 
+    /// Bytes appended to the database's write-ahead log so far, when the
+    /// relay can count them (SQLite's; a Postgres server's WAL is shared
+    /// by every client, and `pg_current_wal_lsn()` tells it).
+    fn wal_bytes(&self) -> Option<u64> {
+        None
+    }
+
     /// Transactions the database aborted for a deadlock or a serialization
     /// failure, and that ran again (Postgres).
     fn conflicts(&self) -> u64 {

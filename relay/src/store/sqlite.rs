@@ -77,6 +77,8 @@ const STATEMENT_CACHE: usize = 64;
 /// What both connections and the store share.
 struct Shared {
     statements: AtomicU64,
+    /// Bytes appended to the write-ahead log: frames and their headers.
+    wal_bytes: AtomicU64,
     healthy: AtomicBool,
     backlog: AtomicUsize,
     observer: Mutex<Option<CommitObserver>>,
@@ -289,6 +291,7 @@ impl Sqlite {
     async fn open(path: PathBuf, options: StoreOptions) -> Result<Self, StoreError> {
         let shared = Arc::new(Shared {
             statements: AtomicU64::new(0),
+            wal_bytes: AtomicU64::new(0),
             healthy: AtomicBool::new(true),
             backlog: AtomicUsize::new(0),
             observer: Mutex::new(None),
@@ -478,7 +481,8 @@ fn open_files(
         configure(&db, options).map_err(|e| store_error(&e))?;
         Ok(db)
     };
-    let writer = connect()?;
+    let mut writer = connect()?;
+    watch_wal(&mut writer).map_err(|e| store_error(&e))?;
     let migrated = migrate(&writer)?;
     optimize(&writer).map_err(|e| store_error(&e))?;
     if options.exclusive {
@@ -539,6 +543,45 @@ fn configure(db: &Db, options: &StoreOptions) -> rusqlite::Result<()> {
         "PRAGMA synchronous = {}; PRAGMA analysis_limit = {ANALYSIS_LIMIT}",
         options.synchronous.as_str()
     ))
+}
+
+/// SQLite's own checkpoint threshold (`wal_autocheckpoint`'s default,
+/// pages): the hook below takes the place of the automatic checkpoint, so
+/// it checkpoints at the same size.
+const WAL_CHECKPOINT_PAGES: i32 = 1000;
+
+/// Counts what each commit of the writer appends to the write-ahead log
+/// (`callpost_relay_sqlite_wal_bytes_total`: the bytes an insert really
+/// costs, index pages included), and checkpoints (passive) as SQLite's
+/// automatic checkpoint does, which a hook of our own replaces. The count
+/// is the growth of the log since the last commit, or its whole size when
+/// a checkpoint let it start again from the beginning.
+fn watch_wal(db: &mut Db) -> rusqlite::Result<()> {
+    let page: u64 = db.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+    // A frame: a page and its 24-byte header (sqlite.org/fileformat.html).
+    let frame = page + 24;
+    let shared = db.shared.clone();
+    let mut before: i32 = 0;
+    db.conn
+        .wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
+            let appended = if pages >= before {
+                pages - before
+            } else {
+                pages
+            };
+            before = pages;
+            shared.wal_bytes.fetch_add(
+                u64::try_from(appended).unwrap_or(0) * frame,
+                Ordering::Relaxed,
+            );
+            if pages >= WAL_CHECKPOINT_PAGES {
+                // Passive: never waits for readers; what it cannot copy now
+                // the next one does. Its result is not the commit's (which has
+                // happened): SQLite's own hook ignores it too.
+                let _ = wal.checkpoint();
+            }
+            Ok(())
+        }))
 }
 
 /// Rows `PRAGMA optimize` reads of each index to keep the planner's
@@ -1087,6 +1130,10 @@ impl Engine for Sqlite {
 
     fn statements(&self) -> u64 {
         self.shared.statements.load(Ordering::Relaxed)
+    }
+
+    fn wal_bytes(&self) -> Option<u64> {
+        Some(self.shared.wal_bytes.load(Ordering::Relaxed))
     }
 
     fn shared(&self) -> bool {

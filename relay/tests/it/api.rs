@@ -167,7 +167,13 @@ struct TestRelay {
 impl TestRelay {
     /// A metric's value (0 when it has no such series yet).
     fn metric(&self, series: &str) -> f64 {
-        let text = self.relay.metrics.render(0, 0, 0, true);
+        let text = self
+            .relay
+            .metrics
+            .render(&callpost_relay::metrics::StoreCounts {
+                healthy: true,
+                ..Default::default()
+            });
         text.lines()
             .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
             .unwrap_or(0.0)

@@ -169,7 +169,12 @@ impl World {
     }
 
     fn metrics(&self) -> String {
-        self.relay.metrics.render(0, 0, 0, true)
+        self.relay
+            .metrics
+            .render(&callpost_relay::metrics::StoreCounts {
+                healthy: true,
+                ..Default::default()
+            })
     }
 }
 
