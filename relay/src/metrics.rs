@@ -401,10 +401,15 @@ impl Metrics {
 /// What the store counts itself, read at each scrape.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StoreCounts {
+    /// Calls waiting for the writer.
     pub backlog: usize,
+    /// SQL statements run.
     pub statements: u64,
+    /// Transactions run again after a conflict.
     pub conflicts: u64,
+    /// Bytes appended to SQLite's write-ahead log (none on Postgres).
     pub wal_bytes: Option<u64>,
+    /// Whether the last store call succeeded.
     pub healthy: bool,
 }
 

@@ -557,9 +557,9 @@ const WAL_CHECKPOINT_PAGES: i32 = 1000;
 /// is the growth of the log since the last commit, or its whole size when
 /// a checkpoint let it start again from the beginning.
 fn watch_wal(db: &mut Db) -> rusqlite::Result<()> {
-    let page: u64 = db.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+    let page: i64 = db.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
     // A frame: a page and its 24-byte header (sqlite.org/fileformat.html).
-    let frame = page + 24;
+    let frame = u64::try_from(page).unwrap_or(4096) + 24;
     let shared = db.shared.clone();
     let mut before: i32 = 0;
     db.conn
