@@ -23,7 +23,9 @@ receiver:
   verifying every ``X-Signature`` with callpost's ``verifyRequest``).
 
 The bodies, from ``benches/fixtures``, every call with a fresh
-``messageId``:
+``messageId`` that starts with 8 random hex digits (as an SDK's UUIDs do:
+the ids' index is written at random places) and a ``userId`` drawn from
+50,000 users (as ``bench_log``'s):
 
 * a batch: ``/v1/batch`` with 20 calls, 15 of the 423-byte track and 5 of
   the 4 KB checkout-step track, the ``writeKey`` in the body after the
@@ -201,6 +203,7 @@ def batch_template() -> str:
     for i in range(CALLS_PER_BATCH):
         call = dict(small if i % 4 else large)
         call["messageId"] = f"__ID{i}__"
+        call["userId"] = f"__U{i}__"
         calls.append(call)
     return compact({"batch": calls, "sentAt": "2026-11-22T11:59:00.000Z", "writeKey": WRITE_KEY})
 
@@ -213,6 +216,7 @@ def single_templates() -> list[str]:
     for i in range(4):
         call = dict(small if i % 4 else large)
         call["messageId"] = "__ID0__"
+        call["userId"] = "__U0__"
         call["sentAt"] = "2026-11-22T11:59:00.000Z"
         call["writeKey"] = WRITE_KEY
         out.append(compact(call))
@@ -237,19 +241,22 @@ def signed_webhooks(n: int = 1000) -> list[tuple[str, str]]:
 
 
 # wrk's request script: bodies from a file, one a line, taken in turn; each
-# __ID<k>__ becomes <tag>-<n>-<k>. The bodies are cut at their placeholders
-# once, in init, and joined per request: a gsub over 25 KB per request
-# made wrk itself the limit.
+# __ID<k>__ becomes a messageId that starts with 8 random hex digits (as an
+# SDK's UUIDs do: the ids' index is written at random places) and ends with
+# <tag>-<n>-<k> (unique), each __U<k>__ one of 50,000 user ids (as
+# bench_log's). The bodies are cut at their placeholders once, in init, and
+# joined per request: a gsub over 25 KB per request made wrk itself the
+# limit.
 POST_LUA = (
     r"""
 local templates, n, path, tag = {}, 0, nil, nil
 local function split(t)
   local parts, keys, pos = {}, {}, 1
   while true do
-    local s, e, k = t:find("__ID(%d+)__", pos)
+    local s, e, kind, k = t:find("__(%u+)(%d+)__", pos)
     if not s then break end
     parts[#parts + 1] = t:sub(pos, s - 1)
-    keys[#keys + 1] = k
+    keys[#keys + 1] = {kind, k}
     pos = e + 1
   end
   parts[#parts + 1] = t:sub(pos)
@@ -263,6 +270,7 @@ function init(args)
   wrk.method = "POST"
   wrk.headers["Content-Type"] = args[3]
   tag = args[4] .. "-"
+  math.randomseed(os.time() + #tag)
 end
 function request()
   n = n + 1
@@ -270,7 +278,12 @@ function request()
   local id, parts, keys, buf = tag .. n .. "-", t.parts, t.keys, {}
   for i = 1, #keys do
     buf[2 * i - 1] = parts[i]
-    buf[2 * i] = id .. keys[i]
+    local kind, k = keys[i][1], keys[i][2]
+    if kind == "U" then
+      buf[2 * i] = "user-" .. math.random(0, 49999)
+    else
+      buf[2 * i] = string.format("%08x-", math.random(0, 0x7fffffff)) .. id .. k
+    end
   end
   buf[2 * #keys + 1] = parts[#parts]
   return wrk.format(nil, path, nil, table.concat(buf))
@@ -795,10 +808,13 @@ class Backend:
         """A stored call's bytes: its row's columns, text as UTF-8 and
         integers as 8 bytes (what the row holds, before the database's own
         page and index overhead)."""
-        n = "octet_length" if self.kind == "postgres" else "length"
-        cast = "" if self.kind == "postgres" else " AS BLOB"
+
+        # SQLite's length() counts a text's characters, a blob's bytes.
+        def size(c: str) -> str:
+            return f"octet_length({c})" if self.kind == "postgres" else f"length(CAST({c} AS BLOB))"
+
         texts = "source message_id destination kind message user_id anonymous_id event trace_parent batch"
-        total = " + ".join(f"coalesce({n}(CAST({c}{cast})), 0)" for c in texts.split())
+        total = " + ".join(f"coalesce({size(c)}, 0)" for c in texts.split())
         return float(self.sql(f"SELECT avg({total} + 8 * 8) FROM deliveries") or 0)
 
     def wal(self) -> dict[str, float]:

@@ -16,7 +16,7 @@
 //! ```
 //!
 //! `TEMPLATES` holds one request body a line; request `n` takes line
-//! `n mod lines`, with every `__ID<k>__` in it replaced by
+//! `n mod lines`, with every `__ID<k>__` (and `__U<k>__`, a user id) in it replaced by
 //! `<tag>-<n>-<k>`, so every call has a fresh `messageId`. Each latency
 //! runs from the moment the sender's timer released the request, at its
 //! slot in the schedule, to the end of its answer; a request that finds
@@ -93,31 +93,52 @@ impl Template {
         let mut parts = Vec::new();
         let mut keys = Vec::new();
         let mut rest = line;
-        while let Some(start) = rest.find("__ID") {
-            let after = &rest[start + 4..];
-            let digits = after.bytes().take_while(u8::is_ascii_digit).count();
-            if digits == 0 || !after[digits..].starts_with("__") {
+        while let Some(start) = rest.find("__") {
+            let after = &rest[start + 2..];
+            let kind = ["ID", "U"].into_iter().find(|k| after.starts_with(k));
+            let digits = kind.map_or(0, |k| {
+                after[k.len()..]
+                    .bytes()
+                    .take_while(u8::is_ascii_digit)
+                    .count()
+            });
+            let (Some(kind), true) = (kind, digits > 0) else {
+                parts.push(rest.as_bytes()[..start + 2].to_vec());
+                keys.push(String::new());
+                rest = after;
+                continue;
+            };
+            let end = kind.len() + digits;
+            if !after[end..].starts_with("__") {
                 // Not a placeholder: keep it as text and look further on.
-                parts.push(rest.as_bytes()[..start + 4].to_vec());
+                parts.push(rest.as_bytes()[..start + 2].to_vec());
                 keys.push(String::new());
                 rest = after;
                 continue;
             }
             parts.push(rest.as_bytes()[..start].to_vec());
-            keys.push(after[..digits].to_owned());
-            rest = &after[digits + 2..];
+            keys.push(after[..end].to_owned());
+            rest = &after[end + 2..];
         }
         parts.push(rest.as_bytes().to_vec());
         Self { parts, keys }
     }
 
+    /// The body of request `n`: each `__ID<k>__` a fresh messageId whose
+    /// first characters are random (as an SDK's UUIDs are, so the ids'
+    /// index is written at random places) and whose end makes it unique;
+    /// each `__U<k>__` one of [`USERS`] user ids, drawn for the call.
     fn body(&self, tag: &str, n: u64) -> Bytes {
-        let size = self.parts.iter().map(Vec::len).sum::<usize>() + self.keys.len() * 32;
+        let size = self.parts.iter().map(Vec::len).sum::<usize>() + self.keys.len() * 48;
         let mut out = Vec::with_capacity(size);
         for (part, key) in self.parts.iter().zip(&self.keys) {
             out.extend_from_slice(part);
-            if !key.is_empty() {
-                out.extend_from_slice(format!("{tag}-{n}-{key}").as_bytes());
+            if let Some(k) = key.strip_prefix("ID") {
+                let r = mix(n.wrapping_mul(64).wrapping_add(k.parse().unwrap_or(0)));
+                out.extend_from_slice(format!("{:08x}-{tag}-{n}-{k}", r as u32).as_bytes());
+            } else if let Some(k) = key.strip_prefix('U') {
+                let r = mix(n.wrapping_mul(64).wrapping_add(k.parse().unwrap_or(0)) ^ 0x5555);
+                out.extend_from_slice(format!("user-{}", r % USERS).as_bytes());
             }
         }
         if let Some(last) = self.parts.last() {
@@ -125,6 +146,16 @@ impl Template {
         }
         Bytes::from(out)
     }
+}
+
+/// How many users the calls come from (as in `bench_log`).
+const USERS: u64 = 50_000;
+
+/// splitmix64's finaliser: well-spread bits from a counter.
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
 }
 
 /// A request's place in the schedule.
