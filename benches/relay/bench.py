@@ -644,6 +644,24 @@ PROFILE_PARTS = [
 ]
 
 
+class Perf:
+    """Linux perf sampling one process until ``stop()``, which gives its
+    CPU's shares by part (``profile:<part>`` keys)."""
+
+    def __init__(self, pid: int, tag: str) -> None:
+        self.data = WORK / f"perf-{tag}.data"
+        self.proc = subprocess.Popen(
+            ["perf", "record", "-q", "-F", "999", "-o", str(self.data), "-p", str(pid)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def stop(self) -> dict[str, float]:
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait()
+        return {f"profile:{name}": share for name, share in profile_parts(self.data).items()}
+
+
 def profile_parts(data: pathlib.Path) -> dict[str, float]:
     """Shares of the samples in ``data`` by part (``PROFILE_PARTS``), the
     rest as "other", from perf's self time per symbol."""
@@ -679,19 +697,10 @@ def ingest_steps(
     for kind in ("batch", "single"):
         calls = bodies.kind(kind)[3]
         before = stored() if stored else 0
-        perf = None
-        if PROFILE and db:
-            data = WORK / f"perf-{tag}-{kind}.data"
-            perf = subprocess.Popen(
-                ["perf", "record", "-q", "-F", "999", "-o", str(data), "-p", str(servers[0].pid)],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+        perf = Perf(servers[0].pid, f"{tag}-{kind}") if PROFILE and db else None
         r = measured(servers, functools.partial(split_wrk, servers, bodies, kind, f"{tag}-{kind}-sat"), db)
         if perf:
-            perf.send_signal(signal.SIGINT)
-            perf.wait()
-            r.update({f"profile:{name}": share for name, share in profile_parts(data).items()})
+            r.update(perf.stop())
         acknowledged = (r["requests"] - r["errors"]) * calls
         r["calls_s"] = r["rps"] * calls
         if stored:
@@ -887,7 +896,10 @@ def run_backend(backend: Backend, relays: int, recv_port: int, bodies: Bodies) -
                     break
             return {}
 
+        perf = Perf(started[0].pid, f"{backend.kind}{relays}-delivery") if PROFILE and relays == 1 else None
         d = measured(list(started), drain, backend)
+        if perf:
+            d.update(perf.stop())
     finally:
         for r in started:
             r.stop()
@@ -908,6 +920,9 @@ def run_backend(backend: Backend, relays: int, recv_port: int, bodies: Bodies) -
         f"{d['sql_per_call']:.3f} SQL statements per delivery; WAL {d['wal_per_call']:,.0f} B per delivery; receiver: {d['verified']:,} verified, "
         f"{d['bad']} bad signatures"
     )
+    if PROFILE and relays == 1:
+        parts = "; ".join(f"{k[8:]} {v:.1f}%" for k, v in d.items() if k.startswith("profile:"))
+        print(f"    relay CPU by part: {parts}")
     return res
 
 

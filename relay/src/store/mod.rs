@@ -802,4 +802,5 @@ migrations! {
     10: "0010_sources_version",
     11: "0011_batches",
     12: "0012_destinations",
+    13: "0013_key_first",
 }

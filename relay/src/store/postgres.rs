@@ -86,7 +86,7 @@ const INSERT_CALLS: &str = "INSERT INTO deliveries (source, message_id, kind, me
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
      $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], \
      $12::text[], $13::text[]) \
-     ON CONFLICT (source, message_id, destination) DO NOTHING \
+     ON CONFLICT (message_id, source, destination) DO NOTHING \
      RETURNING source, message_id, destination";
 /// [`INSERT_CALLS`] with the group's refused calls, in the same statement.
 const INSERT_CALLS_AND_REJECTED: &str = "WITH refused AS (INSERT INTO rejected \
@@ -98,7 +98,7 @@ const INSERT_CALLS_AND_REJECTED: &str = "WITH refused AS (INSERT INTO rejected \
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
      $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], \
      $12::text[], $13::text[]) \
-     ON CONFLICT (source, message_id, destination) DO NOTHING \
+     ON CONFLICT (message_id, source, destination) DO NOTHING \
      RETURNING source, message_id, destination";
 /// Bytes of calls one statement carries: past it, a group's calls take
 /// several statements (in one transaction). Far below the 1 GB Postgres
