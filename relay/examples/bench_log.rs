@@ -133,8 +133,10 @@ const SETTLE: &str = "UPDATE deliveries SET \
      finished_at = CASE WHEN id % 100 = 3 AND id % 1000 <> 7 THEN NULL ELSE received_at + 40 END, \
      attempts = CASE WHEN id % 1000 = 7 THEN 12 WHEN id % 100 = 3 AND id % 1000 <> 7 THEN 0 ELSE 1 END";
 
-/// The delivery log's indexes (migrations 0006/0007).
-const LOG_INDEXES: &str = "DROP INDEX deliveries_received; DROP INDEX deliveries_message; \
+/// The delivery log's indexes (migration 0007; the message ids' index
+/// went in migration 0013, when the deduplication key came to answer
+/// searches by messageId).
+const LOG_INDEXES: &str = "DROP INDEX deliveries_received; \
      DROP INDEX deliveries_user; DROP INDEX deliveries_anonymous; DROP INDEX deliveries_event";
 
 async fn run_sql(database: &str, sql: &str) {
