@@ -266,6 +266,8 @@ pub(crate) struct Sqlite {
     shared: Arc<Shared>,
     queue: Mutex<Option<Queue>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// Ends after the writer (see `checkpoints`).
+    checkpointer: Mutex<Option<JoinHandle<()>>>,
     reader: Reader,
     /// The operators' reads (the delivery log, counts, lists), on a
     /// connection of their own: a slow search never holds the relay's own
@@ -307,9 +309,14 @@ impl Sqlite {
             writer,
             reader,
             operator,
+            checkpointer,
             lock_file,
             migrated,
         } = opened;
+        let checkpointer = std::thread::Builder::new()
+            .name("callpost-relay-sqlite-checkpoint".into())
+            .spawn(move || checkpoints(&checkpointer.0, &checkpointer.1))
+            .map_err(|e| StoreError::Unavailable(format!("cannot start the checkpointer: {e}")))?;
         let (queue, jobs) = mpsc::channel::<Box<dyn Job>>();
         let thread = {
             let shared = shared.clone();
@@ -322,6 +329,7 @@ impl Sqlite {
             shared,
             queue: Mutex::new(Some(queue)),
             writer: Mutex::new(Some(thread)),
+            checkpointer: Mutex::new(Some(checkpointer)),
             reader: Reader::new(reader),
             operator: Reader::new(operator),
             lock_file: Mutex::new(lock_file),
@@ -447,6 +455,8 @@ struct Opened {
     writer: Db,
     reader: Db,
     operator: Db,
+    /// Its connection, and the writer's requests.
+    checkpointer: (Db, Receiver<()>),
     lock_file: Option<File>,
     migrated: (i64, i64),
 }
@@ -482,7 +492,8 @@ fn open_files(
         Ok(db)
     };
     let mut writer = connect()?;
-    watch_wal(&mut writer).map_err(|e| store_error(&e))?;
+    let (checkpoint, asked) = mpsc::sync_channel(1);
+    watch_wal(&mut writer, checkpoint).map_err(|e| store_error(&e))?;
     writer
         .conn
         .execute_batch(&format!("PRAGMA cache_size = -{WRITER_CACHE_KIB}"))
@@ -500,10 +511,12 @@ fn open_files(
     }
     let reader = connect()?;
     let operator = connect()?;
+    let checkpointer = connect()?;
     Ok(Opened {
         writer,
         reader,
         operator,
+        checkpointer: (checkpointer, asked),
         lock_file,
         migrated,
     })
@@ -559,23 +572,27 @@ const WRITER_CACHE_KIB: u32 = 64 * 1024;
 
 /// SQLite's own checkpoint threshold (`wal_autocheckpoint`'s default,
 /// pages): the hook below takes the place of the automatic checkpoint, so
-/// it checkpoints at the same size.
+/// the log is copied back at the same size.
 const WAL_CHECKPOINT_PAGES: i32 = 1000;
 
 /// Counts what each commit of the writer appends to the write-ahead log
 /// (`callpost_relay_sqlite_wal_bytes_total`: the bytes an insert really
-/// costs, index pages included), and checkpoints (passive) as SQLite's
-/// automatic checkpoint does, which a hook of our own replaces. The count
-/// is the growth of the log since the last commit, or its whole size when
-/// a checkpoint let it start again from the beginning.
-fn watch_wal(db: &mut Db) -> rusqlite::Result<()> {
+/// costs, index pages included), and once the log holds
+/// [`WAL_CHECKPOINT_PAGES`] asks the checkpointer (`checkpoints`) to copy
+/// it back into the database file. SQLite's automatic checkpoint, which a
+/// hook of our own replaces, ran in the committing thread: the writer
+/// then spent its time copying pages and waiting for the database file's
+/// fsync instead of committing calls. The count is the growth of the log
+/// since the last commit, or its whole size when a checkpoint let it
+/// start again from the beginning.
+fn watch_wal(db: &mut Db, checkpoint: mpsc::SyncSender<()>) -> rusqlite::Result<()> {
     let page: i64 = db.conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
     // A frame: a page and its 24-byte header (sqlite.org/fileformat.html).
     let frame = u64::try_from(page).unwrap_or(4096) + 24;
     let shared = db.shared.clone();
     let mut before: i32 = 0;
     db.conn
-        .wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages: i32| {
+        .wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages: i32| {
             let appended = if pages >= before {
                 pages - before
             } else {
@@ -587,13 +604,26 @@ fn watch_wal(db: &mut Db) -> rusqlite::Result<()> {
                 Ordering::Relaxed,
             );
             if pages >= WAL_CHECKPOINT_PAGES {
-                // Passive: never waits for readers; what it cannot copy now
-                // the next one does. Its result is not the commit's (which has
-                // happened): SQLite's own hook ignores it too.
-                let _ = wal.checkpoint();
+                // Full: a request is already waiting, which is the same.
+                let _ = checkpoint.try_send(());
             }
             Ok(())
         }))
+}
+
+/// The checkpointer: a connection of its own that copies the log back
+/// into the database file when the writer asks (passive: it never waits
+/// for the writer or a reader, and what it cannot copy now the next one
+/// does). It ends when the writer's connection, which holds the only
+/// sender, closes.
+fn checkpoints(db: &Db, asked: &Receiver<()>) {
+    while asked.recv().is_ok() {
+        db.tick(1);
+        if let Err(e) = db.conn.execute_batch("PRAGMA wal_checkpoint(PASSIVE)") {
+            // The writer goes on; the log grows until the next one works.
+            tracing::warn!("a checkpoint of the SQLite log failed: {}", store_error(&e));
+        }
+    }
 }
 
 /// Rows `PRAGMA optimize` reads of each index to keep the planner's
@@ -1239,6 +1269,10 @@ impl Engine for Sqlite {
         let writer = lock(&self.writer).take();
         if let Some(writer) = writer {
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+        }
+        let checkpointer = lock(&self.checkpointer).take();
+        if let Some(checkpointer) = checkpointer {
+            let _ = tokio::task::spawn_blocking(move || checkpointer.join()).await;
         }
         for reader in [&self.reader, &self.operator] {
             reader.gate.close();

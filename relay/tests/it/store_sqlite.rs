@@ -536,6 +536,35 @@ async fn statements_are_counted() {
     store.close().await;
 }
 
+/// The write-ahead log is copied back into the database file by the
+/// checkpointer, not by the writer (which only asks), and every byte the
+/// writer appends to it is counted: about 8 MB of calls, in commits of 100,
+/// reach the database file while the relay runs, and the count covers
+/// them. Without a checkpoint (the relay's WAL hook replaces SQLite's
+/// own) the file would stay as small as the schema until the relay
+/// closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_is_checkpointed_apart_from_the_writer() {
+    let (store, dir) = fresh().await;
+    let path = db_path(&dir);
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let at_start = size(&path);
+    let body = format!("{{\"text\":\"{}\"}}", "x".repeat(4_000));
+    for round in 0..20 {
+        let rows: Vec<_> = (0..100)
+            .map(|i| row_saying("a", &format!("m{round}-{i}"), &body))
+            .collect();
+        store.insert(rows, vec![]).await.unwrap();
+    }
+    let appended = store.wal_bytes().unwrap();
+    assert!(appended > 8_000_000, "{appended} bytes counted");
+    eventually("the calls reach the database file", || {
+        size(&path) > at_start + 4_000_000
+    })
+    .await;
+    store.close().await;
+}
+
 /// Calls that wait together are committed together: many concurrent
 /// inserts, fewer commits, every call reported once by the observer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
