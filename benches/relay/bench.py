@@ -82,9 +82,9 @@ Postgres: ``pg_current_wal_lsn()``) beside the row's own bytes, in 4 KB
 pages, full-page images (Postgres' ``pg_stat_wal``), and WAL fsyncs per
 second (Postgres' ``wal_sync``; SQLite's commits, one fsync each under
 ``synchronous = FULL``, checkpoints aside). With ``--profile``, Linux perf
-samples the relay during ingest at saturation and its CPU is sorted by
-symbol into parsing and checking, the store, the HTTP stack, memory and
-the rest (``PROFILE_PARTS``). ``CALLPOST_BENCH_RELAY=path`` measures
+samples the relay during ingest at saturation and during delivery, and its
+CPU is sorted by thread and symbol into the store, signing, parsing and
+checking, the HTTP stack, memory and the rest (``PROFILE_PARTS``). ``CALLPOST_BENCH_RELAY=path`` measures
 another build of the relay (an older commit's) with the same steps.
 
 Nothing here asserts a timing: a goal missed is reported, not failed. The
@@ -124,7 +124,8 @@ LOAD_BIN = BUILD / "examples" / "bench_load"
 SMOKE = "--smoke" in sys.argv
 POSTGRES = "--postgres" in sys.argv
 # Samples the relay's CPU (Linux perf) during ingest at saturation and
-# sorts it into parsing and checking, the store, the HTTP stack and the rest.
+# delivery, and sorts it into the store, signing, parsing and checking, the
+# HTTP stack, memory and the rest.
 PROFILE = "--profile" in sys.argv
 SECONDS = 2 if SMOKE else int(os.environ.get("CALLPOST_BENCH_SECONDS", "20"))
 # Delivery is measured over this long, not to the end of the backlog
@@ -697,8 +698,8 @@ def ingest_steps(
     servers: list[Server], bodies: Bodies, tag: str, paced_too: bool, db: Backend | None = None
 ) -> dict[str, dict[str, float]]:
     """Steps 2 and 3 against ``servers``: the echo, or ingest-only relays
-    whose store ``stored()`` counts the calls in (read between steps, never
-    during one)."""
+    on ``db``, whose ``pending()`` counts the calls in (read between steps,
+    never during one)."""
     out: dict[str, dict[str, float]] = {}
     label = {"batch": "batches", "single": "single calls"}
     stored = db.pending if db else None
@@ -722,13 +723,15 @@ def ingest_steps(
             # server's CPU below a core, commits are what limit ingest.
             r["commit_ms"] = r["commit_seconds"] / max(r["commits"], 1) * 1000
             r["calls_per_commit"] = r["stored"] / max(r["commits"], 1)
-            r["commits_s"] = r["commits"] / r["wall"]
         if db:
             r["row_bytes"] = db.row_bytes()
             r["wal_per_call"] = r["wal_bytes"] / max(r["stored"], 1)
             # Pages: 4 KB on both (SQLite's default page, Postgres' 8 KB
             # blocks counted as the bytes they wrote).
             r["pages_per_call"] = r["wal_per_call"] / 4096
+            # Postgres counts its WAL fsyncs; SQLite under FULL makes one
+            # a commit (checkpoints aside).
+            r["fsyncs_s"] = r.get("syncs", r["commits"]) / r["wall"]
         # Requests in flight when wrk's time ran out are answered and stored
         # after it stops counting: more may be stored, never fewer.
         r["lost"] = max(acknowledged - r["stored"], 0)
@@ -748,7 +751,7 @@ def ingest_steps(
                 f"; WAL {r['wal_per_call']:,.0f} B per call ({r['wal_per_call'] / r['row_bytes']:.2f}× its "
                 f"{r['row_bytes']:,.0f} B row), {r['pages_per_call']:.2f} pages"
                 + (f", {r['wal_fpi'] / max(r['stored'], 1):.2f} full-page images" if "wal_fpi" in r else "")
-                + f" per call; {r.get('syncs', r.get('commits', 0)) / r['wall']:,.0f} WAL fsyncs/s"
+                + f" per call; {r['fsyncs_s']:,.0f} WAL fsyncs/s"
                 if "wal_per_call" in r
                 else ""
             )
@@ -1066,7 +1069,7 @@ def table(res: dict[str, Any], echo: dict[str, dict[str, float]], receiver: dict
     row(
         "WAL fsyncs/s at saturation, batches / single calls",
         "",
-        " / ".join(f"{r.get('syncs', r['commits']) / r['wall']:,.0f}" for r in (b, s)),
+        " / ".join(f"{r['fsyncs_s']:,.0f}" for r in (b, s)),
     )
     if PROFILE:
         for kind, r in (("batches", b), ("single calls", s)):

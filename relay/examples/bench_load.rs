@@ -16,11 +16,13 @@
 //! ```
 //!
 //! `TEMPLATES` holds one request body a line; request `n` takes line
-//! `n mod lines`, with every `__ID<k>__` (and `__U<k>__`, a user id) in it replaced by
-//! `<tag>-<n>-<k>`, so every call has a fresh `messageId`. Each latency
-//! runs from the moment the sender's timer released the request, at its
-//! slot in the schedule, to the end of its answer; a request that finds
-//! every connection busy waits, and the wait counts. How late the timer
+//! `n mod lines`, with every `__ID<k>__` in it replaced by eight
+//! pseudo-random hex digits and `-<tag>-<n>-<k>`, so every call has a fresh
+//! `messageId` that starts at random, and every `__U<k>__` by one of
+//! 50,000 user ids. Each latency runs from the moment the sender's timer
+//! released the request, at its slot in the schedule, to the end of its
+//! answer; a request that finds every connection busy waits, and the
+//! wait counts. How late the timer
 //! released it after its slot (tokio's timer ticks each millisecond, and
 //! later on a busy machine) is the sender's own delay, not the server's:
 //! it is left out of the latency and reported apart, as `lag`. The last
@@ -95,27 +97,25 @@ impl Template {
         let mut rest = line;
         while let Some(start) = rest.find("__") {
             let after = &rest[start + 2..];
-            let kind = ["ID", "U"].into_iter().find(|k| after.starts_with(k));
-            let digits = kind.map_or(0, |k| {
-                after[k.len()..]
-                    .bytes()
-                    .take_while(u8::is_ascii_digit)
-                    .count()
-            });
-            let (Some(kind), true) = (kind, digits > 0) else {
-                parts.push(rest.as_bytes()[..start + 2].to_vec());
-                keys.push(String::new());
-                rest = after;
-                continue;
-            };
-            let end = kind.len() + digits;
-            if !after[end..].starts_with("__") {
+            // `ID` or `U`, digits, `__`: the key is what lies between.
+            let key_len = ["ID", "U"]
+                .into_iter()
+                .find(|k| after.starts_with(k))
+                .and_then(|k| {
+                    let digits = after[k.len()..]
+                        .bytes()
+                        .take_while(u8::is_ascii_digit)
+                        .count();
+                    let end = k.len() + digits;
+                    (digits > 0 && after[end..].starts_with("__")).then_some(end)
+                });
+            let Some(end) = key_len else {
                 // Not a placeholder: keep it as text and look further on.
                 parts.push(rest.as_bytes()[..start + 2].to_vec());
                 keys.push(String::new());
                 rest = after;
                 continue;
-            }
+            };
             parts.push(rest.as_bytes()[..start].to_vec());
             keys.push(after[..end].to_owned());
             rest = &after[end + 2..];

@@ -92,8 +92,9 @@ impl Dialect {
     }
 
     /// How a search's condition names `column`. On SQLite, `+source`: the
-    /// source leads only the pending calls' due order, and a handful of sources each hold a large share of the
-    /// calls, so that index is never the way into a search; the unary `+`
+    /// source leads only the pending calls' due order, and a handful of
+    /// sources each hold a large share of the calls, so that index is never
+    /// the way into a search; the unary `+`
     /// keeps SQLite's planner from taking it over the time or field index
     /// (measured: 150 ms against 1 ms for one source's hour in a million
     /// calls). Postgres's planner weighs the indexes by their statistics.
