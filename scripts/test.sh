@@ -36,8 +36,8 @@ trap 'bash scripts/postgres.sh stop' EXIT
 # With the relay's test clock (never in a shipped build): its tests run,
 # and a copy of target/debug/callpost-relay is the build the Go and
 # end-to-end tests start (the wheel step below builds the shipped relay,
-# without the test clock, to the same path). Examples are compiled by
-# clippy above, not again here.
+# static and without the test clock, for x86_64-unknown-linux-musl).
+# Examples are compiled by clippy above, not again here.
 cargo test --locked --workspace --features callpost-relay/test-clock --lib --bins --tests
 cargo test --locked --workspace --features callpost-relay/test-clock --doc
 mkdir -p target/e2e
@@ -54,6 +54,19 @@ step "python: build the wheels (maturin, cargo's dev profile) into target/venv"
 CALLPOST_WHEEL_PROFILE=dev bash scripts/python-env.sh
 PY=target/venv/bin/python
 
+step "packages ready to publish (scripts/check-packages.sh: cargo package of the core and the relay; the wheels' platform tags against auditwheel, twine check)"
+bash scripts/check-packages.sh
+
+step "relay image (relay/deploy/image.sh: the static binary the relay wheel holds, and its image, with buildah; skopeo and umoci, for the tests to unpack it)"
+missing=()
+command -v skopeo >/dev/null || missing+=(skopeo)
+command -v umoci >/dev/null || missing+=(umoci)
+if [ ${#missing[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+CALLPOST_RELAY_IMAGE=$(bash relay/deploy/image.sh --profile dev)
+export CALLPOST_RELAY_IMAGE
+
 step "python tests (shared vectors, real HTTP/HTTPS servers on 127.0.0.1, client, fork, atexit, segment drop-in, receivers in every framework, the docs' code blocks)"
 # Two workers (pytest-xdist): the suites wait on real servers, processes
 # and timers far more than they compute, so two at once take about half
@@ -66,7 +79,7 @@ if ! command -v chromium >/dev/null; then
 fi
 (cd relay/tests/e2e/sdk && npm ci --no-audit --no-fund --loglevel=error)
 
-step "relay end-to-end tests (the built relay as real processes on SQLite and Postgres: real Segment SDKs, headless Chromium, kill -9, several relays on one database, Postgres restarted mid-run)"
+step "relay end-to-end tests (the built relay as real processes on SQLite and Postgres: real Segment SDKs, headless Chromium, kill -9, several relays on one database, Postgres restarted mid-run; its image run from its root filesystem; its systemd unit)"
 (cd relay/tests/e2e && CALLPOST_RELAY_BIN="$RELAY_BIN" "../../../$PY" -m pytest . -q -p no:cacheprovider -n 2)
 
 step "python lint and types: ruff format --check, ruff check, mypy --strict (package, tests, the relay's end-to-end tests, typed example, benches' scripts), stubtest"

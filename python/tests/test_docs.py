@@ -324,6 +324,42 @@ def check_relay(args: list[str]) -> None:
         assert flag in listed, f"callpost-relay {' '.join(sub)} has no flag {flag}"
 
 
+def workspace_version() -> str:
+    cargo = (ROOT / "Cargo.toml").read_text(encoding="utf-8")
+    found = re.search(r'^\[workspace\.package\]\nversion = "([^"]+)"', cargo, re.M)
+    assert found, "Cargo.toml has no [workspace.package] version"
+    return found[1]
+
+
+# podman's and docker's run options the docs use: with a value, and without.
+RUN_OPTIONS = {"-p", "-v", "-e", "--name", "--stop-timeout"}
+RUN_SWITCHES = {"-d", "--rm", "--read-only"}
+
+
+def check_container(args: list[str]) -> None:
+    """``load -i`` of the archive relay/deploy/image.sh writes, or ``run``
+    of the tag it gives: every ``-e`` a variable the relay reads, every
+    argument after the image one the relay takes."""
+    version = workspace_version()
+    script = (ROOT / "relay" / "deploy" / "image.sh").read_text(encoding="utf-8")
+    if args[0] == "load":
+        assert "archive=$out/callpost-relay-$version.tar" in script and "out=target/image" in script
+        assert args[1:] == ["-i", f"target/image/callpost-relay-{version}.tar"], f"load {args[1:]}: not the archive"
+        return
+    assert args[0] == "run", f"{args[0]}: not a container command the docs test knows"
+    rest, i = args[1:], 0
+    while rest[i].startswith("-"):
+        option = rest[i]
+        assert option in RUN_OPTIONS | RUN_SWITCHES, f"run {option}: not an option the docs test knows"
+        if option == "-e":
+            name = rest[i + 1].split("=", 1)[0]
+            assert name in relay_variables(), f"-e {name}: not a variable the relay reads"
+        i += 2 if option in RUN_OPTIONS else 1
+    assert "tag=localhost/callpost-relay:$version" in script
+    assert rest[i] == f"localhost/callpost-relay:{version}", f"run {rest[i]}: not the image's tag"
+    check_relay(rest[i + 1 :])
+
+
 def check_command(argv: list[str], cwd: Path, exported: dict[str, str]) -> Path:
     """Checks one command; returns the working directory after it."""
     program, args = argv[0], argv[1:]
@@ -360,6 +396,8 @@ def check_command(argv: list[str], cwd: Path, exported: dict[str, str]) -> Path:
             exported[name] = value
     elif program == "callpost-relay":
         check_relay(args)
+    elif program in ("podman", "docker"):
+        check_container(args)
     elif argv[:3] == ["python", "-m", "callpost"]:
         if argv[3:4] == ["relay"]:
             check_relay(argv[4:])

@@ -19,6 +19,7 @@
 //! callpost-relay put-source   --file source.json                a source created or replaced in the database
 //! callpost-relay delete-source NAME                             a source removed from the database
 //! callpost-relay migrate                                        run the schema migrations, and exit
+//! callpost-relay healthcheck  [--ready]                         exit 0 when the relay here answers /healthz (/readyz)
 //! ```
 //!
 //! This module reads the arguments and prints; serving is [`crate::app`],
@@ -242,12 +243,24 @@ enum Command {
     },
     /// Run the database's schema migrations (a start runs them too).
     Migrate,
+    /// Exit 0 when the relay this configuration describes answers
+    /// `/healthz` with 200 within 3 s, 1 otherwise: the image's health
+    /// check, which has no curl to run. An unspecified listen address
+    /// (0.0.0.0, [::]) is asked on loopback.
+    Healthcheck {
+        /// Ask `/readyz` instead: taking calls with the database answering.
+        #[arg(long)]
+        ready: bool,
+    },
 }
 
 /// Runs the command line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut overrides = overrides(&cli);
+    if let Some(Command::Healthcheck { ready }) = &cli.command {
+        return healthcheck(&overrides, *ready);
+    }
     if let Some(Command::Apply { file }) = &cli.command {
         overrides.config = Some(file.clone());
     }
@@ -533,6 +546,8 @@ async fn run_command(cfg: Config, command: Command) -> ExitCode {
         Command::PutSource { .. } => "put-source",
         Command::DeleteSource { .. } => "delete-source",
         Command::Migrate => "migrate",
+        // Answered by main before the configuration is loaded.
+        Command::Healthcheck { .. } => "healthcheck",
     };
     match command_result(cfg, command).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -541,6 +556,88 @@ async fn run_command(cfg: Config, command: Command) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// How long `healthcheck` waits for the answer: Docker's default
+/// `HEALTHCHECK --timeout` is 30 s, and the image asks for less (3 s)
+/// than this, so Docker's own limit is not the one that fires.
+const HEALTHCHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// `healthcheck`: only the listen address is resolved from the
+/// configuration (no database is opened, nothing else is checked), and the
+/// relay asked on it.
+fn healthcheck(overrides: &Overrides, ready: bool) -> ExitCode {
+    let path = if ready { "/readyz" } else { "/healthz" };
+    let mut addr = match config::listen_of(overrides, &|k| std::env::var(k).ok()) {
+        Ok(addr) => addr,
+        Err(e) => {
+            eprintln!("callpost relay healthcheck: {e} ({})", e.code());
+            return ExitCode::from(2);
+        }
+    };
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("callpost relay healthcheck: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let answer = runtime.block_on(async {
+        tokio::time::timeout(HEALTHCHECK_TIMEOUT, get_status(addr, path)).await
+    });
+    match answer {
+        Ok(Ok(200)) => {
+            out(&format!("healthy: http://{addr}{path} answered 200"));
+            ExitCode::SUCCESS
+        }
+        Ok(Ok(status)) => {
+            eprintln!("callpost relay healthcheck: http://{addr}{path} answered {status}");
+            ExitCode::FAILURE
+        }
+        Ok(Err(e)) => {
+            eprintln!("callpost relay healthcheck: http://{addr}{path}: {e}");
+            ExitCode::FAILURE
+        }
+        Err(_) => {
+            eprintln!(
+                "callpost relay healthcheck: http://{addr}{path} did not answer within {} s",
+                HEALTHCHECK_TIMEOUT.as_secs()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One GET on a fresh connection; the answer's status.
+async fn get_status(addr: std::net::SocketAddr, path: &str) -> Result<u16, String> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake::<
+        _,
+        http_body_util::Empty<bytes::Bytes>,
+    >(hyper_util::rt::TokioIo::new(stream))
+    .await
+    .map_err(|e| e.to_string())?;
+    tokio::spawn(conn);
+    let request = http::Request::get(path)
+        .header(http::header::HOST, addr.to_string())
+        .body(http_body_util::Empty::new())
+        .map_err(|e| e.to_string())?;
+    let answer = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(answer.status().as_u16())
 }
 
 async fn command_result(cfg: Config, command: Command) -> Result<(), CommandError> {
@@ -558,6 +655,8 @@ async fn command_on(
     command: Command,
 ) -> Result<(), CommandError> {
     match command {
+        // Answered by main before the configuration is loaded.
+        Command::Healthcheck { .. } => {}
         Command::Migrate => {
             let (before, after) = store.migrated();
             out(&if before == after {

@@ -727,21 +727,45 @@ impl fmt::Debug for Overrides {
 /// The environment variables read, after `CALLPOST_RELAY_`.
 pub const ENV_PREFIX: &str = "CALLPOST_RELAY_";
 
+/// The configuration file `--config` names, parsed (an empty one without).
+fn read_file(overrides: &Overrides) -> Result<File, ConfigError> {
+    match &overrides.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| bad(format!("cannot read {path}: {e}")))?;
+            toml::from_str::<File>(&text)
+                .map_err(|e| bad(format!("{path} is not a valid configuration: {e}")))
+        }
+        None => Ok(File::default()),
+    }
+}
+
+/// Where the Tracking API listens, resolved as [`load`] resolves it (the
+/// flag, the variable, the file, [`DEFAULT_LISTEN`]) with nothing else
+/// checked: `healthcheck` runs with the environment a container gives its
+/// health check, which has none of the relay's flags (a shared secret
+/// without the `--webhook-url` it goes with would fail [`load`]).
+pub fn listen_of(
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<SocketAddr, ConfigError> {
+    let file = read_file(overrides)?;
+    let listen = overrides
+        .listen
+        .clone()
+        .or_else(|| env(&format!("{ENV_PREFIX}LISTEN")).filter(|v| !v.is_empty()))
+        .or(file.listen)
+        .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    parse_addr(&listen, "listen")
+}
+
 /// The configuration from `overrides.config` (TOML, optional), the
 /// environment `env` and the flags.
 pub fn load(
     overrides: &Overrides,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
-    let file = match &overrides.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| bad(format!("cannot read {path}: {e}")))?;
-            toml::from_str::<File>(&text)
-                .map_err(|e| bad(format!("{path} is not a valid configuration: {e}")))?
-        }
-        None => File::default(),
-    };
+    let file = read_file(overrides)?;
     let var = |name: &str| env(&format!("{ENV_PREFIX}{name}")).filter(|v| !v.is_empty());
     let first = |flag: &Option<String>, name: &str, file: &Option<String>| {
         flag.clone().or_else(|| var(name)).or_else(|| file.clone())
@@ -1519,6 +1543,57 @@ signing_secrets = ["whsec_c2lnbmluZy1zZWNyZXQtdmFsdWU="]
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
         assert!(shown.contains("\"web\""), "{shown}");
+    }
+
+    /// The health check's address: the flag, the variable, the file, the
+    /// default, in that order; found even where the rest would not load
+    /// (a container's health check has the variables, not the flags).
+    #[test]
+    fn the_health_check_finds_the_listen_address_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("relay.toml");
+        std::fs::write(&path, "listen = \"127.0.0.1:7001\"\n").unwrap();
+        let file = Some(path.to_string_lossy().into_owned());
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let at = |o: &Overrides, e: &dyn Fn(&str) -> Option<String>| {
+            listen_of(o, e).unwrap().to_string()
+        };
+        let none = Overrides::default();
+        assert_eq!(at(&none, &env(&[])), DEFAULT_LISTEN);
+        let with_file = Overrides {
+            config: file.clone(),
+            ..Overrides::default()
+        };
+        assert_eq!(at(&with_file, &env(&[])), "127.0.0.1:7001");
+        let vars = env(&[
+            ("CALLPOST_RELAY_LISTEN", "0.0.0.0:7002"),
+            ("CALLPOST_RELAY_SHARED_SECRET", "s"),
+            ("CALLPOST_RELAY_WRITE_KEYS", "wk"),
+        ]);
+        assert_eq!(at(&with_file, &vars), "0.0.0.0:7002");
+        let flag = Overrides {
+            listen: Some("[::]:7003".into()),
+            config: file,
+            ..Overrides::default()
+        };
+        assert_eq!(at(&flag, &vars), "[::]:7003");
+        // The same variables do not make a configuration to serve with.
+        assert!(load(&none, &vars).is_err());
+        let bad = Overrides {
+            listen: Some("nowhere".into()),
+            ..Overrides::default()
+        };
+        assert_eq!(
+            listen_of(&bad, &env(&[])).unwrap_err().code(),
+            Code::InvalidConfig
+        );
     }
 
     #[test]

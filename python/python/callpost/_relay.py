@@ -39,7 +39,11 @@ def exec_relay(args: list[str]) -> int:
     be started (exit status 2, with the reason on stderr)."""
     binary = relay_binary()
     if binary is None:
-        print("callpost relay: the relay is not installed: pip install 'callpost[relay]'", file=sys.stderr)
+        print(
+            "callpost relay: the relay is not installed: pip install 'callpost[relay]'"
+            " (from a clone of the repository: pip install ./relay)",
+            file=sys.stderr,
+        )
         return 2
     sys.stdout.flush()
     sys.stderr.flush()
