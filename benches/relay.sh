@@ -7,6 +7,7 @@
 #   bash benches/relay.sh --smoke      every step for 2 s (about a minute)
 #   bash benches/relay.sh --postgres   also Postgres (scripts/postgres.sh), 1 and 2 relays
 #   bash benches/relay.sh --profile    also the relay's CPU by part (Linux perf)
+#   bash benches/relay.sh --static     also the static build and the image (relay/deploy/image.sh) on SQLite
 # CALLPOST_BENCH_RELAY=path measures another build of the relay.
 # CALLPOST_BENCH_SECONDS sets the length of a step of the full run.
 # Installs wrk (Debian) when missing. Run it on a quiet machine: every
@@ -27,6 +28,9 @@ esac
 cargo build --locked --profile relay -p callpost-relay \
   --bin callpost-relay --example bench_echo --example bench_load --example bench_answer \
   --example bench_destinations
+case " $* " in
+  *" --static "*) bash relay/deploy/image.sh >/dev/null ;;
+esac
 # The receiver's Node environment (callpost's npm package, for
 # verifyRequest).
 bash benches/node-env.sh >/dev/null

@@ -85,7 +85,10 @@ second (Postgres' ``wal_sync``; SQLite's commits, one fsync each under
 samples the relay during ingest at saturation and during delivery, and its
 CPU is sorted by thread and symbol into the store, signing, parsing and
 checking, the HTTP stack, memory and the rest (``PROFILE_PARTS``). ``CALLPOST_BENCH_RELAY=path`` measures
-another build of the relay (an older commit's) with the same steps.
+another build of the relay (an older commit's) with the same steps. With
+``--static``, SQLite's steps run once more with the static build
+(``relay/deploy/image.sh``), and the ratios to the glibc build, the
+binaries' sizes and the image's are printed.
 
 Nothing here asserts a timing: a goal missed is reported, not failed. The
 exit status is 1 only when something was wrong rather than slow: an HTTP
@@ -95,6 +98,7 @@ error, a bad signature, an acknowledged call not stored.
 from __future__ import annotations
 
 import functools
+import gzip
 import hashlib
 import hmac
 import json
@@ -127,6 +131,13 @@ POSTGRES = "--postgres" in sys.argv
 # delivery, and sorts it into the store, signing, parsing and checking, the
 # HTTP stack, memory and the rest.
 PROFILE = "--profile" in sys.argv
+# SQLite's steps once more with the static build (relay/deploy/image.sh:
+# x86_64-unknown-linux-musl, what the image and the wheel hold), in the same
+# run: the cost of musl (its allocator above all) as ratios; and the sizes
+# of the binaries and of the image.
+STATIC = "--static" in sys.argv
+STATIC_BIN = ROOT / "target" / "x86_64-unknown-linux-musl" / "relay" / "callpost-relay"
+IMAGE_DIR = ROOT / "target" / "image"
 SECONDS = 2 if SMOKE else int(os.environ.get("CALLPOST_BENCH_SECONDS", "20"))
 # Delivery is measured over this long, not to the end of the backlog
 # (ingest stores far faster than one receiver takes).
@@ -1175,7 +1186,35 @@ def describe() -> str:
     )
 
 
+def static_report(glibc: dict[str, Any], static: dict[str, Any]) -> list[str]:
+    """The static build against the glibc one, SQLite, same run; and sizes."""
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.2f}×" if b else "—"
+
+    g, s = glibc, static
+    lines = [
+        "\nthe static build (musl) ÷ the glibc build, SQLite, this run:",
+        f"  batches: {ratio(s['batch_sat']['calls_s'], g['batch_sat']['calls_s'])} calls/s, "
+        f"{ratio(s['batch_sat']['cpu_per_1000'], g['batch_sat']['cpu_per_1000'])} CPU per call",
+        f"  single calls: {ratio(s['single_sat']['rps'], g['single_sat']['rps'])} calls/s, "
+        f"{ratio(s['single_sat']['cpu_per_1000'], g['single_sat']['cpu_per_1000'])} CPU per call",
+        f"  delivery: {ratio(s['delivery']['posts_s'], g['delivery']['posts_s'])} POSTs/s, "
+        f"{ratio(s['delivery']['cpu_per_1000'], g['delivery']['cpu_per_1000'])} CPU per delivery",
+        f"  resident memory idle: {g['rss_idle_mb']:.1f} MB glibc, {s['rss_idle_mb']:.1f} MB static",
+        f"  binary: {RELAY_BIN.stat().st_size / 1e6:.1f} MB glibc (dynamic), {STATIC_BIN.stat().st_size / 1e6:.1f} MB static",
+    ]
+    for archive in sorted(IMAGE_DIR.glob("callpost-relay-*.tar")):
+        packed = len(gzip.compress(archive.read_bytes(), 6))
+        lines.append(
+            f"  image {archive.name}: {archive.stat().st_size / 1e6:.1f} MB, {packed / 1e6:.1f} MB gzipped "
+            f"(a registry stores its layer gzipped)"
+        )
+    return lines
+
+
 def main() -> int:
+    global RELAY_BIN
     for tool, hint in (
         ("wrk", "benches/relay.sh installs it"),
         (str(RELAY_BIN), "benches/relay.sh builds it"),
@@ -1229,6 +1268,15 @@ def main() -> int:
         bad_ceiling = after["bad"] - before["bad"] + recv["errors"]
 
         results = [run_backend(Backend("sqlite"), 1, receiver.port, bodies)]
+        static: dict[str, Any] | None = None
+        if STATIC:
+            glibc_bin = RELAY_BIN
+            RELAY_BIN = STATIC_BIN
+            try:
+                print(f"\nthe static build: {os.path.relpath(STATIC_BIN, ROOT)}")
+                static = run_backend(Backend("sqlite"), 1, receiver.port, bodies)
+            finally:
+                RELAY_BIN = glibc_bin
         if POSTGRES:
             admin = subprocess.run(
                 ["bash", str(ROOT / "scripts" / "postgres.sh"), "start"], check=True, capture_output=True, text=True
@@ -1248,7 +1296,10 @@ def main() -> int:
                 f"(on {cores} cores shared with the sender, the receiver and Postgres)"
             )
 
-        wrong = [p for res in results for p in problems(res)]
+        if static is not None:
+            print("\n".join(static_report(results[0], static)))
+
+        wrong = [p for res in results + ([static] if static else []) for p in problems(res)]
         if bad_ceiling:
             wrong.append(f"the receiver's ceiling: {bad_ceiling} errors or bad signatures")
         for step, r in echo_res.items():
