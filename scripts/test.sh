@@ -79,8 +79,16 @@ if ! command -v chromium >/dev/null; then
 fi
 (cd relay/tests/e2e/sdk && npm ci --no-audit --no-fund --loglevel=error)
 
-step "relay end-to-end tests (the built relay as real processes on SQLite and Postgres: real Segment SDKs, headless Chromium, kill -9, several relays on one database, Postgres restarted mid-run; its image run from its root filesystem; its systemd unit)"
-(cd relay/tests/e2e && CALLPOST_RELAY_BIN="$RELAY_BIN" "../../../$PY" -m pytest . -q -p no:cacheprovider -n 2)
+step "relay end-to-end: pg_auto_failover (Debian's pg-auto-failover-cli and the extension for the installed Postgres), for the failover test"
+pg_major=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1 | cut -d/ -f5)
+if ! command -v pg_autoctl >/dev/null || [ ! -f "/usr/share/postgresql/$pg_major/extension/pgautofailover.control" ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pg-auto-failover-cli "postgresql-$pg_major-auto-failover" >/dev/null
+fi
+
+step "relay end-to-end tests (the built relay as real processes on SQLite and Postgres: real Segment SDKs, headless Chromium, kill -9, several relays on one database, Postgres restarted mid-run, a Postgres failover under load; its image run from its root filesystem; its systemd unit)"
+# CALLPOST_FAILOVER=1: the failover test fails, rather than skips, when a
+# part it needs is missing (everything it needs is installed above).
+(cd relay/tests/e2e && CALLPOST_FAILOVER=1 CALLPOST_RELAY_BIN="$RELAY_BIN" "../../../$PY" -m pytest . -q -p no:cacheprovider -n 2)
 
 step "python lint and types: ruff format --check, ruff check, mypy --strict (package, tests, the relay's end-to-end tests, typed example, benches' scripts), stubtest"
 # Every Python file in the repository, with python/pyproject.toml's settings.

@@ -423,6 +423,8 @@ const opsCases = [
     input: { pending: 60_000, threshold: 50_000, oldest_pending_at: opsNow - 120_000 } },
   { name: 'database_unreachable', type: 'database.unreachable', random: '44444444444444444444444444444444',
     input: { since: opsNow - 15_000, reason: 'connection refused: "db" — 127.0.0.1:5432' } },
+  { name: 'database_recovered', type: 'database.recovered', random: '66666666666666666666666666666666',
+    input: { since: opsNow - 42_000 } },
 ];
 const opsData = ({ type, input }) => {
   const time = (t) => (t === null ? null : iso(t));
@@ -441,6 +443,7 @@ const opsData = ({ type, input }) => {
     }
     case 'backlog.over_threshold': return { pending: input.pending, threshold: input.threshold, oldest_pending_at: time(input.oldest_pending_at) };
     case 'database.unreachable': return { since: time(input.since), reason: input.reason };
+    case 'database.recovered': return { since: time(input.since) };
   }
   throw new Error(type);
 };

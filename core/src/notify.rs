@@ -275,8 +275,14 @@ impl Notifier {
     pub fn handle_database(&mut self, now: Timestamp, result: Result<(), &str>) {
         match result {
             Ok(()) => {
-                self.db_failing_since = None;
-                self.db_reported = false;
+                let since = self.db_failing_since.take();
+                if std::mem::take(&mut self.db_reported) {
+                    // Only an outage the operator was told of: a slow
+                    // check or two said nothing, and need no all-clear.
+                    if let Some(since) = since {
+                        self.push(now, OpsEvent::DatabaseRecovered { since });
+                    }
+                }
             }
             Err(reason) => {
                 let since = *self.db_failing_since.get_or_insert(now);

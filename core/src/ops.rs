@@ -75,6 +75,13 @@ pub enum OpsEvent {
         /// The last error, without credentials.
         reason: String,
     },
+    /// The database answers again, after an outage reported as
+    /// [`OpsEvent::DatabaseUnreachable`] (a failover, a restart): the
+    /// event's `timestamp` is when it answered.
+    DatabaseRecovered {
+        /// Since when it had not answered (the unreachable event's `since`).
+        since: Timestamp,
+    },
 }
 
 impl OpsEvent {
@@ -87,6 +94,7 @@ impl OpsEvent {
             Self::DeadLettered { .. } => "calls.dead_lettered",
             Self::BacklogOver { .. } => "backlog.over_threshold",
             Self::DatabaseUnreachable { .. } => "database.unreachable",
+            Self::DatabaseRecovered { .. } => "database.recovered",
         }
     }
 
@@ -176,6 +184,7 @@ impl OpsEvent {
                 put("since", time(*since));
                 put("reason", reason.as_str().into());
             }
+            Self::DatabaseRecovered { since } => put("since", time(*since)),
         }
         let mut body = Map::new();
         body.insert("version".into(), count(OPS_EVENT_VERSION.into()));

@@ -213,8 +213,15 @@ fn the_database_is_reported_once_per_outage_after_failing_for_a_while() {
     assert_eq!(sent[0].0, T0 + 2 * after);
     assert_eq!(sent[0].3["type"], "database.unreachable");
     assert_eq!(sent[0].3["data"]["reason"], "timeout");
-    // Back, then down again: a new outage, a new event.
+    // Back: told once, with when the outage began (a second success adds
+    // nothing).
     n.handle_database(t(T0 + 11 * after), Ok(()));
+    n.handle_database(t(T0 + 11 * after + 5_000), Ok(()));
+    let back = run(&mut n, T0 + 11 * after, T0 + 11 * after + 5_001, &mut ok);
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0].3["type"], "database.recovered");
+    assert_eq!(back[0].3["data"]["since"], sent[0].3["data"]["since"]);
+    // Down again: a new outage, a new event.
     for k in 0..4 {
         n.handle_database(t(T0 + 12 * after + k * 5_000), Err("refused"));
     }

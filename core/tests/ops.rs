@@ -64,6 +64,9 @@ fn event(case: &Value) -> OpsEvent {
             since: time(&i["since"]).unwrap(),
             reason: i["reason"].as_str().unwrap().to_owned(),
         },
+        "database.recovered" => OpsEvent::DatabaseRecovered {
+            since: time(&i["since"]).unwrap(),
+        },
         other => panic!("no event type {other}"),
     }
 }
@@ -109,7 +112,7 @@ fn bodies_and_signatures_match_the_vectors() {
             "{name}"
         );
     }
-    assert_eq!(kinds.len(), 6, "every event type has a vector: {kinds:?}");
+    assert_eq!(kinds.len(), 7, "every event type has a vector: {kinds:?}");
 }
 
 #[test]

@@ -63,6 +63,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// whole, up to this many times in all.
 const CONFLICTS: [&str; 2] = ["40P01", "40001"];
 const CONFLICT_TRIES: u32 = 5;
+/// SQLSTATE read_only_sql_transaction: a write on a server that only reads.
+const READ_ONLY: &str = "25006";
 /// Any fixed number ("callpost" in ASCII): the key of the advisory lock
 /// that lets one relay at a time run the migrations.
 const MIGRATION_LOCK: i64 = 0x6361_6C6C_706F_7374;
@@ -354,11 +356,19 @@ impl Failure {
         };
         let code = db.code().code();
         // 08 connection, 53 resources, 57 operator intervention (shutdown,
-        // cancel, statement timeout), 58 system, XX internal: the database
-        // is at fault, not the write.
-        !["08", "53", "57", "58", "XX"]
-            .iter()
-            .any(|class| code.starts_with(class))
+        // cancel, statement timeout), 58 system, XX internal, and a server
+        // that only reads: the database is at fault, not the write.
+        code != READ_ONLY
+            && !["08", "53", "57", "58", "XX"]
+                .iter()
+                .any(|class| code.starts_with(class))
+    }
+
+    /// The connection is to a server that no longer takes writes: a
+    /// primary demoted by a failover (Patroni, pg_auto_failover, a managed
+    /// database's switchover) that kept its sessions.
+    fn is_read_only(&self) -> bool {
+        matches!(self, Self::Pg(e) if e.code().is_some_and(|c| c.code() == READ_ONLY))
     }
 
     fn is_conflict(&self) -> bool {
@@ -762,13 +772,20 @@ impl Inner {
 
 /// The result of work on `conn` that had a deadline. A connection whose
 /// work ran out of time is closed rather than returned to the pool: it may
-/// still be busy with what was cut off.
+/// still be busy with what was cut off. So is one to a server that only
+/// reads: the pool's next connection goes through the URL's hosts again
+/// (`target_session_attrs=read-write` finds the new primary), where this
+/// one would fail every write for as long as the demoted server keeps it.
 fn settled<T>(
     conn: Object,
     result: Result<Result<T, tokio_postgres::Error>, tokio::time::error::Elapsed>,
 ) -> Result<T, Failure> {
     match result {
-        Ok(r) => r.map_err(Failure::Pg),
+        Ok(r) => r.map_err(Failure::Pg).inspect_err(|failure| {
+            if failure.is_read_only() {
+                drop(Object::take(conn));
+            }
+        }),
         Err(_) => {
             drop(Object::take(conn));
             Err(Failure::Timeout)

@@ -365,8 +365,15 @@ class Sender(threading.Thread):
     acknowledged (connection refused or reset, 5xx) is sent again, the same
     batch, until it is."""
 
-    def __init__(self, ports: list[int], seed: int, prefix: str = "c") -> None:
+    def __init__(
+        self, ports: list[int], seed: int, prefix: str = "c", record: bool = False, pause: float = 0.0
+    ) -> None:
         super().__init__(daemon=True)
+        # With ``record``: every answer as (sent at, status or 0 for none,
+        # seconds it took, Retry-After); ``pause`` between batches.
+        self.record = record
+        self.pause = pause
+        self.answers: list[tuple[float, int, float, str | None]] = []
         # Several relays: each batch goes to one at random, and a batch that
         # is not acknowledged goes to the next, as behind a load balancer.
         self.urls = [f"http://127.0.0.1:{p}/v1/batch" for p in ports]
@@ -407,15 +414,23 @@ class Sender(threading.Thread):
                     headers={"Content-Type": "application/json", "Authorization": basic(WRITE_KEY)},
                 )
                 self.in_flight = True
+                sent = time.time()
+                status, retry_after = 0, None
                 try:
                     with urllib.request.urlopen(req, timeout=10) as r:
-                        ok = r.status == 200
+                        status = r.status
+                except urllib.error.HTTPError as e:
+                    status, retry_after = e.code, e.headers.get("Retry-After")
                 except (urllib.error.URLError, OSError):
-                    ok = False
+                    pass
                 self.in_flight = False
-                if ok:
+                if self.record:
+                    self.answers.append((sent, status, time.time() - sent, retry_after))
+                if status == 200:
                     self.acked.update(ids)
                     self.batches += 1
+                    if self.pause:
+                        time.sleep(self.pause)
                     break
                 self.retries += 1
                 target = (target + 1) % len(self.urls)

@@ -260,7 +260,7 @@ def test_postgres_restarted_mid_run(tmp_path: pathlib.Path, serve: Callable[...,
         _pg("stop", env)
 
 
-def test_the_operator_is_told_once_when_the_database_stops_answering(
+def test_the_operator_is_told_once_when_the_database_stops_answering_and_once_when_it_is_back(
     pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]
 ) -> None:
     hook = Hook(serve)
@@ -280,15 +280,19 @@ def test_the_operator_is_told_once_when_the_database_stops_answering(
         finally:
             release()
         r.wait(ready(r), 30, "ready again")
+        r.wait(lambda: len(ops.deliveries) >= 2, 30, "the recovery event")
         time.sleep(6)  # a good check and another: nothing more to tell
     finally:
         r.stop()
     events = list(ops.deliveries)
-    assert len(events) == 1, [d.json for d in events]
-    e = events[0]
+    assert len(events) == 2, [d.json for d in events]
+    e, back = events
     assert e.verified and e.key == e.json["id"]
     assert e.json["type"] == "database.unreachable" and e.json["version"] == 1, e.json
     assert e.json["data"]["reason"] and e.json["data"]["since"] < e.json["timestamp"], e.json
+    # Its end: when the database answered again, and since when it had not.
+    assert back.verified and back.json["type"] == "database.recovered", back.json
+    assert back.json["data"]["since"] == e.json["data"]["since"] < e.json["timestamp"] < back.json["timestamp"]
     assert told >= 10, f"told after {told:.1f} s: a single slow check is not an outage"
     assert not any(OPS_SECRET in line for line in r.log)
 
@@ -537,3 +541,54 @@ def test_a_retry_after_told_to_one_relay_holds_back_every_relay_and_outlives_a_r
     assert not early, f"sent during the pause, seconds after the 429: {early}"
     # The restarted relay took the pause from the database.
     assert any("held by another relay, or before a restart" in line for line in holder.log), holder.log[-20:]
+
+
+def test_a_database_that_only_reads_is_a_503_and_its_sessions_are_not_kept(
+    pg: Database, tmp_path: pathlib.Path, serve: Callable[..., Any]
+) -> None:
+    """What a primary demoted by a failover looks like to sessions it keeps
+    (``target_session_attrs=read-write`` is checked only when a session
+    starts): every write refused as read-only. The relay answers 503 with
+    ``Retry-After``, says it is not ready, and drops each such session, so
+    that once the database takes writes again (here: for new sessions only,
+    as a new primary would) its writes go through."""
+    import psycopg
+
+    hook = Hook(serve)
+    r = RelayProcess(config_text(pg, [hook.url]), tmp_path).start()
+    auth = {"Authorization": basic(WRITE_KEY)}
+
+    def admin(sql: str) -> None:
+        with psycopg.connect(pg.admin_url, autocommit=True) as conn:
+            conn.execute(sql)
+
+    try:
+        assert r.post("/v1/track", track("before"), auth)[0] == 200
+        admin(f"ALTER DATABASE {pg.name} SET default_transaction_read_only = on")
+        admin(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{pg.name}' AND application_name = 'callpost-relay'"
+        )
+        refused = 0
+        deadline = time.monotonic() + 30
+        while not said(r, "read-only transaction")() and time.monotonic() < deadline:
+            status, headers, _ = r.post("/v1/track", track(f"ro-{refused}"), auth)
+            assert status == 503 and headers.get("retry-after"), (status, headers)
+            refused += 1
+        assert said(r, "read-only transaction")(), "\n".join(r.log[-20:])
+        r.wait(lambda: not_ready(r), 30, "not ready while writes are refused")
+        # New sessions take writes again; the read-only ones still would not.
+        admin(f"ALTER DATABASE {pg.name} SET default_transaction_read_only = off")
+        accepted = [False]
+
+        def writes() -> bool:
+            accepted[0] = r.post("/v1/track", track("after"), auth)[0] == 200
+            return accepted[0]
+
+        r.wait(writes, 30, "a write accepted after the database takes writes again")
+        r.wait(ready(r), 30, "ready again")
+        r.wait_drained(30, pg)
+    finally:
+        r.stop()
+    delivered = {d.json["properties"]["n"] for d in hook.ok() if "properties" in d.json}
+    assert {"before", "after"} <= delivered, delivered
