@@ -39,11 +39,29 @@ PATH="$PWD/$VENV/bin:$PATH" MATURIN_PEP517_ARGS="$profile_args --compatibility p
 # wheel carries the manylinux2014 and musllinux_1_2 tags together (the
 # wheel check in scripts/check-packages.sh agrees with auditwheel's);
 # musl-tools is installed when missing (the C compiler for SQLite and ring).
+# CALLPOST_RELAY_WHEEL_PROFILE: the relay's wheel in another profile than
+# the extension's (scripts/test.sh: static-dev).
 relay_args=$profile_args
+if [ -n "${CALLPOST_RELAY_WHEEL_PROFILE:-}" ]; then
+  relay_args="--profile $CALLPOST_RELAY_WHEEL_PROFILE"
+fi
 if [ "$(uname -sm)" = "Linux x86_64" ]; then
   command -v musl-gcc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null; }
   rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl
   relay_args="$relay_args --target x86_64-unknown-linux-musl --compatibility manylinux_2_17 musllinux_1_2"
 fi
-PATH="$PWD/$VENV/bin:$PATH" MATURIN_PEP517_ARGS="$relay_args" "$VENV/bin/pip" wheel -q --no-deps --no-build-isolation -w target/wheels ./relay
+# CALLPOST_RELAY_TARGET_DIR: the relay's wheel from a cargo target directory
+# of its own (scripts/test.sh builds the static relay there in the
+# background, while other steps hold the default one's lock).
+# Absolute: maturin runs cargo from relay/, where a relative one would be
+# another directory (and another build).
+relay_env=()
+if [ -n "${CALLPOST_RELAY_TARGET_DIR:-}" ]; then
+  case "$CALLPOST_RELAY_TARGET_DIR" in
+    /*) relay_env=("CARGO_TARGET_DIR=$CALLPOST_RELAY_TARGET_DIR") ;;
+    *) relay_env=("CARGO_TARGET_DIR=$PWD/$CALLPOST_RELAY_TARGET_DIR") ;;
+  esac
+fi
+env "${relay_env[@]}" PATH="$PWD/$VENV/bin:$PATH" MATURIN_PEP517_ARGS="$relay_args" \
+  "$VENV/bin/pip" wheel -q --no-deps --no-build-isolation -w target/wheels ./relay
 "$VENV/bin/pip" install -q --force-reinstall --no-deps target/wheels/callpost-*.whl target/wheels/callpost_relay-*.whl

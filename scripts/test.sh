@@ -8,6 +8,12 @@ step() { printf '\n== %s\n' "$*"; }
 
 step "toolchain"
 rustup target list --installed | grep -qx wasm32-unknown-unknown || rustup target add wasm32-unknown-unknown
+# The static relay (the wheel's and the image's): the musl target, and
+# Debian's musl-tools, the C compiler for SQLite and ring.
+rustup target list --installed | grep -qx x86_64-unknown-linux-musl || rustup target add x86_64-unknown-linux-musl
+if ! command -v musl-gcc >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null
+fi
 command -v node >/dev/null || { echo "node is required (the JSON.stringify oracle)"; exit 1; }
 
 step "core builds for wasm32-unknown-unknown (no I/O, no std::time, no getrandom)"
@@ -44,6 +50,15 @@ mkdir -p target/e2e
 cp target/debug/callpost-relay target/e2e/callpost-relay
 RELAY_BIN="$PWD/target/e2e/callpost-relay"
 
+# The static relay (x86_64-unknown-linux-musl, profile static-dev: the
+# relay wheel's binary and the image's) builds in the background from here,
+# niced, in a target directory of its own (cargo locks one per build), while
+# the Go tests run; the wheel step waits for it.
+mkdir -p target/static
+CARGO_TARGET_DIR=target/static nice -n 10 cargo build --locked --profile static-dev -p callpost-relay \
+  --bin callpost-relay --target x86_64-unknown-linux-musl >target/static/build.log 2>&1 &
+static_build=$!
+
 step "go: the C ABI and the Go module (scripts/test-go.sh: the C test, go vet, go test -race with the relay end to end, a fuzz run; installs golang-go when go is missing)"
 CALLPOST_RELAY_BIN="$RELAY_BIN" bash scripts/test-go.sh
 
@@ -51,7 +66,9 @@ step "python: build the wheels (maturin, cargo's dev profile) into target/venv"
 # The dev profile reuses what the Rust tests compiled (a minute, where the
 # release profiles take seven on 2 cores); scripts/demo.sh and the
 # benchmarks build the shipped profiles.
-CALLPOST_WHEEL_PROFILE=dev bash scripts/python-env.sh
+wait "$static_build" || { cat target/static/build.log; exit 1; }
+CALLPOST_WHEEL_PROFILE=dev CALLPOST_RELAY_WHEEL_PROFILE=static-dev CALLPOST_RELAY_TARGET_DIR=target/static \
+  bash scripts/python-env.sh
 PY=target/venv/bin/python
 
 step "packages ready to publish (scripts/check-packages.sh: cargo package of the core and the relay; the wheels' platform tags against auditwheel, twine check)"
@@ -64,7 +81,7 @@ command -v umoci >/dev/null || missing+=(umoci)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-CALLPOST_RELAY_IMAGE=$(bash relay/deploy/image.sh --profile dev)
+CALLPOST_RELAY_IMAGE=$(CARGO_TARGET_DIR=target/static bash relay/deploy/image.sh --profile static-dev)
 export CALLPOST_RELAY_IMAGE
 
 step "python tests (shared vectors, real HTTP/HTTPS servers on 127.0.0.1, client, fork, atexit, segment drop-in, receivers in every framework, the docs' code blocks)"
@@ -146,7 +163,8 @@ step "js: the package's shape (publint --strict, @arethetypeswrong/cli)"
 (cd wasm && npm run check-package)
 
 step "fuzz: every cargo-fuzz target for 10 s, corpora seeded from testdata/ (installs cargo-fuzz if missing)"
-bash core/fuzz/run.sh 10
+# --dev: unoptimised builds, a minute less to build; 10 s each is a smoke.
+bash core/fuzz/run.sh 10 --dev
 
 step "benches: compile the criterion benches and smoke-run the peer comparisons (no timed assertions)"
 bash benches/run.sh --smoke >/dev/null

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Runs every fuzz target for SECONDS each (default 15), with corpora seeded
+# Runs every fuzz target for SECONDS each (default 15; `run.sh SECONDS --dev`:
+# unoptimised builds), with corpora seeded
 # from the shared vectors in testdata/. Longer runs: `bash core/fuzz/run.sh 3600`,
 # or one target, from core/: `cargo +nightly fuzz run call_parse fuzz/corpus/call_parse`.
 set -euo pipefail
 cd "$(dirname "$0")"
 seconds=${1:-15}
+# --dev (second argument): the targets built without optimisation, a minute
+# less of building on 2 cores for fewer runs a second; scripts/test.sh's
+# 10-second smoke takes it, a long run should not.
+build=()
+if [ "${2:-}" = "--dev" ]; then build=(--dev); fi
 
 if ! cargo fuzz --version 2>/dev/null | grep -q "0.13"; then
   # --debug: a command-line tool that starts cargo; it builds faster.
@@ -117,7 +123,7 @@ for t in $targets; do
   set +e
   dict=()
   if [ -f "$t.dict" ]; then dict=(-dict="fuzz/$t.dict"); fi
-  (cd .. && cargo +nightly fuzz run "$t" "fuzz/corpus/$t" -- -max_total_time="$seconds" -rss_limit_mb=2048 "${dict[@]}") > "target-$t.log" 2>&1
+  (cd .. && cargo +nightly fuzz run "${build[@]}" "$t" "fuzz/corpus/$t" -- -max_total_time="$seconds" -rss_limit_mb=2048 "${dict[@]}") > "target-$t.log" 2>&1
   rc=$?
   set -e
   grep -E "^Done|SUMMARY|panicked" "target-$t.log" || true

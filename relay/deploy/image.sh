@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
 # Builds the relay's static binary and its OCI image (relay/deploy/Containerfile).
 #
-#   bash relay/deploy/image.sh [--profile relay|dev]
+#   bash relay/deploy/image.sh [--profile relay|<another cargo profile>]
 #
 # 1. callpost-relay for x86_64-unknown-linux-musl: a static-pie executable
 #    with no dynamic dependencies (checked), in
-#    target/x86_64-unknown-linux-musl/<profile dir>/callpost-relay. The
-#    "relay" profile is what ships; scripts/test.sh builds "dev" (it reuses
-#    nothing of the other target's builds either way, and dev takes a
-#    minute less on 2 cores).
+#    $CARGO_TARGET_DIR (default target)/x86_64-unknown-linux-musl/<profile
+#    dir>/callpost-relay. The "relay" profile is what ships; scripts/test.sh
+#    builds "static-dev" (Cargo.toml: two minutes less on 2 cores).
 # 2. The image, with buildah (Debian's; no daemon, no root daemon socket),
 #    in a storage directory of its own under target/image (vfs: no overlay
 #    mount needed), written as a docker-archive, which `docker load` and
@@ -27,7 +26,7 @@ profile=relay
 while [ $# -gt 0 ]; do
   case "$1" in
     --profile) profile=$2; shift 2 ;;
-    *) echo "usage: bash relay/deploy/image.sh [--profile relay|dev]" >&2; exit 2 ;;
+    *) echo "usage: bash relay/deploy/image.sh [--profile relay|<another cargo profile>]" >&2; exit 2 ;;
   esac
 done
 target=x86_64-unknown-linux-musl
@@ -44,7 +43,7 @@ fi
 rustup target list --installed | grep -qx "$target" || rustup target add "$target" >&2
 
 cargo build --locked --profile "$profile" -p callpost-relay --bin callpost-relay --target "$target" >&2
-bin=target/$target/$dir/callpost-relay
+bin=${CARGO_TARGET_DIR:-target}/$target/$dir/callpost-relay
 # Static: no interpreter and no shared library to find in an empty root.
 if readelf -lW "$bin" | grep -q 'INTERP' || readelf -dW "$bin" | grep -q '(NEEDED)'; then
   echo "image.sh: $bin is not static" >&2
