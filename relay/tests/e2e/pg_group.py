@@ -155,21 +155,25 @@ class Group:
             raise RuntimeError(f"pg_autoctl {' '.join(args)}: {done.stderr.strip()[-800:]}")
         return done.stdout
 
-    def monitor_sql(self, sql: str) -> str:
-        """A statement on the monitor as its superuser (its own socket,
-        trusted: ``ALTER SYSTEM`` is not the nodes' user's to run)."""
-        m = self.monitor
-        psql = [str(PG_BIN / "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", SOCKETS, "-p", str(m.port)]
+    def psql(self, where: list[str], sql: str, what: str) -> str:
+        """One statement through psql (``where``: its connection options),
+        unaligned and without headers; a failure names ``what``."""
         done = subprocess.run(
-            [*psql, "-U", "postgres", "-d", "pg_auto_failover", "-c", sql],
+            [str(PG_BIN / "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", *where, "-c", sql],
             capture_output=True,
             text=True,
             timeout=30,
             env=self.env,
         )
         if done.returncode != 0:
-            raise RuntimeError(f"monitor: {sql}: {done.stderr.strip()}")
+            raise RuntimeError(f"{what}: {sql}: {done.stderr.strip()}")
         return done.stdout.strip()
+
+    def monitor_sql(self, sql: str) -> str:
+        """A statement on the monitor as its superuser (its own socket,
+        trusted: ``ALTER SYSTEM`` is not the nodes' user's to run)."""
+        where = ["-h", SOCKETS, "-p", str(self.monitor.port), "-U", "postgres", "-d", "pg_auto_failover"]
+        return self.psql(where, sql, "monitor")
 
     def start(self, timeout: float = 240) -> None:
         common = ["--pgctl", PGCTL, "--hostname", "127.0.0.1", "--auth", "trust", "--no-ssl"]
@@ -224,17 +228,7 @@ class Group:
 
     def sql(self, n: Node, statement: str) -> str:
         """A statement on a node, as ``postgres`` on its database."""
-        url = f"postgresql://postgres@127.0.0.1:{n.port}/{self.dbname}"
-        done = subprocess.run(
-            [str(PG_BIN / "psql"), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", statement],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=self.env,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{n.name}: {statement}: {done.stderr.strip()}")
-        return done.stdout.strip()
+        return self.psql(["-d", f"postgresql://postgres@127.0.0.1:{n.port}/{self.dbname}"], statement, n.name)
 
     def states(self) -> dict[str, str]:
         """Each node's current state, as the monitor sees it."""
