@@ -64,6 +64,7 @@ pub mod receive;
 pub mod retry;
 pub mod routing;
 pub mod segment;
+pub mod shard;
 pub mod signature;
 pub mod sources;
 pub mod standard;

@@ -99,6 +99,40 @@ pub fn store_options(cfg: &Config, exclusive: bool) -> StoreOptions {
     }
 }
 
+/// Opens the databases `cfg` names (the home group's, then each shard
+/// group's) and puts its slot map in force over them; on a failure, the
+/// database shown (no credentials) and why, with the ones opened closed.
+pub async fn open_store(
+    cfg: &Config,
+    exclusive: bool,
+    clock: &Clock,
+) -> Result<Arc<dyn Store>, (String, StoreError)> {
+    let urls = std::iter::once(&cfg.database).chain(&cfg.shards.databases);
+    let mut groups: Vec<Arc<dyn Store>> = Vec::new();
+    let mut failed = None;
+    for url in urls {
+        match store::open(url.expose(), store_options(cfg, exclusive)).await {
+            Ok(s) => groups.push(s),
+            Err(e) => {
+                failed = Some((shown_database(url.expose()), e));
+                break;
+            }
+        }
+    }
+    let opened = match failed {
+        None => store::sharded::open(cfg.shards.map.clone(), groups.clone(), clock.now_ms())
+            .await
+            .map_err(|e| (shown_database(cfg.database.expose()), e)),
+        Some(f) => Err(f),
+    };
+    if opened.is_err() {
+        for g in groups {
+            g.close().await;
+        }
+    }
+    opened
+}
+
 /// The relay's clock: the host's, or a test build's moved one.
 pub fn clock_of(cfg: &Config) -> Clock {
     #[cfg(feature = "test-clock")]
@@ -129,18 +163,14 @@ impl App {
     pub async fn open(cfg: Config, reload_from: Option<Overrides>) -> Result<Self, StartError> {
         raise_open_files(&cfg);
         crate::deliver::check_destinations(&cfg.sources, cfg.allow_private_networks).await?;
-        let database = shown_database(cfg.database.expose());
-        let store = store::open(cfg.database.expose(), store_options(&cfg, true))
+        let clock = Arc::new(clock_of(&cfg));
+        let store = open_store(&cfg, true, &clock)
             .await
-            .map_err(|error| StartError::Store {
-                database: database.clone(),
-                error,
-            })?;
+            .map_err(|(database, error)| StartError::Store { database, error })?;
         let (before, after) = store.migrated();
         if before != after {
             tracing::info!("database schema migrated from version {before} to {after}");
         }
-        let clock = Arc::new(clock_of(&cfg));
         let app = Self::start(cfg, Arc::clone(&store), clock, reload_from).await;
         if app.is_err() {
             store.close().await;

@@ -558,9 +558,9 @@ async fn run_command(cfg: Config, command: Command) -> ExitCode {
     }
 }
 
-/// How long `healthcheck` waits for the answer: Docker's default
-/// `HEALTHCHECK --timeout` is 30 s, and the image asks for less (3 s)
-/// than this, so Docker's own limit is not the one that fires.
+/// How long `healthcheck` waits for the answer: shorter than the image's
+/// `HEALTHCHECK --timeout=5s` (Docker's default is 30 s), so the command's
+/// own limit fires first and the health log says why it failed.
 const HEALTHCHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// `healthcheck`: only the listen address is resolved from the
@@ -641,8 +641,10 @@ async fn get_status(addr: std::net::SocketAddr, path: &str) -> Result<u16, Strin
 }
 
 async fn command_result(cfg: Config, command: Command) -> Result<(), CommandError> {
-    let store = store::open(cfg.database.expose(), app::store_options(&cfg, false)).await?;
     let clock = app::clock_of(&cfg);
+    let store = app::open_store(&cfg, false, &clock)
+        .await
+        .map_err(|(_, e)| e)?;
     let result = command_on(&*store, &cfg, &clock, command).await;
     store.close().await;
     result

@@ -15,6 +15,7 @@ use callpost_core::filter::{Condition, Filters};
 use callpost_core::mapping::Mapping;
 use callpost_core::notify::DEAD_LETTER_WINDOW_RANGE_MS;
 use callpost_core::protection::ProtectionConfig;
+use callpost_core::shard::SlotMap;
 use callpost_core::sources::{
     check_destination_names, check_source, SourceError, SourceSet, DEFAULT_DESTINATION,
 };
@@ -389,6 +390,28 @@ pub struct Config {
     /// Test builds: the clock starts this far ahead, and
     /// `POST /admin/test/clock` may move it.
     pub test_clock: Option<i64>,
+    /// The shard groups past `database` (`[shards]`).
+    pub shards: Shards,
+}
+
+/// The shard groups past the home database (`[shards]`): the slot map and
+/// each group's database.
+#[derive(Debug, Clone)]
+pub struct Shards {
+    /// The slot map this configuration gives (every slot at home without
+    /// groups).
+    pub map: SlotMap,
+    /// Each group's database but home's, in the map's order.
+    pub databases: Vec<Secret>,
+}
+
+impl Default for Shards {
+    fn default() -> Self {
+        Self {
+            map: SlotMap::single(),
+            databases: Vec::new(),
+        }
+    }
 }
 
 /// The operator's own Webhooks destination for operational events
@@ -456,6 +479,35 @@ struct File {
     operator: Option<FileOperator>,
     #[serde(default)]
     tracing: FileTracing,
+    #[serde(default)]
+    shards: FileShards,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileShards {
+    version: Option<i64>,
+    #[serde(default)]
+    groups: Vec<FileGroup>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileGroup {
+    name: String,
+    database: String,
+    #[serde(default)]
+    slots: String,
+}
+
+/// The database URL is a secret.
+impl fmt::Debug for FileGroup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FileGroup")
+            .field("name", &self.name)
+            .field("slots", &self.slots)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -750,13 +802,19 @@ pub fn listen_of(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SocketAddr, ConfigError> {
     let file = read_file(overrides)?;
-    let listen = overrides
+    let listen = listen_in(overrides, env, &file);
+    parse_addr(&listen, "listen")
+}
+
+/// The Tracking API's address as given, the one rule [`load`] and
+/// [`listen_of`] share: the flag, the variable, the file, [`DEFAULT_LISTEN`].
+fn listen_in(overrides: &Overrides, env: &dyn Fn(&str) -> Option<String>, file: &File) -> String {
+    overrides
         .listen
         .clone()
         .or_else(|| env(&format!("{ENV_PREFIX}LISTEN")).filter(|v| !v.is_empty()))
-        .or(file.listen)
-        .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-    parse_addr(&listen, "listen")
+        .or_else(|| file.listen.clone())
+        .unwrap_or_else(|| DEFAULT_LISTEN.to_owned())
 }
 
 /// The configuration from `overrides.config` (TOML, optional), the
@@ -829,8 +887,7 @@ pub fn load(
         .map(|k| SealKey::parse(&k).map(Arc::new))
         .transpose()?;
 
-    let listen = first(&overrides.listen, "LISTEN", &file.listen)
-        .unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+    let listen = listen_in(overrides, env, &file);
     let admin_listen = first(&overrides.admin_listen, "ADMIN_LISTEN", &file.admin_listen);
     let database = first(&overrides.database, "DATABASE", &file.database)
         .unwrap_or_else(|| DEFAULT_DATABASE.to_owned());
@@ -1030,6 +1087,7 @@ pub fn load(
         var("OTLP_ENDPOINT").or(file.tracing.otlp_endpoint.clone()),
         var("OTLP_SERVICE_NAME").or(file.tracing.service_name.clone()),
     )?;
+    let shards = shards_of(&file.shards, &database)?;
     let cfg = Config {
         listen,
         admin_listen,
@@ -1060,10 +1118,59 @@ pub fn load(
         log_format,
         tracing,
         test_clock: overrides.test_clock,
+        shards,
     };
     cfg.listen_addr()?;
     cfg.admin_addr()?;
     Ok(cfg)
+}
+
+/// `[shards]`: the groups past `database` (the home group). Each is a
+/// Postgres database, as home must then be: a SQLite file is one relay's.
+fn shards_of(file: &FileShards, home: &str) -> Result<Shards, ConfigError> {
+    if file.groups.is_empty() && file.version.is_none() {
+        return Ok(Shards::default());
+    }
+    let postgres = |url: &str| url.starts_with("postgresql://") || url.starts_with("postgres://");
+    if !postgres(home) {
+        return Err(bad(
+            "[shards] needs a Postgres database: a SQLite file is one relay's",
+        ));
+    }
+    let mut urls = vec![home];
+    for g in &file.groups {
+        if !postgres(&g.database) {
+            return Err(bad(format!(
+                "shards.groups {:?}: database must be postgresql://...",
+                g.name
+            )));
+        }
+        if urls.contains(&g.database.as_str()) {
+            // The URL is a secret: the group is named, not its database.
+            return Err(bad(format!(
+                "shards.groups {:?}: its database is another group's",
+                g.name
+            )));
+        }
+        urls.push(&g.database);
+    }
+    let version = file
+        .version
+        .ok_or_else(|| bad("[shards] needs a version (raise it with every change of the map)"))?;
+    let groups: Vec<(String, String)> = file
+        .groups
+        .iter()
+        .map(|g| (g.name.clone(), g.slots.clone()))
+        .collect();
+    let map = SlotMap::configured(version, &groups).map_err(|e| bad(format!("[shards]: {e}")))?;
+    Ok(Shards {
+        map,
+        databases: file
+            .groups
+            .iter()
+            .map(|g| Secret::new(g.database.clone()))
+            .collect(),
+    })
 }
 
 /// `[tracing]` (or `CALLPOST_RELAY_OTLP_ENDPOINT` and
@@ -1788,5 +1895,73 @@ zeta = {{ \"@path\" = \"event\" }}
         assert!(!shown.contains("0123456789abcdef"), "{shown}");
         assert!(!shown.contains("s3cret"), "{shown}");
         assert!(!shown.contains("\"wk\""), "{shown}");
+    }
+
+    #[test]
+    fn shard_groups_load_with_their_map_and_bad_ones_are_refused() {
+        let home = "database = \"postgresql://relay:home-pw@a.example.com/relay\"\n";
+        let group = |name: &str, url: &str, slots: &str| {
+            format!(
+                "[[shards.groups]]\nname = \"{name}\"\ndatabase = \"{url}\"\nslots = \"{slots}\"\n"
+            )
+        };
+        let b = group(
+            "b",
+            "postgresql://relay:b-pw@b.example.com/relay",
+            "512-1023",
+        );
+        let text = format!("{home}{ONE}[shards]\nversion = 2\n{b}");
+        let cfg = load_text(&text, &[]).unwrap();
+        assert_eq!(cfg.shards.map.version(), 2);
+        assert_eq!(cfg.shards.map.groups(), ["home", "b"]);
+        assert_eq!(cfg.shards.map.slots_of("b"), "512-1023");
+        assert_eq!(cfg.shards.databases.len(), 1);
+        let shown = format!("{cfg:?}");
+        assert!(
+            !shown.contains("b-pw") && !shown.contains("home-pw"),
+            "{shown}"
+        );
+        // Without [shards], one group.
+        assert_eq!(load_text(ONE, &[]).unwrap().shards.map.groups(), ["home"]);
+        for (text, says) in [
+            (format!("{home}{ONE}{b}"), "needs a version"),
+            (
+                format!("{ONE}[shards]\nversion = 1\n{b}"),
+                "needs a Postgres database",
+            ),
+            (
+                format!(
+                    "{home}{ONE}[shards]\nversion = 1\n{}",
+                    group("b", "sqlite:///x.db", "1")
+                ),
+                "database must be postgresql",
+            ),
+            (
+                format!(
+                    "{home}{ONE}[shards]\nversion = 1\n{}",
+                    group("b", "postgresql://relay:home-pw@a.example.com/relay", "1")
+                ),
+                "another group's",
+            ),
+            (
+                format!(
+                    "{home}{ONE}[shards]\nversion = 1\n{}",
+                    group("b", "postgresql://b/r", "0-2000")
+                ),
+                "slots are ranges",
+            ),
+            (
+                format!(
+                    "{home}{ONE}[shards]\nversion = 1\n{}",
+                    group("home", "postgresql://b/r", "1")
+                ),
+                "taken",
+            ),
+        ] {
+            let e = load_text(&text, &[]).unwrap_err();
+            assert!(e.to_string().contains(says), "{says}: {e}");
+            assert!(!e.to_string().contains("home-pw"), "{e}");
+            assert_eq!(e.code(), Code::InvalidConfig);
+        }
     }
 }

@@ -7,7 +7,8 @@ use super::sql::{self, Cells, Dialect, Stmt};
 use super::{
     claim_token, Claimed, CommitObserver, Cursor, DeadLetter, Finish, Hold, LogEntry, LogFilter,
     LoggedCall, Page, Purged, RejectedEntry, RejectedRecord, RejectedRow, ReplayFilter, Retention,
-    Row, Stats, Status, Store, StoreError, StoredSources, AUDIENCE_CHANGED, SOURCES_CHANGED,
+    Row, Stats, Status, Store, StoreError, StoredSources, AUDIENCE_CHANGED, SETTING_CHANGED,
+    SOURCES_CHANGED,
 };
 use async_trait::async_trait;
 
@@ -485,6 +486,46 @@ impl<E: Engine> Store for SqlStore<E> {
             Some(_) => Ok(()),
             None => Err(StoreError::Conflict(SOURCES_CHANGED.into())),
         }
+    }
+
+    async fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        let results = self
+            .engine
+            .read(Read::Relay, vec![sql::setting(key)])
+            .await?;
+        sql::first_text(results.first().map_or(&[][..], Vec::as_slice))
+    }
+
+    async fn swap_setting(
+        &self,
+        key: &str,
+        read: Option<String>,
+        value: String,
+    ) -> Result<(), StoreError> {
+        let swap = sql::setting_swap(key, read.as_deref(), &value);
+        match self
+            .engine
+            .write_if(swap, Then::Statements(Vec::new()))
+            .await?
+        {
+            Some(_) => Ok(()),
+            None => Err(StoreError::Conflict(SETTING_CHANGED.into())),
+        }
+    }
+
+    async fn known(
+        &self,
+        source: &str,
+        message_ids: Vec<String>,
+    ) -> Result<Vec<String>, StoreError> {
+        if message_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let stmt = sql::known(self.d(), source, message_ids);
+        let results = self.engine.read(Read::Relay, vec![stmt]).await?;
+        sql::rows(results.first().map_or(&[][..], Vec::as_slice), |r| {
+            r.text(0)
+        })
     }
 
     fn statements(&self) -> u64 {

@@ -152,6 +152,7 @@ struct Inner {
     sources: BTreeMap<String, String>,
     sources_version: i64,
     holds: BTreeMap<String, Hold>,
+    settings: HashMap<String, String>,
     next_id: i64,
     next_rejected: u64,
     next_claim: i64,
@@ -876,6 +877,45 @@ impl Store for MemoryStore {
             inner.disabled.remove(url);
         }
         Ok(())
+    }
+
+    async fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.enter().await?;
+        Ok(lock(&self.inner).settings.get(key).cloned())
+    }
+
+    async fn swap_setting(
+        &self,
+        key: &str,
+        read: Option<String>,
+        value: String,
+    ) -> Result<(), StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        if inner.settings.get(key) != read.as_ref() {
+            return Err(StoreError::Conflict(SETTING_CHANGED.into()));
+        }
+        inner.settings.insert(key.to_owned(), value);
+        Ok(())
+    }
+
+    async fn known(
+        &self,
+        source: &str,
+        message_ids: Vec<String>,
+    ) -> Result<Vec<String>, StoreError> {
+        self.enter().await?;
+        let inner = lock(&self.inner);
+        let stored: HashSet<&str> = inner
+            .keys
+            .keys()
+            .filter(|(s, _, _)| s == source)
+            .map(|(_, m, _)| m.as_str())
+            .collect();
+        Ok(message_ids
+            .into_iter()
+            .filter(|m| stored.contains(m.as_str()))
+            .collect())
     }
 
     fn statements(&self) -> u64 {

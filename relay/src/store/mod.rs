@@ -26,6 +26,7 @@ mod engine;
 pub mod log;
 pub mod memory;
 pub mod postgres;
+pub mod sharded;
 mod sql;
 pub mod sqlite;
 
@@ -544,7 +545,9 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
     }
 
     /// Claims up to `limit` due pending deliveries of `source`, oldest due
-    /// first, leased until `now + lease_ms` under one new token.
+    /// first, leased until `now + lease_ms` under one new token (over shard
+    /// groups: oldest first and one token within each group, the groups
+    /// taking turns; see [`sharded`]).
     async fn claim(
         &self,
         now: i64,
@@ -679,6 +682,29 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
         remove: Vec<String>,
     ) -> Result<(), StoreError>;
 
+    /// A setting kept in the database (the `meta` table), by key: the
+    /// slot map in force ([`sharded`]).
+    async fn setting(&self, key: &str) -> Result<Option<String>, StoreError>;
+
+    /// Stores `value` as `key`'s setting if the stored one is still `read`
+    /// (`None`: none stored); another value stored since is
+    /// [`StoreError::Conflict`], and nothing is written.
+    async fn swap_setting(
+        &self,
+        key: &str,
+        read: Option<String>,
+        value: String,
+    ) -> Result<(), StoreError>;
+
+    /// Which of `message_ids` of `source` are stored (for any destination):
+    /// a moved slot's earlier group is asked before a call is stored in
+    /// its new one ([`sharded`]).
+    async fn known(
+        &self,
+        source: &str,
+        message_ids: Vec<String>,
+    ) -> Result<Vec<String>, StoreError>;
+
     /// SQL statements run so far, BEGIN and COMMIT included (for
     /// `callpost_relay_sql_statements_total`).
     fn statements(&self) -> u64;
@@ -703,6 +729,10 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
     /// Finishes what is queued and closes the database.
     async fn close(&self);
 }
+
+/// Why a setting's swap found it changed.
+pub(crate) const SETTING_CHANGED: &str =
+    "the setting was changed by another writer since it was read";
 
 /// Why an audience sync found the audience's state changed.
 pub(crate) const AUDIENCE_CHANGED: &str =

@@ -694,6 +694,40 @@ pub(crate) fn audience_swap(
     }
 }
 
+// -- settings and known calls ---------------------------------------------------
+
+/// A setting's value.
+pub(crate) fn setting(key: &str) -> Stmt {
+    Stmt::new("SELECT value FROM meta WHERE key = ?", vec![key.into()])
+}
+
+/// Stores `value` as `key`'s, only over `read` (`None`: none was stored):
+/// the count it changes is 0 when another writer stored one first.
+pub(crate) fn setting_swap(key: &str, read: Option<&str>, value: &str) -> Stmt {
+    match read {
+        None => Stmt::new(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
+            vec![key.into(), value.into()],
+        ),
+        Some(read) => Stmt::new(
+            "UPDATE meta SET value = ? WHERE key = ? AND value = ?",
+            vec![value.into(), key.into(), read.into()],
+        ),
+    }
+}
+
+/// Which of `message_ids` of `source` are stored (the key's index answers
+/// it).
+pub(crate) fn known(d: Dialect, source: &str, message_ids: Vec<String>) -> Stmt {
+    Stmt::new(
+        format!(
+            "SELECT DISTINCT message_id FROM deliveries WHERE source = ? AND {}",
+            d.in_list("message_id")
+        ),
+        vec![source.into(), Value::Texts(message_ids)],
+    )
+}
+
 // -- endpoints, holds and sources -----------------------------------------------
 
 /// The endpoint URLs disabled for failing too long.

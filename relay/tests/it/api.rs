@@ -940,6 +940,20 @@ impl Store for Observed {
     ) -> Result<(), StoreError> {
         self.inner.write_sources(version, put, remove).await
     }
+    async fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.inner.setting(key).await
+    }
+    async fn swap_setting(
+        &self,
+        key: &str,
+        read: Option<String>,
+        value: String,
+    ) -> Result<(), StoreError> {
+        self.inner.swap_setting(key, read, value).await
+    }
+    async fn known(&self, source: &str, ids: Vec<String>) -> Result<Vec<String>, StoreError> {
+        self.inner.known(source, ids).await
+    }
     fn statements(&self) -> u64 {
         self.inner.statements()
     }

@@ -3,7 +3,9 @@
 //!
 //! * `store_contract`: what every store keeps, run over SQLite
 //!   (`store_sqlite`), Postgres (`store_postgres`, on the throwaway server
-//!   `scripts/postgres.sh` starts) and the memory store (`deliver`);
+//!   `scripts/postgres.sh` starts) and the memory store (`deliver`), and
+//!   over two groups of each database (`store_sharded` has what only
+//!   groups have);
 //! * `api`: the listeners, the Tracking API and the admin API over the
 //!   composition root;
 //! * `deliver`: the delivery workers against real receivers on 127.0.0.1
@@ -33,4 +35,5 @@ mod layers;
 mod process;
 mod receiver;
 mod store_postgres;
+mod store_sharded;
 mod store_sqlite;

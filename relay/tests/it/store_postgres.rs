@@ -156,6 +156,30 @@ async fn fresh() -> (Arc<dyn Store>, Db) {
 
 contract_tests!(fresh, if pg_available());
 
+/// The contract over two groups: a sharded store on two databases, the
+/// second holding half the slots.
+mod two_groups {
+    use super::*;
+    use callpost_core::shard::SlotMap;
+    use callpost_relay::store::sharded;
+
+    async fn fresh() -> (Arc<dyn Store>, (Db, Db)) {
+        let admin = admin_url().unwrap();
+        let (home_db, b_db) = (Db::new(&admin).await, Db::new(&admin).await);
+        let home = postgres::open(&home_db.url, options(Duration::from_secs(10)))
+            .await
+            .unwrap();
+        let b = postgres::open(&b_db.url, options(Duration::from_secs(10)))
+            .await
+            .unwrap();
+        let map = SlotMap::configured(1, &[("b".into(), "512-1023".into())]).unwrap();
+        let store = sharded::open(map, vec![home, b], T0).await.unwrap();
+        (store, (home_db, b_db))
+    }
+
+    contract_tests!(fresh, if pg_available());
+}
+
 /// A fresh database and its store, for the tests below.
 async fn store_on(timeout: Duration) -> Option<(Arc<dyn Store>, Db)> {
     let admin = admin_url()?;

@@ -38,6 +38,29 @@ async fn fresh() -> (Arc<dyn Store>, TempDir) {
 
 contract_tests!(fresh);
 
+/// The contract over two groups: a sharded store on two files, the second
+/// holding half the slots (`store_sharded` has what only groups have).
+mod two_groups {
+    use super::*;
+    use callpost_core::shard::SlotMap;
+    use callpost_relay::store::sharded;
+
+    async fn fresh() -> (Arc<dyn Store>, TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let home = sqlite::open(dir.path().join("home.db"), options())
+            .await
+            .unwrap();
+        let b = sqlite::open(dir.path().join("b.db"), options())
+            .await
+            .unwrap();
+        let map = SlotMap::configured(1, &[("b".into(), "512-1023".into())]).unwrap();
+        let store = sharded::open(map, vec![home, b], T0).await.unwrap();
+        (store, dir)
+    }
+
+    contract_tests!(fresh);
+}
+
 /// One relay holds a SQLite file: it shares nothing, whoever asks.
 #[tokio::test]
 async fn a_sqlite_relay_delivers_alone() {
