@@ -194,6 +194,7 @@ impl App {
         if let Some(polling) = start_sources(&relay).await? {
             chores.push(polling);
         }
+        chores.push(tokio::spawn(refresh_store(Arc::clone(&relay.store))));
         let metrics = Arc::clone(&relay.metrics);
         relay
             .store
@@ -376,6 +377,22 @@ fn shown_limit(n: Option<u64>) -> String {
 /// database's in force, and the task that reads them again. Without one:
 /// the file's, with a warning when the database keeps sources it cannot
 /// open.
+/// Reads again what the store keeps in force for every relay (the slot
+/// map), as often as the sources are polled: a relay learns of another's
+/// change within that time.
+async fn refresh_store(store: Arc<dyn Store>) {
+    let every = Duration::from_millis(callpost_core::sources::SOURCES_POLL_MS);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        if let Err(e) = store.refresh().await {
+            tracing::debug!(error = %e, "the store's settings were not read again");
+        }
+    }
+}
+
 async fn start_sources(relay: &Arc<Relay>) -> Result<Option<JoinHandle<()>>, StartError> {
     if relay.cfg.secret_key.is_none() {
         match relay.store.stored_sources().await {

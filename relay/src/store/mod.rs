@@ -705,6 +705,13 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
         message_ids: Vec<String>,
     ) -> Result<Vec<String>, StoreError>;
 
+    /// Reads again what the store keeps in force that other relays may
+    /// change (the slot map, [`sharded`]); the relay calls it every
+    /// [`SOURCES_POLL_MS`](callpost_core::sources::SOURCES_POLL_MS).
+    async fn refresh(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// SQL statements run so far, BEGIN and COMMIT included (for
     /// `callpost_relay_sql_statements_total`).
     fn statements(&self) -> u64;

@@ -34,8 +34,8 @@
 //!   asked which calls they already hold before the new group stores them.
 //! * **The map in force** is kept in the home group ([`SLOT_MAP_KEY`]). A
 //!   relay opens with the configured map if it is the same or newer
-//!   (recording the moves); with every read of the sources (the relays'
-//!   poll) it reads the map again, and if another relay has put a newer one
+//!   (recording the moves); it reads the map again with the sources'
+//!   poll ([`Store::refresh`]), and if another relay has put a newer one
 //!   in force, this relay refuses the calls whose slots moved (503) until it
 //!   runs with the new configuration: it does not know the new group, and
 //!   storing them in the old one would break deduplication.
@@ -663,8 +663,10 @@ impl Store for Sharded {
     }
 
     async fn stored_sources(&self) -> Result<StoredSources, StoreError> {
-        let sources = self.home().stored_sources().await?;
-        // The relays' poll: the map in force comes with the sources.
+        self.home().stored_sources().await
+    }
+
+    async fn refresh(&self) -> Result<(), StoreError> {
         let (kept, _) = kept_map(self.home().as_ref()).await?;
         let mut newer = self
             .newer
@@ -679,7 +681,7 @@ impl Store for Sharded {
             );
             *newer = Some(kept);
         }
-        Ok(sources)
+        Ok(())
     }
 
     async fn write_sources(

@@ -183,6 +183,44 @@ class Database:
                 conn.execute(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
 
 
+class Groups(Database):
+    """Two shard groups for one test: home (this database) and ``b``, each a
+    fresh database on the test Postgres cluster. Queries read both, so what
+    the tests ask of "the store" is asked of every group."""
+
+    def __init__(self, tmp: pathlib.Path, postgres: str) -> None:
+        super().__init__("postgres", tmp, postgres)
+        self.b = Database("postgres", tmp, postgres)
+        self.backend = "postgres-groups"
+
+    def shards(self, version: int = 1, slots: str = "512-1023") -> str:
+        """The ``[shards]`` table that gives group ``b`` these slots."""
+        return (
+            f'[shards]\nversion = {version}\n[[shards.groups]]\nname = "b"\n'
+            f'database = "{self.b.url}"\nslots = "{slots}"\n'
+        )
+
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self.home_query(sql, params) + self.b.query(sql, params)
+
+    def home_query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a query on the home group alone."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            return list(conn.execute(sql.replace("?", "%s"), params).fetchall())
+
+    def stall(self, reads: bool = False) -> Callable[[], None]:
+        raise NotImplementedError("stall one group's database: Database(...).stall")
+
+    def drop(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")
+        self.b.drop()
+
+
 def config_text(
     database: str | Database,
     urls: list[str],
@@ -366,9 +404,18 @@ class Sender(threading.Thread):
     batch, until it is."""
 
     def __init__(
-        self, ports: list[int], seed: int, prefix: str = "c", record: bool = False, pause: float = 0.0
+        self,
+        ports: list[int],
+        seed: int,
+        prefix: str = "c",
+        record: bool = False,
+        pause: float = 0.0,
+        users: int = 1,
     ) -> None:
         super().__init__(daemon=True)
+        # The calls' userIds: "u", or with ``users`` > 1 that many, in turn
+        # (over shard groups, the users spread the calls across them).
+        self.users = users
         # With ``record``: every answer as (sent at, status or 0 for none,
         # seconds it took, Retry-After); ``pause`` between batches.
         self.record = record
@@ -396,7 +443,7 @@ class Sender(threading.Thread):
                     "batch": [
                         {
                             "type": "track",
-                            "userId": "u",
+                            "userId": "u" if self.users == 1 else f"u{int(m[len(self.prefix) :]) % self.users}",
                             "event": "Crash Test",
                             "messageId": m,
                             "properties": {"seq": m},

@@ -34,10 +34,22 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from relay_support import Database, Hook, RelayProcess, Sender, Settled, Tally, config_text, free_port, pending_report
+from relay_support import (
+    Database,
+    Groups,
+    Hook,
+    RelayProcess,
+    Sender,
+    Settled,
+    Tally,
+    config_text,
+    free_port,
+    pending_report,
+)
 
 KILLS = {"sqlite": 30, "postgres": 30}
 BATCHED_KILLS = 15
+GROUPS_KILLS = 15
 
 # A hang guard: how long the queue may go without shrinking while calls are
 # due or in flight (or at all, after the clock moved) before the test fails.
@@ -65,8 +77,31 @@ def test_kill_9_with_batched_webhooks_loses_nothing(
     crash(tmp_path, serve, database, BATCHED_KILLS, batching="[sources.webhooks.batch]\nmax_calls = 50\n")
 
 
+# The same over two shard groups (two Postgres databases, half the slots
+# each), the calls of 50 users spread across them.
+def test_kill_9_over_two_shard_groups_loses_nothing(
+    tmp_path: pathlib.Path, serve: Callable[..., Any], postgres_url: str
+) -> None:
+    groups = Groups(tmp_path, postgres_url)
+    try:
+        crash(tmp_path, serve, groups, GROUPS_KILLS, batching="", extra=groups.shards(), users=50)
+        per_group = [
+            len(groups.home_query("SELECT 1 FROM deliveries")),
+            len(groups.b.query("SELECT 1 FROM deliveries")),
+        ]
+        assert all(n > 0 for n in per_group), per_group
+    finally:
+        groups.drop()
+
+
 def crash(
-    tmp_path: pathlib.Path, serve: Callable[..., Any], database: Database, kills_default: int, batching: str
+    tmp_path: pathlib.Path,
+    serve: Callable[..., Any],
+    database: Database,
+    kills_default: int,
+    batching: str,
+    extra: str = "",
+    users: int = 1,
 ) -> None:
     seed = int(os.environ.get("CALLPOST_CRASH_SEED", str(random.randrange(1 << 30))))
     kills_wanted = int(os.environ.get("CALLPOST_CRASH_KILLS", kills_default))
@@ -85,9 +120,9 @@ def crash(
     hook = Hook(serve, behaviour)
     port = free_port()
     relay = RelayProcess(
-        config_text(database, [hook.url], sources=batching), tmp_path, port=port, args=("--test-clock",)
+        config_text(database, [hook.url], sources=batching, extra=extra), tmp_path, port=port, args=("--test-clock",)
     )
-    sender = Sender([port], seed)
+    sender = Sender([port], seed, users=users)
     kills: list[tuple[float, float, bool, int]] = []
     settled = Settled()
     waited_for_retry = ""

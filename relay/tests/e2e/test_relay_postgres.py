@@ -31,6 +31,7 @@ from relay_support import (
     SECRET,
     WRITE_KEY,
     Database,
+    Groups,
     Hook,
     RelayProcess,
     Sender,
@@ -592,3 +593,80 @@ def test_a_database_that_only_reads_is_a_503_and_its_sessions_are_not_kept(
         r.stop()
     delivered = {d.json["properties"]["n"] for d in hook.ok() if "properties" in d.json}
     assert {"before", "after"} <= delivered, delivered
+
+
+def wait_for(what: str, done: Callable[[], bool], timeout: float = 30) -> None:
+    end = time.time() + timeout
+    while not done():
+        assert time.time() < end, f"waited {timeout} s for {what}"
+        time.sleep(0.05)
+
+
+def test_a_shard_group_added_during_a_run_loses_nothing_and_stores_each_call_once(
+    tmp_path: pathlib.Path, serve: Callable[..., Any], postgres_url: str
+) -> None:
+    """Two relays on one database under load; group ``b`` is added as the
+    operator's guide says: one relay started with the new map (it puts the
+    map in force), then the other restarted with it. Meanwhile the relay
+    still on the old map refuses the calls of the slots that moved (503:
+    the SDK sends them to the other relay), and no call is stored twice."""
+    groups = Groups(tmp_path, postgres_url)
+    hook = Hook(serve, lambda d: 200)
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    for d in dirs:
+        d.mkdir()
+    one = config_text(groups, [hook.url])
+    two = config_text(groups, [hook.url], extra=groups.shards(version=1))
+    a = RelayProcess(one, dirs[0], port=free_port())
+    b = RelayProcess(one, dirs[1], port=free_port())
+    sender = Sender([a.port, b.port], random.randrange(1 << 30), users=50, record=True)
+    restarts: list[tuple[float, float]] = []
+    try:
+        a.start()
+        b.start()
+        sender.start()
+        wait_for("load", lambda: sender.batches >= 30)
+        at = time.time()
+        b.stop()
+        b.path.write_text(two)
+        b.start()
+        restarts.append((at, time.time()))
+        # The relay on the old map reads the new one within the sources'
+        # poll (2 s) and refuses the moved slots' calls from then on.
+        wait_for("a 503 from the relay on the old map", lambda: any(x[1] == 503 for x in sender.answers))
+        moved_refused = sum(1 for x in sender.answers if x[1] == 503)
+        at = time.time()
+        a.stop()
+        a.path.write_text(two)
+        a.start()
+        restarts.append((at, time.time()))
+        settled_after = sender.batches
+        wait_for("load on the new map", lambda: sender.batches >= settled_after + 30)
+        sender.stopping = True
+        sender.join(60)
+        a.wait_drained(60, groups)
+    finally:
+        sender.stopping = True
+        for r in (a, b):
+            if r.running():
+                r.stop()
+    try:
+        tally = Tally(hook, sender.acked, restarts)
+        print(
+            f"calls acknowledged {len(sender.acked)}, delivered {len(tally.delivered)}, lost {len(tally.lost)}, "
+            f"delivered twice {len(tally.twice)}; refused by the relay on the old map: {moved_refused}"
+        )
+        assert not tally.lost, sorted(tally.lost)[:10]
+        assert not tally.unexplained, tally.unexplained[:10]
+        # Stored once: no call in both groups, every call delivered.
+        home = {str(m) for (m,) in groups.home_query("SELECT message_id FROM deliveries")}
+        in_b = {str(m) for (m,) in groups.b.query("SELECT message_id FROM deliveries")}
+        assert home and in_b, (len(home), len(in_b))
+        assert not home & in_b, sorted(home & in_b)[:10]
+        assert sender.acked <= home | in_b
+        statuses = dict(groups.query("SELECT status, count(*) FROM deliveries GROUP BY status"))
+        assert set(statuses) == {1}, statuses
+        # Every refusal said when to come back.
+        assert all(x[3] for x in sender.answers if x[1] == 503)
+    finally:
+        groups.drop()

@@ -235,10 +235,14 @@ async fn a_running_relay_refuses_the_calls_of_slots_a_newer_map_moved() {
     assert_eq!(old.insert(vec![moved.clone()], vec![]).await.unwrap(), 1);
     // Another relay starts with the new map.
     over(half(), &[&home, &b]).await.unwrap();
-    // The old relay's poll reads it: a call whose slot moved is refused (it
+    // Until the old relay's poll reads it, the old map routes as before;
+    // then a call whose slot moved is refused (it
     // would be stored where the new map's relays do not look), the others
     // are stored as before.
-    old.stored_sources().await.unwrap();
+    let mut early = moved.clone();
+    early.message_id = "moved-early".into();
+    assert_eq!(old.insert(vec![early], vec![]).await.unwrap(), 1);
+    old.refresh().await.unwrap();
     let mut again = moved.clone();
     again.message_id = "moved-2".into();
     let e = old.insert(vec![again], vec![]).await.unwrap_err();
