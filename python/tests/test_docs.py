@@ -250,6 +250,20 @@ def relay(*args: str) -> list[str]:
 def test_toml(block: Block, tmp_path: Path) -> None:
     config = tmp_path / "relay.toml"
     config.write_text(block.code, encoding="utf-8")
+    check = subprocess.run(
+        relay("check", "--config", str(config)),
+        cwd=tmp_path,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    assert check.returncode == 0, f"{block.where}: the relay refused this configuration:\n{check.stderr}"
+    assert "configuration ok" in check.stdout, check.stdout
+    if "[shards]" in block.code:
+        # Shard groups are Postgres databases: the configuration is checked,
+        # and no SQLite file stands in for them.
+        return
     run = subprocess.run(
         relay("migrate", "--config", str(config), "--database", f"sqlite:///{tmp_path}/relay.db"),
         cwd=tmp_path,

@@ -60,7 +60,12 @@ fn own_cpu() -> f64 {
         .map_or("", |(_, rest)| rest)
         .split_whitespace()
         .collect();
-    let tick = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // utime and stime, fields 14 and 15 (11 and 12 after the name).
     (tick(11) + tick(12)) / 100.0
 }
@@ -98,9 +103,15 @@ impl Db {
             format!("DROP DATABASE IF EXISTS {name}"),
             format!("CREATE DATABASE {name}"),
         ] {
-            client.batch_execute(&sql).await.map_err(|e| format!("{e:?}"))?;
+            client
+                .batch_execute(&sql)
+                .await
+                .map_err(|e| format!("{e:?}"))?;
         }
-        let url = format!("{}/{name}", admin.rsplit_once('/').map_or(admin, |(a, _)| a));
+        let url = format!(
+            "{}/{name}",
+            admin.rsplit_once('/').map_or(admin, |(a, _)| a)
+        );
         Ok((
             Self {
                 admin: admin.to_owned(),
@@ -113,7 +124,10 @@ impl Db {
     async fn drop_it(self) {
         if let Ok(c) = connect(&self.admin).await {
             let _ = c
-                .batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))
+                .batch_execute(&format!(
+                    "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                    self.name
+                ))
                 .await;
         }
     }
@@ -135,12 +149,7 @@ struct Side {
 }
 
 /// Stores `calls` calls over `groups` (with `map`), then delivers them.
-async fn run(
-    calls: usize,
-    map: SlotMap,
-    urls: &[String],
-    hook: &str,
-) -> Result<Side, String> {
+async fn run(calls: usize, map: SlotMap, urls: &[String], hook: &str) -> Result<Side, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let path = dir.path().join("relay.toml");
     let text = format!(
@@ -182,8 +191,7 @@ async fn run(
         let source = sources.get("a").ok_or("no source")?;
         let mut rows = Vec::new();
         for i in 0..calls {
-            let call =
-                callpost_core::Call::from_json_str(&order(i)).map_err(|e| e.to_string())?;
+            let call = callpost_core::Call::from_json_str(&order(i)).map_err(|e| e.to_string())?;
             let accepted = callpost_core::ingest::originate(call, now, &mut || [7; 16])
                 .map_err(|e| e.to_string())?;
             callpost_relay::ops::push_rows(&mut rows, source, accepted, now.as_millis());
@@ -206,7 +214,10 @@ async fn run(
                 let Some(rows) = next else {
                     return Ok::<_, String>(());
                 };
-                store.insert(rows, vec![]).await.map_err(|e| e.to_string())?;
+                store
+                    .insert(rows, vec![])
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
         }));
     }
@@ -223,7 +234,10 @@ async fn run(
             .map_err(|e| e.to_string())?;
         if stats.pending == 0 {
             if usize::try_from(stats.delivered).unwrap_or(0) != calls {
-                return Err(format!("{} of {calls} delivered ({stats:?})", stats.delivered));
+                return Err(format!(
+                    "{} of {calls} delivered ({stats:?})",
+                    stats.delivered
+                ));
             }
             break;
         }
@@ -248,7 +262,8 @@ async fn run(
 /// ns to find the group of one call (its slot, then the map), over the
 /// benchmark's calls.
 fn routing_ns() -> f64 {
-    let map = SlotMap::configured(1, &[("b".into(), "512-1023".into())]).unwrap_or_else(|_| SlotMap::single());
+    let map = SlotMap::configured(1, &[("b".into(), "512-1023".into())])
+        .unwrap_or_else(|_| SlotMap::single());
     let users: Vec<String> = (0..1000).map(|u| format!("user-{u}")).collect();
     let rounds = 2_000_000;
     let started = Instant::now();

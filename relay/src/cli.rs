@@ -243,6 +243,10 @@ enum Command {
     },
     /// Run the database's schema migrations (a start runs them too).
     Migrate,
+    /// Check the configuration (the file, the variables, the flags) and
+    /// exit: 0 and a summary when the relay would take it, 2 and why not.
+    /// No database is opened.
+    Check,
     /// Exit 0 when the relay this configuration describes answers
     /// `/healthz` with 200 within 3 s, 1 otherwise: the image's health
     /// check, which has no curl to run. An unspecified listen address
@@ -252,6 +256,24 @@ enum Command {
         #[arg(long)]
         ready: bool,
     },
+}
+
+/// What `check` says of a configuration the relay takes: no secrets, the
+/// databases by host only.
+fn checked(cfg: &Config) -> String {
+    let map = &cfg.shards.map;
+    let groups: Vec<String> = map
+        .groups()
+        .iter()
+        .map(|g| format!("{g} (slots {})", map.slots_of(g)))
+        .collect();
+    format!(
+        "configuration ok: {} source(s), database {}, shard groups: {} (map version {})",
+        cfg.sources.len(),
+        app::shown_database(cfg.database.expose()),
+        groups.join(", "),
+        map.version()
+    )
 }
 
 /// Runs the command line.
@@ -271,6 +293,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(Command::Check) = &cli.command {
+        println!("{}", checked(&cfg));
+        return ExitCode::SUCCESS;
+    }
     init_logging(&cfg);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -546,8 +572,10 @@ async fn run_command(cfg: Config, command: Command) -> ExitCode {
         Command::PutSource { .. } => "put-source",
         Command::DeleteSource { .. } => "delete-source",
         Command::Migrate => "migrate",
-        // Answered by main before the configuration is loaded.
+        // Answered by main before the configuration is loaded, or once it
+        // is, without a database.
         Command::Healthcheck { .. } => "healthcheck",
+        Command::Check => "check",
     };
     match command_result(cfg, command).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -658,7 +686,7 @@ async fn command_on(
 ) -> Result<(), CommandError> {
     match command {
         // Answered by main before the configuration is loaded.
-        Command::Healthcheck { .. } => {}
+        Command::Healthcheck { .. } | Command::Check => {}
         Command::Migrate => {
             let (before, after) = store.migrated();
             out(&if before == after {

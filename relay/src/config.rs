@@ -809,10 +809,11 @@ pub fn listen_of(
 /// The Tracking API's address as given, the one rule [`load`] and
 /// [`listen_of`] share: the flag, the variable, the file, [`DEFAULT_LISTEN`].
 fn listen_in(overrides: &Overrides, env: &dyn Fn(&str) -> Option<String>, file: &File) -> String {
+    let var = |name: &str| env(&format!("{ENV_PREFIX}{name}")).filter(|v| !v.is_empty());
     overrides
         .listen
         .clone()
-        .or_else(|| env(&format!("{ENV_PREFIX}LISTEN")).filter(|v| !v.is_empty()))
+        .or_else(|| var("LISTEN"))
         .or_else(|| file.listen.clone())
         .unwrap_or_else(|| DEFAULT_LISTEN.to_owned())
 }
