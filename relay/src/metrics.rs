@@ -54,6 +54,7 @@ pub struct Metrics {
     rejected_calls: Gauge,
     oldest_pending_age: Gauge<f64, AtomicU64>,
     store_healthy: Gauge,
+    store_group_healthy: Family<Labels, Gauge>,
     committed_calls: AtomicI64,
 }
 
@@ -94,6 +95,7 @@ impl Metrics {
             rejected_calls: Gauge::default(),
             oldest_pending_age: Gauge::default(),
             store_healthy: Gauge::default(),
+            store_group_healthy: Family::default(),
             committed_calls: AtomicI64::new(0),
             registry: Registry::default(),
         };
@@ -227,6 +229,11 @@ impl Metrics {
             "store_healthy",
             "1 while the database answers, 0 since a call to it failed or timed out",
             m.store_healthy.clone(),
+        );
+        r.register(
+            "store_group_healthy",
+            "With several shard groups, by group: 1 while its database answers, 0 since a call to it failed or timed out",
+            m.store_group_healthy.clone(),
         );
         Self { registry, ..m }
     }
@@ -376,7 +383,7 @@ impl Metrics {
     }
 
     /// The Prometheus text, with the values the store keeps itself.
-    pub fn render(&self, store: &StoreCounts) -> String {
+    pub fn render(&self, store: &StoreCounts<'_>) -> String {
         self.backlog.set(store.backlog as i64);
         // The store counts these itself; each counter is brought up to its
         // total (counters only go up).
@@ -391,6 +398,11 @@ impl Metrics {
             }
         }
         self.store_healthy.set(i64::from(store.healthy));
+        for (group, healthy) in store.groups {
+            self.store_group_healthy
+                .get_or_create(&vec![("group", group.clone())])
+                .set(i64::from(*healthy));
+        }
         let mut out = String::new();
         // Writing to a String cannot fail.
         let _ = encode(&mut out, &self.registry);
@@ -400,7 +412,7 @@ impl Metrics {
 
 /// What the store counts itself, read at each scrape.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct StoreCounts {
+pub struct StoreCounts<'a> {
     /// Calls waiting for the writer.
     pub backlog: usize,
     /// SQL statements run.
@@ -409,8 +421,10 @@ pub struct StoreCounts {
     pub conflicts: u64,
     /// Bytes appended to SQLite's write-ahead log (none on Postgres).
     pub wal_bytes: Option<u64>,
-    /// Whether the last store call succeeded.
+    /// Whether the last store call succeeded (in any shard group).
     pub healthy: bool,
+    /// Each shard group's health, with several.
+    pub groups: &'a [(String, bool)],
 }
 
 /// Shared by every part of the relay.

@@ -37,12 +37,14 @@ pub(crate) async fn metrics(api: &Api, headers: &HeaderMap, remote: SocketAddr) 
     }
     let relay = &api.relay;
     let store = &relay.store;
+    let groups = store.group_health();
     let text = relay.metrics.render(&crate::metrics::StoreCounts {
         backlog: store.backlog(),
         statements: store.statements(),
         conflicts: store.conflicts(),
         wal_bytes: store.wal_bytes(),
         healthy: store.healthy(),
+        groups: &groups,
     });
     let mut a = json(200, text);
     a.headers_mut()

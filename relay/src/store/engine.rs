@@ -489,9 +489,12 @@ impl<E: Engine> Store for SqlStore<E> {
     }
 
     async fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {
+        // A read of `meta` says nothing of the queue's tables: it leaves the
+        // store's health as it is (the slot map's poll succeeding while the
+        // queue is locked must not make the relay ready).
         let results = self
             .engine
-            .read(Read::Relay, vec![sql::setting(key)])
+            .read(Read::Operator, vec![sql::setting(key)])
             .await?;
         sql::first_text(results.first().map_or(&[][..], Vec::as_slice))
     }

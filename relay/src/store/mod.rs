@@ -705,6 +705,12 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
         message_ids: Vec<String>,
     ) -> Result<Vec<String>, StoreError>;
 
+    /// Each shard group's name and whether its last call succeeded, when
+    /// there are several ([`sharded`]); empty otherwise.
+    fn group_health(&self) -> Vec<(String, bool)> {
+        Vec::new()
+    }
+
     /// Reads again what the store keeps in force that other relays may
     /// change (the slot map, [`sharded`]); the relay calls it every
     /// [`SOURCES_POLL_MS`](callpost_core::sources::SOURCES_POLL_MS).

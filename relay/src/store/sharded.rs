@@ -280,6 +280,7 @@ impl Sharded {
                 self.groups[g]
                     .insert_traced(rows, rejected, trace_parent)
                     .await
+                    .map_err(|e| self.named(g, e))
             }
         });
         let mut new = 0;
@@ -300,13 +301,36 @@ impl Sharded {
             .is_none()
     }
 
-    /// Runs `f` on every group at once; each group's answer, by index.
+    /// Runs `f` on every group at once; each group's answer, by index, a
+    /// failure naming its group.
     async fn each<'a, T, F, Fut>(&'a self, f: F) -> Vec<Result<T, StoreError>>
     where
         F: Fn(usize, &'a Arc<dyn Store>) -> Fut,
         Fut: std::future::Future<Output = Result<T, StoreError>> + 'a,
     {
-        futures_util::future::join_all(self.groups.iter().enumerate().map(|(g, s)| f(g, s))).await
+        let answers = self.groups.iter().enumerate().map(|(g, s)| {
+            let asked = f(g, s);
+            async move { asked.await.map_err(|e| self.named(g, e)) }
+        });
+        futures_util::future::join_all(answers).await
+    }
+
+    /// `e`, from group `g`, saying which group failed (with several): the
+    /// operator's event and the answer name it.
+    fn named(&self, g: usize, e: StoreError) -> StoreError {
+        if self.single() {
+            return e;
+        }
+        let group = &self.map.groups()[g];
+        match e {
+            StoreError::Timeout => {
+                StoreError::Unavailable(format!("shard group {group:?}: {}", StoreError::Timeout))
+            }
+            StoreError::Unavailable(m) => {
+                StoreError::Unavailable(format!("shard group {group:?}: {m}"))
+            }
+            other => other,
+        }
     }
 
     /// Every group's answer, or the first failure.
@@ -331,6 +355,17 @@ impl Store for Sharded {
 
     fn healthy(&self) -> bool {
         self.groups.iter().any(|g| g.healthy())
+    }
+
+    fn group_health(&self) -> Vec<(String, bool)> {
+        if self.single() {
+            return Vec::new();
+        }
+        let names = self.map.groups().iter();
+        names
+            .zip(&self.groups)
+            .map(|(n, g)| (n.clone(), g.healthy()))
+            .collect()
     }
 
     async fn insert(
@@ -385,7 +420,7 @@ impl Store for Sharded {
                 Err(e) => {
                     self.passed_until[g]
                         .store(now.saturating_add(PASS_FAILED_MS), Ordering::Relaxed);
-                    failure = Some(e);
+                    failure = Some(self.named(g, e));
                 }
             }
         }

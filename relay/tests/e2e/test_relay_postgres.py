@@ -670,3 +670,64 @@ def test_a_shard_group_added_during_a_run_loses_nothing_and_stores_each_call_onc
         assert all(x[3] for x in sender.answers if x[1] == 503)
     finally:
         groups.drop()
+
+
+def slot_of(source: str, user: str) -> int:
+    """A call's slot, by the rule the relay's core states
+    (``callpost_core::shard::slot_of``): FNV-1a, 64 bits, of the source, a
+    zero byte and the user, modulo 1,024."""
+    h = 0xCBF29CE484222325
+    for b in source.encode() + b"\0" + user.encode():
+        h = ((h ^ b) * 0x100000001B3) % (1 << 64)
+    return h % 1024
+
+
+def test_one_shard_group_down_holds_back_only_its_own_users(
+    tmp_path: pathlib.Path, serve: Callable[..., Any], postgres_url: str
+) -> None:
+    """Group ``b``'s database stops taking sessions: calls of its users are
+    refused (503 with ``Retry-After``), home's users' calls are stored and
+    delivered meanwhile, the relay stays ready; once ``b`` is back, its
+    users' calls are taken and delivered."""
+    import psycopg
+
+    groups = Groups(tmp_path, postgres_url)
+    hook = Hook(serve)
+    extra = groups.shards(version=1) + "[storage]\ntimeout_ms = 1000\n"
+    r = RelayProcess(config_text(groups, [hook.url], extra=extra), tmp_path)
+    auth = {"Authorization": basic(WRITE_KEY)}
+    users = [f"user-{i}" for i in range(200)]
+    at_home = [u for u in users if slot_of("web", u) < 512]
+    in_b = [u for u in users if slot_of("web", u) >= 512]
+
+    def call(user: str, n: str) -> dict[str, Any]:
+        return track(n, userId=user)
+
+    def admin(sql: str) -> None:
+        with psycopg.connect(groups.admin_url, autocommit=True) as conn:
+            conn.execute(sql)
+
+    def delivered() -> set[str]:
+        return {d.json["properties"]["n"] for d in hook.ok() if "properties" in d.json}
+
+    try:
+        r.start()
+        assert r.post("/v1/track", call(in_b[0], "b-before"), auth)[0] == 200
+        r.wait(lambda: "b-before" in delivered(), 30, "a call of b delivered")
+        admin(f"ALTER DATABASE {groups.b.name} ALLOW_CONNECTIONS false")
+        admin(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{groups.b.name}'")
+        status, headers, _ = r.post("/v1/track", call(in_b[1], "b-down"), auth)
+        assert status == 503 and headers.get("retry-after"), (status, headers)
+        for i, u in enumerate(at_home[:10]):
+            assert r.post("/v1/track", call(u, f"home-{i}"), auth)[0] == 200
+        r.wait(lambda: {f"home-{i}" for i in range(10)} <= delivered(), 30, "home's calls delivered while b is down")
+        assert not not_ready(r), "one group down: still ready"
+        admin(f"ALTER DATABASE {groups.b.name} ALLOW_CONNECTIONS true")
+        r.wait(lambda: r.post("/v1/track", call(in_b[1], "b-down"), auth)[0] == 200, 30, "b's users taken again")
+        r.wait(lambda: "b-down" in delivered(), 30, "b's call delivered")
+        r.wait_drained(30, groups)
+    finally:
+        if r.running():
+            r.stop()
+        admin(f"ALTER DATABASE {groups.b.name} ALLOW_CONNECTIONS true")
+        groups.drop()

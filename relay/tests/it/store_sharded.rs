@@ -118,10 +118,19 @@ async fn a_failed_group_is_passed_by_and_the_others_deliver() {
     b.set_failure(Some(StoreError::Unavailable("down".into())));
     // Ingest: a call for the failed group fails its request (the SDK sends
     // it again); a request for the others is stored.
-    assert!(store
+    let e = store
         .insert(vec![call(&user_in(1, 1), "b2")], vec![])
         .await
-        .is_err());
+        .unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Unavailable(m) if m.contains("shard group \"b\"")),
+        "{e:?}"
+    );
+    assert_eq!(
+        store.group_health(),
+        [("home".to_owned(), true), ("b".to_owned(), false)]
+    );
+    assert!(store.healthy(), "ready while a group answers");
     assert_eq!(
         store
             .insert(vec![call(&user_in(0, 1), "h2")], vec![])
