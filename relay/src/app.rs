@@ -194,7 +194,10 @@ impl App {
         if let Some(polling) = start_sources(&relay).await? {
             chores.push(polling);
         }
-        chores.push(tokio::spawn(refresh_store(Arc::clone(&relay.store))));
+        if let Err(e) = relay.reload_suppressed().await {
+            tracing::warn!("the suppressed users were not read: {e}");
+        }
+        chores.push(tokio::spawn(refresh_store(Arc::clone(&relay))));
         let metrics = Arc::clone(&relay.metrics);
         relay
             .store
@@ -378,17 +381,20 @@ fn shown_limit(n: Option<u64>) -> String {
 /// the file's, with a warning when the database keeps sources it cannot
 /// open.
 /// Reads again what the store keeps in force for every relay (the slot
-/// map), as often as the sources are polled: a relay learns of another's
-/// change within that time.
-async fn refresh_store(store: Arc<dyn Store>) {
+/// map, the suppressed users), as often as the sources are polled: a relay
+/// learns of another's change within that time.
+async fn refresh_store(relay: Arc<Relay>) {
     let every = Duration::from_millis(callpost_core::sources::SOURCES_POLL_MS);
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
         tick.tick().await;
-        if let Err(e) = store.refresh().await {
+        if let Err(e) = relay.store.refresh().await {
             tracing::debug!(error = %e, "the store's settings were not read again");
+        }
+        if let Err(e) = relay.reload_suppressed().await {
+            tracing::debug!(error = %e, "the suppressed users were not read again");
         }
     }
 }

@@ -137,11 +137,48 @@ enum Command {
         #[arg(long)]
         all: bool,
     },
-    /// Send a delete notification for a user to every enabled destination.
+    /// Delete a user: erase every stored call whose userId or anonymousId
+    /// it is, across sources (and refused calls that name it), send the
+    /// spec's delete notifications, keep an audit record; with --suppress,
+    /// take none of the user's calls from now on.
     Delete {
         /// The user.
         #[arg(long)]
         user_id: String,
+        /// Also suppress the user (needs CALLPOST_RELAY_SECRET_KEY).
+        #[arg(long)]
+        suppress: bool,
+        /// Who asks, for the audit record (default: $USER).
+        #[arg(long)]
+        operator: Option<String>,
+    },
+    /// Take a suppressed user's calls again.
+    Unsuppress {
+        /// The user.
+        #[arg(long)]
+        user_id: String,
+        /// Who asks (default: $USER).
+        #[arg(long)]
+        operator: Option<String>,
+    },
+    /// A user's stored calls as JSON lines, for an access request.
+    Export {
+        /// The user, by userId.
+        #[arg(
+            long,
+            conflicts_with = "anonymous_id",
+            required_unless_present = "anonymous_id"
+        )]
+        user_id: Option<String>,
+        /// The user, by anonymousId.
+        #[arg(long)]
+        anonymous_id: Option<String>,
+    },
+    /// The deletions' audit records, newest first.
+    Deletions {
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
     },
     /// Sync an audience's members: identify calls for the changes.
     Audience {
@@ -274,6 +311,14 @@ fn checked(cfg: &Config) -> String {
         groups.join(", "),
         map.version()
     )
+}
+
+/// Who runs a command, for a deletion's audit record: `$USER`, else `cli`.
+fn cli_operator() -> String {
+    std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| "cli".to_owned())
 }
 
 /// Runs the command line.
@@ -563,6 +608,9 @@ async fn run_command(cfg: Config, command: Command) -> ExitCode {
         Command::Call { .. } => "call",
         Command::TryMapping { .. } => "try-mapping",
         Command::Delete { .. } => "delete",
+        Command::Unsuppress { .. } => "unsuppress",
+        Command::Export { .. } => "export",
+        Command::Deletions { .. } => "deletions",
         Command::Audience { .. } => "audience",
         Command::DeadLetters { .. } => "dead-letters",
         Command::Rejected { .. } => "rejected",
@@ -852,18 +900,74 @@ async fn command_on(
         }
         Command::PutSource { file } => sources_command(store, cfg, Some(Ok(file))).await?,
         Command::DeleteSource { name } => sources_command(store, cfg, Some(Err(name))).await?,
-        Command::Delete { user_id } => {
+        Command::Delete {
+            user_id,
+            suppress,
+            operator,
+        } => {
             let list = sources::in_force(store, cfg).await?;
-            let sources = ops::delete_user(store, &list, clock, &user_id).await?;
-            let list = if sources.is_empty() {
+            let operator = operator.unwrap_or_else(cli_operator);
+            let request = ops::DeleteRequest {
+                user_id: &user_id,
+                suppress,
+                operator: &operator,
+            };
+            let key = cfg.secret_key.as_deref();
+            let deleted = ops::delete_user(store, &list, clock, key, request).await?;
+            let list = if deleted.sources.is_empty() {
                 "none".to_owned()
             } else {
-                sources.join(", ")
+                deleted.sources.join(", ")
             };
             out(&format!(
-                "delete notifications stored for {} source(s): {list}",
-                sources.len()
+                "erased {} stored call row(s) and {} refused call(s); delete notifications stored \
+                 for {} source(s): {list}{}",
+                deleted.erased.calls,
+                deleted.erased.rejected,
+                deleted.sources.len(),
+                if deleted.suppressed {
+                    "; the user is suppressed"
+                } else {
+                    ""
+                }
             ));
+        }
+        Command::Unsuppress { user_id, operator } => {
+            let operator = operator.unwrap_or_else(cli_operator);
+            let key = cfg.secret_key.as_deref();
+            let lifted = ops::unsuppress(store, clock, key, &user_id, &operator).await?;
+            out(if lifted {
+                "the user's calls are taken again (every relay within its poll)"
+            } else {
+                "the user was not suppressed"
+            });
+        }
+        Command::Export {
+            user_id,
+            anonymous_id,
+        } => {
+            let filter = LogFilter {
+                user_id,
+                anonymous_id,
+                ..LogFilter::default()
+            };
+            let mut after = None;
+            loop {
+                let (lines, next) =
+                    ops::export_user(store, filter.clone(), after, store::log::MAX_PAGE).await?;
+                for line in lines {
+                    out(&line);
+                }
+                match next {
+                    Some(n) => after = Some(n),
+                    None => break,
+                }
+            }
+        }
+        Command::Deletions { limit } => {
+            for row in store.deletions(limit).await? {
+                out_json(&row)?;
+            }
         }
         Command::Audience {
             source,

@@ -107,7 +107,7 @@ impl Metrics {
         );
         r.register(
             "calls",
-            "Calls received: accepted, duplicate (already stored) or rejected (by code)",
+            "Calls received: accepted, duplicate (already stored), rejected (by code) or suppressed (acknowledged, not stored)",
             m.calls.clone(),
         );
         r.register(

@@ -6,6 +6,7 @@
 use base64::Engine as _;
 use callpost_core::Code;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
+use ring::hmac;
 use std::fmt;
 
 /// The environment variable that holds the key.
@@ -50,8 +51,17 @@ impl SealError {
     }
 }
 
-/// The key that seals what is kept in the database.
-pub struct SealKey(LessSafeKey);
+/// What the key for user ids is derived with (HMAC-SHA256 of this label
+/// under the secret key): a value of its own, so the hashes and the seals
+/// never share a key.
+const USER_ID_LABEL: &[u8] = b"callpost user ids v1";
+
+/// The key that seals what is kept in the database, and keys the hashes of
+/// user ids it keeps instead of the ids (suppressions, deletion records).
+pub struct SealKey {
+    aead: LessSafeKey,
+    ids: hmac::Key,
+}
 
 impl fmt::Debug for SealKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -66,7 +76,25 @@ impl SealKey {
             .decode(text.trim())
             .map_err(|_| SealError::BadKey)?;
         let key = UnboundKey::new(&CHACHA20_POLY1305, &bytes).map_err(|_| SealError::BadKey)?;
-        Ok(Self(LessSafeKey::new(key)))
+        let derived = hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, &bytes), USER_ID_LABEL);
+        Ok(Self {
+            aead: LessSafeKey::new(key),
+            ids: hmac::Key::new(hmac::HMAC_SHA256, derived.as_ref()),
+        })
+    }
+
+    /// The keyed hash a user id is kept as (HMAC-SHA256, hex): the same id
+    /// gives the same hash on every relay with the key, and the hash says
+    /// nothing of the id to whoever reads the database without it.
+    pub fn user_hash(&self, id: &str) -> String {
+        let tag = hmac::sign(&self.ids, id.as_bytes());
+        tag.as_ref()
+            .iter()
+            .fold(String::with_capacity(64), |mut out, b| {
+                // Writing to a String cannot fail.
+                let _ = fmt::Write::write_fmt(&mut out, format_args!("{b:02x}"));
+                out
+            })
     }
 
     /// Seals `plain` under `name`. Fails only when the OS gives no random
@@ -75,7 +103,7 @@ impl SealKey {
         let mut nonce = [0u8; NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|_| SealError::NoRandomness)?;
         let mut data = plain.as_bytes().to_vec();
-        self.0
+        self.aead
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
                 Aad::from(name.as_bytes()),
@@ -101,7 +129,7 @@ impl SealKey {
         let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| wrong_key(name))?;
         let mut data = data.to_vec();
         let plain = self
-            .0
+            .aead
             .open_in_place(nonce, Aad::from(name.as_bytes()), &mut data)
             .map_err(|_| wrong_key(name))?;
         String::from_utf8(plain.to_vec()).map_err(|_| wrong_key(name))
@@ -145,6 +173,18 @@ mod tests {
             key.seal("shop", "{\"shared_secret\":\"hunter2\"}").unwrap()
         );
         assert_eq!(format!("{key:?}"), "SealKey(***)");
+    }
+
+    #[test]
+    fn a_user_s_hash_is_keyed_and_the_same_for_the_same_id() {
+        let key = SealKey::parse(KEY).unwrap();
+        let h = key.user_hash("user-1");
+        assert_eq!(h.len(), 64);
+        assert_eq!(h, SealKey::parse(KEY).unwrap().user_hash("user-1"));
+        assert_ne!(h, key.user_hash("user-2"));
+        let other = SealKey::parse("ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=").unwrap();
+        assert_ne!(h, other.user_hash("user-1"));
+        assert!(!h.contains("user"));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::notify::Operator;
 use crate::store::{routed_key, Stats, Store};
 use crate::trace::Tracer;
 use callpost_core::protection::ProtectionConfig;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use tokio::sync::Notify;
@@ -110,6 +110,8 @@ pub struct Relay {
     /// The stored sources as this relay last read them (sealed), so an
     /// unchanged set is not checked and put in force again.
     stored_rows: Mutex<Option<Vec<(String, String)>>>,
+    /// The suppressed users' keyed hashes, as this relay last read them.
+    suppressed: RwLock<Arc<HashSet<String>>>,
     ready: AtomicBool,
 }
 
@@ -152,8 +154,56 @@ impl Relay {
             stats: Mutex::new(None),
             reload_from: OnceLock::new(),
             stored_rows: Mutex::new(None),
+            suppressed: RwLock::new(Arc::new(HashSet::new())),
             ready: AtomicBool::new(false),
         }
+    }
+
+    /// The suppressed users' keyed hashes in force.
+    pub fn suppressed(&self) -> Arc<HashSet<String>> {
+        Arc::clone(
+            &self
+                .suppressed
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// Puts a set of suppressed users' hashes in force.
+    pub fn set_suppressed(&self, hashes: HashSet<String>) {
+        *self
+            .suppressed
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Arc::new(hashes);
+    }
+
+    /// Reads the suppressed users again (with a secret key: without one no
+    /// user can be suppressed).
+    pub async fn reload_suppressed(&self) -> Result<(), crate::store::StoreError> {
+        if self.cfg.secret_key.is_some() {
+            let hashes = self.store.suppressions().await?;
+            self.set_suppressed(hashes.into_iter().collect());
+        }
+        Ok(())
+    }
+
+    /// Whether a call of `user_id` or `anonymous_id` is suppressed, given
+    /// the set in force (`suppressed()`, read once per request).
+    pub fn is_suppressed(
+        &self,
+        set: &HashSet<String>,
+        user_id: Option<&str>,
+        anonymous_id: Option<&str>,
+    ) -> bool {
+        let Some(key) = self.cfg.secret_key.as_ref() else {
+            return false;
+        };
+        !set.is_empty()
+            && [user_id, anonymous_id]
+                .into_iter()
+                .flatten()
+                .filter(|id| !id.is_empty())
+                .any(|id| set.contains(&key.user_hash(id)))
     }
 
     /// Whether ingest takes calls: started, not stopping.

@@ -156,14 +156,16 @@ def demo() -> int:
             )
             _send_every_kind(url)
             print("  client: 6 calls acknowledged by the relay (stored before it answered)")
+            # A deletion erases the user's stored calls too: a user who sent
+            # none here, so user-1's calls still go out.
             req = urllib.request.Request(
                 url + "/admin/delete",
-                data=json.dumps({"userId": "user-1"}).encode(),
+                data=json.dumps({"userId": "user-2"}).encode(),
                 headers={"Authorization": f"Bearer {admin}", "Content-Type": "application/json"},
                 method="POST",
             )
             with urllib.request.urlopen(req, timeout=10) as r:
-                print(f"  admin: delete notification for user-1: {r.read().decode()}")
+                print(f"  admin: user-2 deleted (stored calls erased, delete notification sent): {r.read().decode()}")
             # The first round fails at both endpoints; the retry comes
             # after the destination's backoff (5-10 s for round 2).
             print("  waiting for the retry round (the destination's backoff: 5-10 s)...")

@@ -33,7 +33,7 @@ use crate::ops::{self, sources, OpError};
 use crate::store::{Cursor, LogFilter, LogStatus, ReplayFilter, Status};
 use bytes::Bytes;
 use callpost_core::{Code, Timestamp};
-use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, WWW_AUTHENTICATE};
+use http::header::{HeaderValue, AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE, WWW_AUTHENTICATE};
 use http::{HeaderMap, Method, Request};
 use hyper::body::Incoming;
 use serde_json::{json, Map, Value};
@@ -58,6 +58,13 @@ pub(crate) struct AdminState {
     failures: Throttle,
 }
 
+/// Who an admin API request is, in a deletion's audit record, when it
+/// names no `operator`: the API has one token, not one per person.
+pub(crate) const API_OPERATOR: &str = "admin-api";
+
+/// The header that says where the next page of an export starts.
+pub(crate) const NEXT_CURSOR: &str = "callpost-next-cursor";
+
 /// The admin routes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Route {
@@ -65,6 +72,9 @@ pub(crate) enum Route {
     DeadLetters,
     Rejected,
     Delete,
+    Unsuppress,
+    Export,
+    Deletions,
     Audiences,
     Replay,
     Reload,
@@ -96,6 +106,9 @@ pub(crate) const ROUTES: &[(&str, &str, Route)] = &[
     ("GET", "/admin/dead-letters", Route::DeadLetters),
     ("GET", "/admin/rejected", Route::Rejected),
     ("POST", "/admin/delete", Route::Delete),
+    ("POST", "/admin/unsuppress", Route::Unsuppress),
+    ("GET", "/admin/export", Route::Export),
+    ("GET", "/admin/deletions", Route::Deletions),
     ("POST", "/admin/audiences", Route::Audiences),
     ("POST", "/admin/replay", Route::Replay),
     ("POST", "/admin/reload", Route::Reload),
@@ -409,14 +422,85 @@ async fn run(
         Route::Delete => {
             no_query(query)?;
             let user_id = f.string("userId")?.filter(|s| !s.is_empty());
+            let suppress = f.bool("suppress")?;
+            let operator = f.string("operator")?;
             f.done()?;
             let Some(user_id) = user_id else {
                 return bad("userId must be a non-empty string");
             };
-            let sources =
-                ops::delete_user(store, &relay.sources().list, &relay.clock, &user_id).await?;
+            let operator = operator.unwrap_or_else(|| API_OPERATOR.to_owned());
+            let request = ops::DeleteRequest {
+                user_id: &user_id,
+                suppress,
+                operator: &operator,
+            };
+            let key = relay.cfg.secret_key.as_deref();
+            let deleted =
+                ops::delete_user(store, &relay.sources().list, &relay.clock, key, request).await?;
+            if suppress {
+                // This relay at once; the others within their poll.
+                relay.reload_suppressed().await.map_err(OpError::from)?;
+            }
             relay.wake.notify_one();
-            Ok(json_value(200, &json!({ "sources": sources })))
+            Ok(json_value(200, &deleted))
+        }
+        Route::Unsuppress => {
+            no_query(query)?;
+            let user_id = f.string("userId")?.unwrap_or_default();
+            let operator = f.string("operator")?;
+            f.done()?;
+            let operator = operator.unwrap_or_else(|| API_OPERATOR.to_owned());
+            let key = relay.cfg.secret_key.as_deref();
+            let lifted = ops::unsuppress(store, &relay.clock, key, &user_id, &operator).await?;
+            relay.reload_suppressed().await.map_err(OpError::from)?;
+            Ok(json_value(200, &json!({ "lifted": lifted })))
+        }
+        Route::Export => {
+            f.done()?;
+            let mut q = Query::parse(query)?;
+            let filter = match (q.take("userId"), q.take("anonymousId")) {
+                (Some(u), None) if !u.is_empty() => LogFilter {
+                    user_id: Some(u),
+                    ..LogFilter::default()
+                },
+                (None, Some(a)) if !a.is_empty() => LogFilter {
+                    anonymous_id: Some(a),
+                    ..LogFilter::default()
+                },
+                _ => return bad("give one of userId and anonymousId"),
+            };
+            let after = match q.take("cursor") {
+                None => None,
+                Some(c) => Some(Cursor::parse(&c).ok_or_else(|| {
+                    Refused::Bad(
+                        "cursor must be the Callpost-Next-Cursor of an earlier page".into(),
+                    )
+                })?),
+            };
+            let limit = q.limit()?;
+            q.done()?;
+            let (lines, next) = ops::export_user(store, filter, after, limit).await?;
+            let mut body = lines.join("\n");
+            if !body.is_empty() {
+                body.push('\n');
+            }
+            let mut a = json(200, body);
+            a.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("application/x-ndjson"),
+            );
+            if let Some(next) = next {
+                if let Ok(v) = HeaderValue::from_str(&next.to_string()) {
+                    a.headers_mut().insert(NEXT_CURSOR, v);
+                }
+            }
+            Ok(a)
+        }
+        Route::Deletions => {
+            let limit = limit(query)?;
+            f.done()?;
+            let rows = store.deletions(limit).await.map_err(OpError::from)?;
+            Ok(json_value(200, &json!({ "deletions": rows })))
         }
         Route::Audiences => {
             no_query(query)?;

@@ -184,11 +184,25 @@ async fn ingest(
     let mut rows = Vec::with_capacity(parsed.calls.len());
     let mut rejected = Vec::new();
     let mut total = 0;
+    let mut suppressed = 0;
+    let hidden = relay.suppressed();
     for call in parsed.calls {
         match call {
             Ok(a) => {
+                // A suppressed user's call is acknowledged, and neither
+                // stored nor delivered.
+                let (user, anonymous) = (a.call.user_id.as_deref(), a.call.anonymous_id.as_deref());
+                if !hidden.is_empty() && relay.is_suppressed(&hidden, user, anonymous) {
+                    suppressed += 1;
+                    continue;
+                }
                 total += 1;
                 crate::ops::push_rows(&mut rows, &source, a, received_at);
+            }
+            // A refused call of a suppressed user is not kept for review
+            // either (its text names the user).
+            Err(r) if !hidden.is_empty() && refused_of(relay, &hidden, &r.text) => {
+                suppressed += 1;
             }
             Err(r) => rejected.push(RejectedRow {
                 source: source.name.clone(),
@@ -222,6 +236,9 @@ async fn ingest(
     };
     let m = &relay.metrics;
     m.calls(&source.name, "accepted", new as u64, None);
+    if suppressed > 0 {
+        m.calls(&source.name, "suppressed", suppressed, None);
+    }
     if total > new {
         m.calls(&source.name, "duplicate", (total - new) as u64, None);
     }
@@ -295,4 +312,15 @@ fn preflight(relay: &Relay, headers: &HeaderMap, cors: Headers) -> Answer {
     h.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("86400"));
     relay.metrics.request(204);
     a
+}
+
+/// Whether a refused call's text names a suppressed user (its `userId` or
+/// `anonymousId`, when it is a JSON object that has them as strings).
+fn refused_of(relay: &Relay, hidden: &std::collections::HashSet<String>, text: &str) -> bool {
+    let Ok(serde_json::Value::Object(call)) = serde_json::from_str::<serde_json::Value>(text)
+    else {
+        return false;
+    };
+    let id = |k: &str| call.get(k).and_then(serde_json::Value::as_str);
+    relay.is_suppressed(hidden, id("userId"), id("anonymousId"))
 }

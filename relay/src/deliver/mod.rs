@@ -257,6 +257,7 @@ fn finish_id(f: &Finish) -> i64 {
         | Finish::Dead { id, .. }
         | Finish::Undeliverable { id, .. }
         | Finish::Filtered { id, .. }
+        | Finish::Forget { id, .. }
         | Finish::Release { id, .. } => *id,
     }
 }
@@ -1058,6 +1059,13 @@ fn ended(
             relay
                 .metrics
                 .delivery_to(&row.source, &row.destination, kind, 1);
+            if row.kind == "delete" {
+                // It carries the erased user's id: nothing of it is kept.
+                return Finish::Forget {
+                    id: row.id,
+                    claim: row.claim,
+                };
+            }
             Finish::Delivered {
                 id: row.id,
                 claim: row.claim,

@@ -8,7 +8,7 @@
 use crate::clock::Clock;
 use crate::config;
 use crate::config::{ConfigError, Destination, Source};
-use crate::seal::SealError;
+use crate::seal::{SealError, SealKey};
 use crate::state::{Relay, Sources};
 use crate::store::{ReplayFilter, Row, Stats, Status, Store, StoreError, NO_DESTINATION_NAME};
 use callpost_core::ingest::{self, Accepted};
@@ -103,23 +103,186 @@ fn with_ids<T>(f: impl FnOnce(&mut dyn FnMut() -> [u8; 16]) -> T) -> Result<T, O
     with_random_ids(f).ok_or(OpError::NoRandomness)
 }
 
-/// Stores one delete notification per source whose Webhooks destination
-/// is enabled (webhooks-destination.md, Events); returns those sources. A
-/// source with its destination switched off (`enabled = false`) is passed
-/// to the core as `{"Webhooks": false}`, which leaves it out.
-pub async fn delete_user(
-    store: &dyn Store,
-    sources: &[Arc<Source>],
-    clock: &Clock,
-    user_id: &str,
-) -> Result<Vec<String>, OpError> {
+/// The longest `operator` a deletion's audit record keeps.
+pub const MAX_OPERATOR_LEN: usize = 200;
+
+/// A user's deletion, as the admin API, the CLI and the console ask it.
+#[derive(Debug, Clone)]
+pub struct DeleteRequest<'a> {
+    /// The id: calls whose `userId` or `anonymousId` it is are erased.
+    pub user_id: &'a str,
+    /// Also take none of the user's calls from now on.
+    pub suppress: bool,
+    /// Who asks, for the audit record.
+    pub operator: &'a str,
+}
+
+/// What a deletion did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Deleted {
+    /// The sources a delete notification was stored for.
+    pub sources: Vec<String>,
+    /// What was erased.
+    pub erased: crate::store::Erased,
+    /// Whether the user is suppressed now.
+    pub suppressed: bool,
+}
+
+fn checked_user(user_id: &str) -> Result<(), OpError> {
     if user_id.is_empty() {
         return Err(core_error(
             Code::MissingUserId,
             "userId must be a non-empty string".into(),
         ));
     }
+    Ok(())
+}
+
+fn checked_operator(operator: &str) -> Result<(), OpError> {
+    if operator.is_empty()
+        || operator.chars().count() > MAX_OPERATOR_LEN
+        || operator.chars().any(char::is_control)
+    {
+        return Err(core_error(
+            Code::InvalidArgument,
+            format!(
+                "operator must be 1 to {MAX_OPERATOR_LEN} characters with no control character"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn keyed(key: Option<&SealKey>) -> Result<&SealKey, OpError> {
+    key.ok_or_else(|| {
+        core_error(
+            Code::NoSecretKey,
+            format!(
+                "a suppressed user is kept as a keyed hash, never the id: set {} (openssl rand \
+                 -base64 32) on every relay",
+                crate::seal::SECRET_KEY_VAR
+            ),
+        )
+    })
+}
+
+/// Deletes a user: with `suppress`, first stops taking their calls (this
+/// relay at once, the others within their poll); erases every stored call
+/// of theirs across sources and every refused call that names them;
+/// stores the spec's delete notifications; keeps an audit record (the id
+/// as a keyed hash, when the relay has a key). A call of theirs a worker
+/// holds at that moment may still reach its receiver once (its row is gone,
+/// so nothing more is recorded), before its delete notification.
+pub async fn delete_user(
+    store: &dyn Store,
+    sources: &[Arc<Source>],
+    clock: &Clock,
+    key: Option<&SealKey>,
+    request: DeleteRequest<'_>,
+) -> Result<Deleted, OpError> {
+    checked_user(request.user_id)?;
+    checked_operator(request.operator)?;
     let now = clock.now();
+    let hash = key.map(|k| k.user_hash(request.user_id));
+    if request.suppress {
+        let key = keyed(key)?;
+        store
+            .set_suppressed(
+                &key.user_hash(request.user_id),
+                true,
+                now.as_millis(),
+                request.operator,
+            )
+            .await?;
+    }
+    let erased = store.erase_user(request.user_id).await?;
+    let notified = notify_deleted(store, sources, now, request.user_id).await?;
+    store
+        .record_deletion(crate::store::Deletion {
+            user_hash: hash,
+            at: now.as_millis(),
+            operator: request.operator.to_owned(),
+            calls: erased.calls,
+            rejected: erased.rejected,
+            suppressed: request.suppress,
+        })
+        .await?;
+    Ok(Deleted {
+        sources: notified,
+        erased,
+        suppressed: request.suppress,
+    })
+}
+
+/// Takes a suppressed user's calls again (this relay at once, the others
+/// within their poll); whether the user was suppressed.
+pub async fn unsuppress(
+    store: &dyn Store,
+    clock: &Clock,
+    key: Option<&SealKey>,
+    user_id: &str,
+    operator: &str,
+) -> Result<bool, OpError> {
+    checked_user(user_id)?;
+    checked_operator(operator)?;
+    let key = keyed(key)?;
+    Ok(store
+        .set_suppressed(&key.user_hash(user_id), false, clock.now_ms(), operator)
+        .await?)
+}
+
+/// One page of a user's stored calls for an access request, as JSON lines
+/// (each: source, destination, messageId, type, receivedAt, status,
+/// attempts, finishedAt, and the message as stored), newest first, and
+/// where the next page starts.
+pub async fn export_user(
+    store: &dyn Store,
+    filter: crate::store::LogFilter,
+    after: Option<crate::store::Cursor>,
+    limit: usize,
+) -> Result<(Vec<String>, Option<crate::store::Cursor>), OpError> {
+    let page = store.search(filter, after, limit).await?;
+    let mut lines = Vec::with_capacity(page.rows.len());
+    for e in page.rows {
+        let call = store
+            .logged_call(
+                e.source.clone(),
+                e.message_id.clone(),
+                Some(e.destination.clone()),
+            )
+            .await?;
+        let message = call.as_ref().map_or(serde_json::Value::Null, |c| {
+            serde_json::from_str(&c.message).unwrap_or(serde_json::Value::Null)
+        });
+        let line = serde_json::json!({
+            "source": e.source,
+            "destination": e.destination,
+            "messageId": e.message_id,
+            "type": e.kind,
+            "receivedAt": e.received_at,
+            "status": e.status,
+            "attempts": e.attempts,
+            "finishedAt": e.finished_at,
+            "message": message,
+        });
+        lines.push(line.to_string());
+    }
+    Ok((lines, page.next))
+}
+
+/// Stores one delete notification per source whose Webhooks destination
+/// is enabled (webhooks-destination.md, Events); returns those sources. A
+/// source with its destination switched off (`enabled = false`) is passed
+/// to the core as `{"Webhooks": false}`, which leaves it out. The
+/// notifications carry the id to the destinations in their bodies, and
+/// are kept without the log's user columns: no search by the user finds
+/// them.
+async fn notify_deleted(
+    store: &dyn Store,
+    sources: &[Arc<Source>],
+    now: callpost_core::Timestamp,
+    user_id: &str,
+) -> Result<Vec<String>, OpError> {
     let delete: Vec<DeleteSource> = sources
         .iter()
         .filter(|s| !s.destinations.is_empty())
@@ -149,6 +312,8 @@ pub async fn delete_user(
             let mut r = row.clone();
             r.destination.clone_from(&d.name);
             r.first = i == 0;
+            r.user_id = None;
+            r.anonymous_id = None;
             if !d.enabled {
                 r.status = Status::Undeliverable;
             }

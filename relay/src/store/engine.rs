@@ -5,10 +5,10 @@
 
 use super::sql::{self, Cells, Dialect, Stmt};
 use super::{
-    claim_token, Claimed, CommitObserver, Cursor, DeadLetter, Finish, Hold, LogEntry, LogFilter,
-    LoggedCall, Page, Purged, RejectedEntry, RejectedRecord, RejectedRow, ReplayFilter, Retention,
-    Row, Stats, Status, Store, StoreError, StoredSources, AUDIENCE_CHANGED, SETTING_CHANGED,
-    SOURCES_CHANGED,
+    claim_token, Claimed, CommitObserver, Cursor, DeadLetter, Deletion, Erased, Finish, Hold,
+    LogEntry, LogFilter, LoggedCall, Page, Purged, RejectedEntry, RejectedRecord, RejectedRow,
+    ReplayFilter, Retention, Row, Stats, Status, Store, StoreError, StoredSources,
+    AUDIENCE_CHANGED, SETTING_CHANGED, SOURCES_CHANGED,
 };
 use async_trait::async_trait;
 
@@ -115,6 +115,14 @@ pub(crate) trait Engine: std::fmt::Debug + Send + Sync + 'static {
     async fn finish(&self, items: Vec<Finish>, now: i64) -> Result<usize, StoreError>;
     /// After a purge (SQLite refreshes its planner's statistics).
     async fn after_purge(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// Around the deletes of a user's data (`on`, then not): SQLite
+    /// overwrites what it deletes meanwhile (`secure_delete`), so the
+    /// erased rows do not wait in free pages of the file (the write-ahead
+    /// log keeps its copies until checkpoints overwrite it).
+    async fn erasing(&self, on: bool) -> Result<(), StoreError> {
+        let _ = on;
         Ok(())
     }
 }
@@ -486,6 +494,73 @@ impl<E: Engine> Store for SqlStore<E> {
             Some(_) => Ok(()),
             None => Err(StoreError::Conflict(SOURCES_CHANGED.into())),
         }
+    }
+
+    async fn erase_user(&self, id: &str) -> Result<Erased, StoreError> {
+        // In chunks, each a write of its own, as a purge: a user with
+        // millions of calls holds ingest up for one chunk at a time.
+        let mut erased = Erased::default();
+        self.engine.erasing(true).await?;
+        for column in ["user_id", "anonymous_id"] {
+            loop {
+                let n = self
+                    .write_count(vec![sql::erase_calls(column, id, PURGE_CHUNK)])
+                    .await?;
+                erased.calls += n;
+                if n < PURGE_CHUNK.unsigned_abs() {
+                    break;
+                }
+            }
+        }
+        let needle = serde_json::to_string(id).unwrap_or_default();
+        loop {
+            let n = self
+                .write_count(vec![sql::erase_rejected(self.d(), &needle, PURGE_CHUNK)])
+                .await?;
+            erased.rejected += n;
+            if n < PURGE_CHUNK.unsigned_abs() {
+                break;
+            }
+        }
+        self.engine.erasing(false).await?;
+        Ok(erased)
+    }
+
+    async fn record_deletion(&self, record: Deletion) -> Result<(), StoreError> {
+        self.write_count(vec![sql::record_deletion(&record)])
+            .await
+            .map(drop)
+    }
+
+    async fn deletions(&self, limit: usize) -> Result<Vec<Deletion>, StoreError> {
+        self.read_rows(sql::deletions(limit), sql::deletion_of)
+            .await
+    }
+
+    async fn suppressions(&self) -> Result<Vec<String>, StoreError> {
+        // Beside the queue: the poll's read says nothing of the queue.
+        let results = self
+            .engine
+            .read(Read::Operator, vec![sql::suppressions()])
+            .await?;
+        sql::rows(results.first().map_or(&[][..], Vec::as_slice), |r| {
+            r.text(0)
+        })
+    }
+
+    async fn set_suppressed(
+        &self,
+        user_hash: &str,
+        suppressed: bool,
+        now: i64,
+        operator: &str,
+    ) -> Result<bool, StoreError> {
+        let stmt = if suppressed {
+            sql::suppress(user_hash, now, operator)
+        } else {
+            sql::unsuppress(user_hash)
+        };
+        Ok(self.write_count(vec![stmt]).await? > 0)
     }
 
     async fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {

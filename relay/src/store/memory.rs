@@ -153,6 +153,9 @@ struct Inner {
     sources_version: i64,
     holds: BTreeMap<String, Hold>,
     settings: HashMap<String, String>,
+    deletions: Vec<Deletion>,
+    /// user hash → (since, operator).
+    suppressions: BTreeMap<String, (i64, String)>,
     next_id: i64,
     next_rejected: u64,
     next_claim: i64,
@@ -411,6 +414,7 @@ impl Store for MemoryStore {
                     attempts: r.attempts,
                     trace_parent: r.trace_parent.clone(),
                     batch: r.batch.clone(),
+                    kind: r.kind.to_owned(),
                 });
             }
         }
@@ -428,8 +432,22 @@ impl Store for MemoryStore {
                 | Finish::Dead { id, claim, .. }
                 | Finish::Undeliverable { id, claim, .. }
                 | Finish::Filtered { id, claim, .. }
+                | Finish::Forget { id, claim }
                 | Finish::Release { id, claim } => (*id, *claim),
             };
+            if let Finish::Forget { .. } = item {
+                let held = inner
+                    .rows
+                    .get(&id)
+                    .is_some_and(|r| r.status == Status::Pending && r.claim == Some(claim));
+                match held.then(|| inner.rows.remove(&id)).flatten() {
+                    Some(r) => {
+                        inner.keys.remove(&(r.source, r.message_id, r.destination));
+                    }
+                    None => refused += 1,
+                }
+                continue;
+            }
             let Some(r) = inner
                 .rows
                 .get_mut(&id)
@@ -490,7 +508,8 @@ impl Store for MemoryStore {
                     r.outcome = Some(outcome);
                     r.finished_at = Some(now);
                 }
-                Finish::Release { .. } => {}
+                // Forget is taken before (it removes the row).
+                Finish::Release { .. } | Finish::Forget { .. } => {}
             }
         }
         Ok(refused)
@@ -877,6 +896,72 @@ impl Store for MemoryStore {
             inner.disabled.remove(url);
         }
         Ok(())
+    }
+
+    async fn erase_user(&self, id: &str) -> Result<Erased, StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        let gone: Vec<i64> = inner
+            .rows
+            .values()
+            .filter(|r| r.user_id.as_deref() == Some(id) || r.anonymous_id.as_deref() == Some(id))
+            .map(|r| r.id)
+            .collect();
+        for row_id in &gone {
+            if let Some(r) = inner.rows.remove(row_id) {
+                inner.keys.remove(&(r.source, r.message_id, r.destination));
+            }
+        }
+        let needle = serde_json::to_string(id).unwrap_or_default();
+        let before = inner.rejected.len();
+        inner.rejected.retain(|(_, r)| !r.text.contains(&needle));
+        Ok(Erased {
+            calls: gone.len() as u64,
+            rejected: (before - inner.rejected.len()) as u64,
+        })
+    }
+
+    async fn record_deletion(&self, record: Deletion) -> Result<(), StoreError> {
+        self.enter().await?;
+        lock(&self.inner).deletions.push(record);
+        Ok(())
+    }
+
+    async fn deletions(&self, limit: usize) -> Result<Vec<Deletion>, StoreError> {
+        self.enter().await?;
+        Ok(lock(&self.inner)
+            .deletions
+            .iter()
+            .rev()
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn suppressions(&self) -> Result<Vec<String>, StoreError> {
+        self.enter().await?;
+        Ok(lock(&self.inner).suppressions.keys().cloned().collect())
+    }
+
+    async fn set_suppressed(
+        &self,
+        user_hash: &str,
+        suppressed: bool,
+        now: i64,
+        operator: &str,
+    ) -> Result<bool, StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        Ok(if suppressed {
+            let fresh = !inner.suppressions.contains_key(user_hash);
+            inner
+                .suppressions
+                .entry(user_hash.to_owned())
+                .or_insert_with(|| (now, operator.to_owned()));
+            fresh
+        } else {
+            inner.suppressions.remove(user_hash).is_some()
+        })
     }
 
     async fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {

@@ -233,6 +233,8 @@ pub struct Claimed {
     /// one batch share its id, and one of them (the batch's lead) keeps
     /// the batch's state.
     pub batch: Option<String>,
+    /// The call's type (`track`, …, `delete`).
+    pub kind: String,
 }
 
 impl fmt::Debug for Claimed {
@@ -317,6 +319,14 @@ pub enum Finish {
         claim: i64,
         /// The outcome record (JSON: the rule that dropped it).
         outcome: String,
+    },
+    /// Delivered, and nothing of it kept: a delete notification, whose
+    /// body carries the id of a user whose data was erased.
+    Forget {
+        /// Row id.
+        id: i64,
+        /// Claim token.
+        claim: i64,
     },
     /// Given back unchanged (shutdown): claimable again at once.
     Release {
@@ -454,6 +464,34 @@ pub struct Purged {
     pub dead: u64,
     /// Refused calls.
     pub rejected: u64,
+}
+
+/// What erasing a user removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Erased {
+    /// Stored calls' rows (one per destination), in every state.
+    pub calls: u64,
+    /// Refused calls whose text held the id.
+    pub rejected: u64,
+}
+
+/// The audit record of a deletion: the user as a keyed hash, never the id.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Deletion {
+    /// HMAC-SHA256 of the id under the relay's secret key (hex); `None`
+    /// when the relay had no key.
+    pub user_hash: Option<String>,
+    /// When, ms.
+    pub at: i64,
+    /// Who asked (the admin API's `operator`, the CLI's `--operator`).
+    pub operator: String,
+    /// Rows of stored calls erased.
+    pub calls: u64,
+    /// Refused calls erased.
+    pub rejected: u64,
+    /// Whether the user was suppressed too.
+    pub suppressed: bool,
 }
 
 /// Why a store call failed.
@@ -682,6 +720,32 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
         remove: Vec<String>,
     ) -> Result<(), StoreError>;
 
+    /// Erases every stored call whose `userId` or `anonymousId` is `id`,
+    /// in every state (with its attempt log, outcome and saved state, which
+    /// live on its row), and every refused call whose text holds `id` as a
+    /// JSON string. A worker holding one of the calls finds its row gone:
+    /// its finish counts nothing.
+    async fn erase_user(&self, id: &str) -> Result<Erased, StoreError>;
+
+    /// Keeps the audit record of a deletion.
+    async fn record_deletion(&self, record: Deletion) -> Result<(), StoreError>;
+
+    /// The newest deletion records first, at most `limit`.
+    async fn deletions(&self, limit: usize) -> Result<Vec<Deletion>, StoreError>;
+
+    /// The keyed hashes of the suppressed users.
+    async fn suppressions(&self) -> Result<Vec<String>, StoreError>;
+
+    /// Suppresses the user `user_hash` names (since `now`, by `operator`),
+    /// or lifts it; returns whether that changed anything.
+    async fn set_suppressed(
+        &self,
+        user_hash: &str,
+        suppressed: bool,
+        now: i64,
+        operator: &str,
+    ) -> Result<bool, StoreError>;
+
     /// A setting kept in the database (the `meta` table), by key: the
     /// slot map in force ([`sharded`]).
     async fn setting(&self, key: &str) -> Result<Option<String>, StoreError>;
@@ -846,4 +910,5 @@ migrations! {
     11: "0011_batches",
     12: "0012_destinations",
     13: "0013_key_first",
+    14: "0014_privacy",
 }

@@ -129,6 +129,10 @@ const FINISH_UNSENT: &str = "UPDATE deliveries d SET status = {status}, outcome 
      finished_at = $1, state = NULL, lease_until = NULL, claim = NULL \
      FROM unnest($2::bigint[], $3::bigint[], $4::text[]) AS f(id, claim, outcome) \
      WHERE d.id = f.id AND d.claim = f.claim";
+const FINISH_FORGET: &str = "DELETE FROM deliveries d \
+     USING unnest($1::bigint[], $2::bigint[]) AS f(id, claim) \
+     WHERE d.id = f.id AND d.claim = f.claim";
+
 const FINISH_RELEASE: &str = "UPDATE deliveries d SET lease_until = NULL, claim = NULL \
      FROM unnest($1::bigint[], $2::bigint[]) AS f(id, claim) \
      WHERE d.id = f.id AND d.claim = f.claim";
@@ -1176,6 +1180,7 @@ impl Inner {
         let mut undeliverable = Vec::new();
         let mut filtered = Vec::new();
         let mut release = Vec::new();
+        let mut forget = Vec::new();
         for item in items {
             match item {
                 Finish::Delivered { id, .. } => delivered.push((*id, item)),
@@ -1184,6 +1189,7 @@ impl Inner {
                 Finish::Undeliverable { id, .. } => undeliverable.push((*id, item)),
                 Finish::Filtered { id, .. } => filtered.push((*id, item)),
                 Finish::Release { id, .. } => release.push((*id, item)),
+                Finish::Forget { id, .. } => forget.push((*id, item)),
             }
         }
         // Rows are locked in id order by every finish, which keeps two
@@ -1195,6 +1201,7 @@ impl Inner {
             &mut undeliverable,
             &mut filtered,
             &mut release,
+            &mut forget,
         ] {
             list.sort_by_key(|(id, _)| *id);
         }
@@ -1327,6 +1334,16 @@ impl Inner {
                 }
             }
             changed += self.execute(tx, FINISH_RELEASE, &[&ids, &claims]).await?;
+        }
+        if !forget.is_empty() {
+            let (mut ids, mut claims) = (Vec::new(), Vec::new());
+            for (_, item) in &forget {
+                if let Finish::Forget { id, claim } = item {
+                    ids.push(*id);
+                    claims.push(*claim);
+                }
+            }
+            changed += self.execute(tx, FINISH_FORGET, &[&ids, &claims]).await?;
         }
         Ok((items.len() as u64).saturating_sub(changed))
     }

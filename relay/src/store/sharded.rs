@@ -443,6 +443,7 @@ impl Store for Sharded {
                 | Finish::Dead { id, .. }
                 | Finish::Undeliverable { id, .. }
                 | Finish::Filtered { id, .. }
+                | Finish::Forget { id, .. }
                 | Finish::Release { id, .. } => id,
             };
             let (g, own) = self.inside(*id);
@@ -726,6 +727,38 @@ impl Store for Sharded {
         remove: Vec<String>,
     ) -> Result<(), StoreError> {
         self.home().write_sources(version, put, remove).await
+    }
+
+    async fn erase_user(&self, id: &str) -> Result<Erased, StoreError> {
+        let each = self.all(|_, s| s.erase_user(id)).await?;
+        Ok(each.into_iter().fold(Erased::default(), |a, b| Erased {
+            calls: a.calls + b.calls,
+            rejected: a.rejected + b.rejected,
+        }))
+    }
+
+    async fn record_deletion(&self, record: Deletion) -> Result<(), StoreError> {
+        self.home().record_deletion(record).await
+    }
+
+    async fn deletions(&self, limit: usize) -> Result<Vec<Deletion>, StoreError> {
+        self.home().deletions(limit).await
+    }
+
+    async fn suppressions(&self) -> Result<Vec<String>, StoreError> {
+        self.home().suppressions().await
+    }
+
+    async fn set_suppressed(
+        &self,
+        user_hash: &str,
+        suppressed: bool,
+        now: i64,
+        operator: &str,
+    ) -> Result<bool, StoreError> {
+        self.home()
+            .set_suppressed(user_hash, suppressed, now, operator)
+            .await
     }
 
     async fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {

@@ -63,6 +63,14 @@ impl Dialect {
         Cow::Owned(out)
     }
 
+    /// `column`'s text holds the text bound as one value.
+    pub(crate) fn contains(self, column: &str) -> String {
+        match self {
+            Self::Sqlite => format!("instr({column}, ?) > 0"),
+            Self::Postgres => format!("strpos({column}, ?) > 0"),
+        }
+    }
+
     /// `column` is one of a list bound as one value ([`Value::Texts`] or
     /// [`Value::Ints`]): a JSON array read by `json_each` on SQLite, an
     /// array on Postgres. Any length, one placeholder.
@@ -254,7 +262,7 @@ pub(crate) fn claim(
              SELECT id FROM deliveries WHERE status = 0 AND source = ? AND due_at <= ? \
              AND (lease_until IS NULL OR lease_until <= ?) ORDER BY due_at LIMIT ?{}) \
              RETURNING id, source, message_id, message, state, attempts, due_at, trace_parent, \
-             batch, destination",
+             batch, destination, kind",
             d.skip_locked()
         ),
         vec![
@@ -287,6 +295,7 @@ pub(crate) fn claimed(rows: &[Cells], token: i64) -> Result<Vec<Claimed>, StoreE
                     trace_parent: r.opt_text(7)?,
                     batch: r.opt_text(8)?,
                     destination: r.text(9)?,
+                    kind: r.text(10)?,
                 },
             ))
         })
@@ -725,6 +734,95 @@ pub(crate) fn known(d: Dialect, source: &str, message_ids: Vec<String>) -> Stmt 
             d.in_list("message_id")
         ),
         vec![source.into(), Value::Texts(message_ids)],
+    )
+}
+
+// -- privacy -------------------------------------------------------------------
+
+/// Deletes up to `chunk` stored calls whose `column` (`user_id` or
+/// `anonymous_id`, each with its index) is `id`, in every state.
+pub(crate) fn erase_calls(column: &'static str, id: &str, chunk: i64) -> Stmt {
+    Stmt::new(
+        format!(
+            "DELETE FROM deliveries WHERE id IN \
+             (SELECT id FROM deliveries WHERE {column} = ? LIMIT ?)"
+        ),
+        vec![id.into(), chunk.into()],
+    )
+}
+
+/// Deletes up to `chunk` refused calls whose text holds `needle` (the id as
+/// a JSON string: a refused call was never parsed, so its text is all
+/// there is).
+pub(crate) fn erase_rejected(d: Dialect, needle: &str, chunk: i64) -> Stmt {
+    Stmt::new(
+        format!(
+            "DELETE FROM rejected WHERE id IN (SELECT id FROM rejected WHERE {} LIMIT ?)",
+            d.contains("text")
+        ),
+        vec![needle.into(), chunk.into()],
+    )
+}
+
+/// Keeps the audit record of a deletion.
+pub(crate) fn record_deletion(r: &super::Deletion) -> Stmt {
+    Stmt::new(
+        "INSERT INTO deletions (user_hash, at, operator, calls, rejected, suppressed) \
+         VALUES (?, ?, ?, ?, ?, ?)",
+        vec![
+            r.user_hash.as_deref().into(),
+            r.at.into(),
+            r.operator.as_str().into(),
+            int(usize::try_from(r.calls).unwrap_or(usize::MAX)),
+            int(usize::try_from(r.rejected).unwrap_or(usize::MAX)),
+            i64::from(r.suppressed).into(),
+        ],
+    )
+}
+
+/// The newest deletion records first, at most `limit`.
+pub(crate) fn deletions(limit: usize) -> Stmt {
+    Stmt::new(
+        "SELECT user_hash, at, operator, calls, rejected, suppressed FROM deletions \
+         ORDER BY id DESC LIMIT ?",
+        vec![int(limit)],
+    )
+}
+
+/// A row of [`deletions`].
+pub(crate) fn deletion_of(r: &Cells) -> Result<super::Deletion, StoreError> {
+    Ok(super::Deletion {
+        user_hash: r.opt_text(0)?,
+        at: r.int(1)?,
+        operator: r.text(2)?,
+        calls: u64::try_from(r.int(3)?).unwrap_or(0),
+        rejected: u64::try_from(r.int(4)?).unwrap_or(0),
+        suppressed: r.int(5)? != 0,
+    })
+}
+
+/// The suppressed users' hashes.
+pub(crate) fn suppressions() -> Stmt {
+    Stmt::new(
+        "SELECT user_hash FROM suppressions ORDER BY user_hash",
+        vec![],
+    )
+}
+
+/// Suppresses a user's hash (the first record stands).
+pub(crate) fn suppress(user_hash: &str, since: i64, operator: &str) -> Stmt {
+    Stmt::new(
+        "INSERT INTO suppressions (user_hash, since, operator) VALUES (?, ?, ?) \
+         ON CONFLICT (user_hash) DO NOTHING",
+        vec![user_hash.into(), since.into(), operator.into()],
+    )
+}
+
+/// Lifts a user's suppression.
+pub(crate) fn unsuppress(user_hash: &str) -> Stmt {
+    Stmt::new(
+        "DELETE FROM suppressions WHERE user_hash = ?",
+        vec![user_hash.into()],
     )
 }
 

@@ -556,8 +556,12 @@ fn configure(db: &Db, options: &StoreOptions) -> rusqlite::Result<()> {
     db.tick(2);
     db.conn
         .query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))?;
+    // secure_delete FAST: what a write frees inside a page it writes anyway
+    // is zeroed (no more I/O), so moved and updated rows leave no stale
+    // copies beside the live ones; a user's erase turns it fully on.
     db.conn.execute_batch(&format!(
-        "PRAGMA synchronous = {}; PRAGMA analysis_limit = {ANALYSIS_LIMIT}",
+        "PRAGMA synchronous = {}; PRAGMA analysis_limit = {ANALYSIS_LIMIT}; \
+         PRAGMA secure_delete = FAST",
         options.synchronous.as_str()
     ))
 }
@@ -1068,6 +1072,7 @@ fn finish_rows(db: &Db, items: &[Finish], now: i64) -> rusqlite::Result<usize> {
     let mut undeliverable = Vec::new();
     let mut filtered = Vec::new();
     let mut release = Vec::new();
+    let mut forget = Vec::new();
     for f in items {
         match f {
             Finish::Delivered {
@@ -1104,6 +1109,7 @@ fn finish_rows(db: &Db, items: &[Finish], now: i64) -> rusqlite::Result<usize> {
                 filtered.push(serde_json::json!([id, claim, outcome]));
             }
             Finish::Release { id, claim } => release.push(serde_json::json!([id, claim])),
+            Finish::Forget { id, claim } => forget.push(serde_json::json!([id, claim])),
         }
     }
     // Each row found by its primary key and counted only while it holds
@@ -1148,6 +1154,15 @@ fn finish_rows(db: &Db, items: &[Finish], now: i64) -> rusqlite::Result<usize> {
         let mut stmt = db.conn.prepare_cached(&sql)?;
         db.tick(1);
         changed += stmt.execute(params![now, json])?;
+    }
+    if !forget.is_empty() {
+        let json = serde_json::to_string(&forget).unwrap_or_default();
+        let mut stmt = db.conn.prepare_cached(
+            "DELETE FROM deliveries WHERE id IN (SELECT d.id FROM deliveries d, json_each(?1) AS j \
+             WHERE d.id = j.value ->> 0 AND d.claim = j.value ->> 1)",
+        )?;
+        db.tick(1);
+        changed += stmt.execute(params![json])?;
     }
     Ok(items.len().saturating_sub(changed))
 }
@@ -1257,6 +1272,18 @@ impl Engine for Sqlite {
 
     async fn after_purge(&self) -> Result<(), StoreError> {
         self.write_with(0, optimize).await
+    }
+
+    async fn erasing(&self, on: bool) -> Result<(), StoreError> {
+        self.write_with(0, move |db| {
+            db.tick(1);
+            db.conn.execute_batch(if on {
+                "PRAGMA secure_delete = ON"
+            } else {
+                "PRAGMA secure_delete = FAST"
+            })
+        })
+        .await
     }
 
     /// The writer commits what is queued, then stops; the connections

@@ -449,7 +449,8 @@ enabled = false
 """
     r = RelayProcess(config_text(database, [hook.url], sources=sources), tmp_path).start()
     try:
-        assert r.admin("POST", "/admin/delete", {"userId": "u-1"}) == {"sources": ["web", "app"]}
+        deleted = r.admin("POST", "/admin/delete", {"userId": "u-1"})
+        assert deleted == {"sources": ["web", "app"], "erased": {"calls": 0, "rejected": 0}, "suppressed": False}
         out = r.cli("delete", "--user-id", "u-2")
         assert out.returncode == 0, out.stderr
         r.wait(lambda: len(hook.ok()) == 2 and len(other.ok()) == 2, what="delete notifications")

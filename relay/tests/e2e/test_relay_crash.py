@@ -49,7 +49,7 @@ from relay_support import (
 
 KILLS = {"sqlite": 30, "postgres": 30}
 BATCHED_KILLS = 15
-GROUPS_KILLS = 15
+GROUPS_KILLS = 10
 
 # A hang guard: how long the queue may go without shrinking while calls are
 # due or in flight (or at all, after the clock moved) before the test fails.

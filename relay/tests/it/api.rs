@@ -10,9 +10,9 @@ use callpost_relay::clock::Clock;
 use callpost_relay::config::{self, Overrides};
 use callpost_relay::store::memory::MemoryStore;
 use callpost_relay::store::{
-    Claimed, CommitObserver, Cursor, DeadLetter, Finish, Hold, LogEntry, LogFilter, LoggedCall,
-    Page, Purged, RejectedEntry, RejectedRecord, RejectedRow, ReplayFilter, Retention, Row, Stats,
-    Status, Store, StoreError, StoredSources,
+    Claimed, CommitObserver, Cursor, DeadLetter, Deletion, Erased, Finish, Hold, LogEntry,
+    LogFilter, LoggedCall, Page, Purged, RejectedEntry, RejectedRecord, RejectedRow, ReplayFilter,
+    Retention, Row, Stats, Status, Store, StoreError, StoredSources,
 };
 use callpost_relay::{App, Relay};
 use serde_json::{json, Value};
@@ -940,6 +940,29 @@ impl Store for Observed {
     ) -> Result<(), StoreError> {
         self.inner.write_sources(version, put, remove).await
     }
+    async fn erase_user(&self, id: &str) -> Result<Erased, StoreError> {
+        self.inner.erase_user(id).await
+    }
+    async fn record_deletion(&self, record: Deletion) -> Result<(), StoreError> {
+        self.inner.record_deletion(record).await
+    }
+    async fn deletions(&self, limit: usize) -> Result<Vec<Deletion>, StoreError> {
+        self.inner.deletions(limit).await
+    }
+    async fn suppressions(&self) -> Result<Vec<String>, StoreError> {
+        self.inner.suppressions().await
+    }
+    async fn set_suppressed(
+        &self,
+        user_hash: &str,
+        suppressed: bool,
+        now: i64,
+        operator: &str,
+    ) -> Result<bool, StoreError> {
+        self.inner
+            .set_suppressed(user_hash, suppressed, now, operator)
+            .await
+    }
     async fn setting(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.inner.setting(key).await
     }
@@ -1667,7 +1690,13 @@ async fn delete_audiences_replay_and_status_do_their_work() {
     let r = t
         .admin("POST", "/admin/delete", Some(json!({"userId": "u-1"})))
         .await;
-    assert_eq!((r.status, r.json()), (200, json!({"sources": ["web"]})));
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            200,
+            json!({"sources": ["web"], "erased": {"calls": 0, "rejected": 0}, "suppressed": false})
+        )
+    );
     let deletes: Vec<_> = t
         .store
         .rows()
@@ -2189,4 +2218,210 @@ async fn two_puts_at_once_never_leave_a_set_that_refuses_changes() {
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     t.shutdown().await;
+}
+
+// -- privacy: delete, suppress, export ----------------------------------------
+
+/// Stores a batch of u-1's calls and u-2's (one of u-1's refused).
+async fn users_calls(t: &TestRelay, prefix: &str) -> Reply {
+    let auth = basic(KEY);
+    let batch = json!({"batch": [
+        {"type": "track", "userId": "u-1", "event": "Order Completed", "messageId": format!("{prefix}1"),
+         "properties": {"secret": "u-1's basket"}},
+        {"type": "identify", "anonymousId": "u-1", "messageId": format!("{prefix}2"),
+         "traits": {"email": "one@example.com"}},
+        {"type": "track", "userId": "u-2", "event": "Viewed", "messageId": format!("{prefix}3")},
+        {"type": "track", "userId": "u-1", "messageId": format!("{prefix}4")},
+    ]});
+    t.post(
+        "/v1/batch",
+        &[("Authorization", &auth)],
+        batch.to_string().as_bytes(),
+    )
+    .await
+}
+
+/// A deletion erases every stored call of the user (by userId and by
+/// anonymousId, in every state) and the refused call that names them, and
+/// nothing of anyone else's; searches and the export find nothing of
+/// theirs after; the audit record keeps a keyed hash, never the id.
+#[tokio::test]
+async fn a_deleted_user_s_calls_are_gone_from_the_store_the_log_and_the_export() {
+    let t = Setup::new().secret_key().start().await;
+    assert_eq!(users_calls(&t, "m").await.status, 200);
+    let export = t.admin("GET", "/admin/export?userId=u-1", None).await;
+    assert_eq!(export.status, 200);
+    assert_eq!(export.header("content-type"), Some("application/x-ndjson"));
+    let lines: Vec<Value> = String::from_utf8_lossy(&export.body)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["messageId"], "m1");
+    assert_eq!(lines[0]["message"]["properties"]["secret"], "u-1's basket");
+    let r = t
+        .admin(
+            "POST",
+            "/admin/delete",
+            Some(json!({"userId": "u-1", "operator": "privacy@example.com"})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.json()),
+        (
+            200,
+            json!({"sources": ["web"], "erased": {"calls": 2, "rejected": 1}, "suppressed": false})
+        )
+    );
+    let rows = t.store.rows();
+    assert!(
+        rows.iter()
+            .all(|r| r.kind == "delete" || r.message_id == "m3"),
+        "{rows:?}"
+    );
+    // The notification carries the id to the destination, and no search
+    // by the user finds it.
+    assert!(rows.iter().all(|r| r.user_id.as_deref() != Some("u-1")));
+    for query in ["userId=u-1", "anonymousId=u-1"] {
+        let log = t.admin("GET", &format!("/admin/log?{query}"), None).await;
+        assert_eq!(log.json()["calls"], json!([]), "{query}");
+        let export = t
+            .admin("GET", &format!("/admin/export?{query}"), None)
+            .await;
+        assert!(export.body.is_empty(), "{query}");
+    }
+    let rejected = t.admin("GET", "/admin/rejected", None).await.json();
+    assert_eq!(rejected, json!([]));
+    let records = t.admin("GET", "/admin/deletions", None).await.json();
+    let record = &records["deletions"][0];
+    assert_eq!(record["operator"], "privacy@example.com");
+    assert_eq!(
+        (record["calls"].clone(), record["rejected"].clone()),
+        (json!(2), json!(1))
+    );
+    let hash = record["userHash"].as_str().unwrap();
+    assert_eq!(hash.len(), 64);
+    assert!(!records.to_string().contains("u-1"), "{records}");
+    t.shutdown().await;
+}
+
+/// A suppressed user's calls are acknowledged and neither stored nor
+/// counted as accepted; lifting the suppression takes them again.
+#[tokio::test]
+async fn a_suppressed_user_s_calls_are_acknowledged_and_never_stored_until_lifted() {
+    let t = Setup::new().secret_key().start().await;
+    let r = t
+        .admin(
+            "POST",
+            "/admin/delete",
+            Some(json!({"userId": "u-1", "suppress": true})),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.json()["suppressed"].clone()),
+        (200, json!(true))
+    );
+    assert_eq!(users_calls(&t, "s").await.status, 200);
+    let stored: Vec<String> = t
+        .store
+        .rows()
+        .into_iter()
+        .filter(|r| r.kind != "delete")
+        .map(|r| r.message_id)
+        .collect();
+    assert_eq!(stored, ["s3"], "only u-2's call is stored");
+    let metrics = t.admin("GET", "/metrics", None).await;
+    let text = String::from_utf8_lossy(&metrics.body);
+    assert!(
+        // Its track, its identify, and the refused call that names it.
+        text.contains(r#"callpost_relay_calls_total{source="web",outcome="suppressed"} 3"#),
+        "{text}"
+    );
+    let r = t
+        .admin("POST", "/admin/unsuppress", Some(json!({"userId": "u-1"})))
+        .await;
+    assert_eq!((r.status, r.json()), (200, json!({"lifted": true})));
+    assert_eq!(users_calls(&t, "l").await.status, 200);
+    assert!(t.store.rows().iter().any(|r| r.message_id == "l1"));
+    let r = t
+        .admin("POST", "/admin/unsuppress", Some(json!({"userId": "u-1"})))
+        .await;
+    assert_eq!(r.json(), json!({"lifted": false}));
+    t.shutdown().await;
+}
+
+/// Without a secret key there is no keyed hash to keep: suppression is
+/// refused with `no_secret_key`, and a deletion's record has no hash.
+#[tokio::test]
+async fn suppression_needs_the_secret_key_and_bad_operators_are_refused() {
+    let t = Setup::new().start().await;
+    let r = t
+        .admin(
+            "POST",
+            "/admin/delete",
+            Some(json!({"userId": "u-1", "suppress": true})),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (409, "no_secret_key".to_owned()));
+    let r = t
+        .admin("POST", "/admin/unsuppress", Some(json!({"userId": "u-1"})))
+        .await;
+    assert_eq!((r.status, r.code()), (409, "no_secret_key".to_owned()));
+    for operator in [json!(""), json!("a\nb"), json!("x".repeat(201)), json!(7)] {
+        let r = t
+            .admin(
+                "POST",
+                "/admin/delete",
+                Some(json!({"userId": "u-1", "operator": operator})),
+            )
+            .await;
+        assert_eq!(r.status, 400, "{operator}");
+    }
+    let r = t
+        .admin("POST", "/admin/delete", Some(json!({"userId": "u-1"})))
+        .await;
+    assert_eq!(r.status, 200);
+    let records = t.admin("GET", "/admin/deletions", None).await.json();
+    assert_eq!(records["deletions"][0]["userHash"], Value::Null);
+    assert_eq!(records["deletions"][0]["operator"], "admin-api");
+    for bad in [
+        "/admin/export",
+        "/admin/export?userId=a&anonymousId=b",
+        "/admin/export?userId=",
+    ] {
+        assert_eq!(t.admin("GET", bad, None).await.status, 400, "{bad}");
+    }
+    t.shutdown().await;
+}
+
+/// A call a worker holds when its user is deleted: its row is gone, so
+/// its finish counts nothing (it may have reached its receiver once).
+#[tokio::test]
+async fn a_call_in_flight_at_a_deletion_leaves_nothing_when_it_finishes() {
+    let store = MemoryStore::new();
+    let mut row = crate::store_contract::row("web", "m1", crate::store_contract::T0);
+    row.user_id = Some("u-1".into());
+    store.insert(vec![row], vec![]).await.unwrap();
+    let held = store
+        .claim(crate::store_contract::T0, "web", 10, 20_000)
+        .await
+        .unwrap();
+    assert_eq!(held.len(), 1);
+    let erased = store.erase_user("u-1").await.unwrap();
+    assert_eq!(erased.calls, 1);
+    let refused = store
+        .finish(
+            vec![Finish::Delivered {
+                id: held[0].id,
+                claim: held[0].claim,
+                attempts: 1,
+                outcome: None,
+                batch: None,
+            }],
+            crate::store_contract::T0 + 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused, 1);
+    assert!(store.rows().is_empty());
 }

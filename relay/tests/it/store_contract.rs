@@ -59,6 +59,8 @@ macro_rules! contract_tests {
             finish_dead_makes_a_dead_letter,
             finish_undeliverable,
             finish_release_gives_back_unchanged,
+            finish_forget_removes_the_row_while_it_holds_the_token,
+            erase_user_removes_every_call_of_the_user_and_nothing_else,
             finish_mixed_kinds_counts_refused,
             renew_extends_leases,
             next_due_earliest_due_or_lease_end,
@@ -357,6 +359,95 @@ pub(crate) async fn claim_per_source_oldest_due_first(store: Arc<dyn Store>) {
         .is_empty());
     let later = store.claim(T0 + 100, "a", 10, LEASE).await.unwrap();
     assert_eq!(ids(&later), strings(&["later"]));
+}
+
+/// A forgotten delivery (a delete notification) leaves no row, only while
+/// its row still holds the token.
+pub(crate) async fn finish_forget_removes_the_row_while_it_holds_the_token(store: Arc<dyn Store>) {
+    store
+        .insert(vec![row("a", "m1", T0), row("a", "m2", T0)], vec![])
+        .await
+        .unwrap();
+    let claimed = store.claim(T0, "a", 10, LEASE).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    assert_eq!(claimed[0].kind, "track");
+    let forget = |c: &Claimed, claim: i64| Finish::Forget { id: c.id, claim };
+    let refused = store
+        .finish(
+            vec![
+                forget(&claimed[0], claimed[0].claim),
+                forget(&claimed[1], -1),
+            ],
+            T0 + 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(refused, 1, "the wrong token is refused");
+    let found = store.search(LogFilter::default(), None, 10).await.unwrap();
+    let ids: Vec<&str> = found.rows.iter().map(|e| e.message_id.as_str()).collect();
+    assert_eq!(ids, [claimed[1].message_id.as_str()]);
+    // Forgotten: the same messageId is new again.
+    let again = row("a", &claimed[0].message_id, T0 + 2);
+    assert_eq!(store.insert(vec![again], vec![]).await.unwrap(), 1);
+}
+
+/// Erasing a user removes their calls in every state, by userId and by
+/// anonymousId, and the refused calls that hold the id; nothing else.
+pub(crate) async fn erase_user_removes_every_call_of_the_user_and_nothing_else(
+    store: Arc<dyn Store>,
+) {
+    let mut anon = row("b", "m2", T0);
+    anon.anonymous_id = Some("u-1".into());
+    store
+        .insert(
+            vec![
+                of_user(row("a", "m1", T0), "u-1"),
+                anon,
+                of_user(row("a", "m3", T0), "u-2"),
+                of_user(row("a", "m4", T0 + 1), "u-1"),
+            ],
+            vec![
+                refused("a", T0, r#"{"userId":"u-1","event":5}"#),
+                refused("a", T0, r#"{"userId":"u-10","event":5}"#),
+            ],
+        )
+        .await
+        .unwrap();
+    // One finished, one held by a worker.
+    let held = store.claim(T0 + 1, "a", 10, LEASE).await.unwrap();
+    let m1 = held.iter().find(|c| c.message_id == "m1").unwrap();
+    store.finish(vec![delivered(m1, 1)], T0 + 2).await.unwrap();
+    let erased = store.erase_user("u-1").await.unwrap();
+    assert_eq!((erased.calls, erased.rejected), (3, 1));
+    let left = store.search(LogFilter::default(), None, 10).await.unwrap();
+    let ids: Vec<&str> = left.rows.iter().map(|e| e.message_id.as_str()).collect();
+    assert_eq!(ids, ["m3"]);
+    let rejected = store.rejected(10).await.unwrap();
+    assert_eq!(rejected.len(), 1);
+    assert!(rejected[0].text.contains("u-10"));
+    // The worker's finish of an erased call counts nothing.
+    let m4 = held.iter().find(|c| c.message_id == "m4").unwrap();
+    assert_eq!(
+        store.finish(vec![delivered(m4, 1)], T0 + 3).await.unwrap(),
+        1
+    );
+    assert_eq!(store.erase_user("u-1").await.unwrap(), Default::default());
+    // Suppressions and deletion records.
+    assert!(store.set_suppressed("h1", true, T0, "op").await.unwrap());
+    assert!(!store.set_suppressed("h1", true, T0, "op").await.unwrap());
+    assert_eq!(store.suppressions().await.unwrap(), ["h1"]);
+    assert!(store.set_suppressed("h1", false, T0, "op").await.unwrap());
+    assert!(store.suppressions().await.unwrap().is_empty());
+    let record = callpost_relay::store::Deletion {
+        user_hash: Some("h1".into()),
+        at: T0,
+        operator: "op".into(),
+        calls: 3,
+        rejected: 1,
+        suppressed: false,
+    };
+    store.record_deletion(record.clone()).await.unwrap();
+    assert_eq!(store.deletions(10).await.unwrap(), [record]);
 }
 
 /// A leased row is not claimed again until its lease ends; then it is,
