@@ -474,9 +474,10 @@ async function replay(filters, noteId) {
   }
 }
 
-function confirm(text) {
+function confirm(text, ok = 'Replay') {
   const dialog = document.getElementById('confirm');
   document.getElementById('confirm-text').textContent = text;
+  document.getElementById('confirm-ok').textContent = ok;
   return new Promise((resolve) => {
     dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true });
     dialog.returnValue = '';
@@ -721,6 +722,70 @@ async function dead() {
   return null;
 }
 
+// -- privacy: a user's deletion, suppression and the audit --------------------
+
+async function privacy() {
+  const field = (name, label, attrs = {}) => h('div', {}, h('label', { for: `p-${name}` }, label),
+    h('input', { id: `p-${name}`, name, ...attrs }));
+  const form = h('form', { class: 'panel filters', id: 'privacy-form' },
+    h('div', { class: 'row' },
+      field('userId', 'userId or anonymousId', { required: true, autocomplete: 'off' }),
+      field('operator', 'operator (for the audit record)', { placeholder: 'admin-api' }),
+      h('div', {}, h('label', { for: 'p-suppress' }, h('input', { id: 'p-suppress', name: 'suppress', type: 'checkbox' }),
+        ' and take none of their calls from now on')),
+      h('div', {}, h('button', { class: 'primary', type: 'submit', id: 'privacy-delete' }, 'Delete user…'),
+        ' ', h('button', { type: 'button', id: 'privacy-unsuppress' }, 'Take their calls again')),
+    ));
+  const body = h('tbody', {});
+  show(
+    h('h1', {}, 'Privacy'),
+    h('p', { class: 'muted' }, 'A deletion erases every stored call of the user (by userId and by anonymousId, in every state, with its attempts) across sources, and the refused calls that name them; sends the delete notifications; and keeps a record with the id as a keyed hash, never the id.'),
+    form,
+    h('p', { id: 'privacy-note', role: 'status' }),
+    h('section', { class: 'panel' }, h('h2', {}, 'Deletions'),
+      h('table', { id: 'deletions-table' },
+        h('thead', {}, h('tr', {}, ['When', 'Operator', 'Calls erased', 'Refused erased', 'Suppressed', 'User (keyed hash)']
+          .map((t) => h('th', {}, t)))), body)),
+  );
+  const values = () => {
+    const data = new FormData(form);
+    const operator = String(data.get('operator') || '').trim();
+    return { userId: String(data.get('userId') || ''), ...(operator ? { operator } : {}), suppress: data.get('suppress') === 'on' };
+  };
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const { userId, operator, suppress } = values();
+    if (!(await confirm(`Delete every stored call of ${userId}?${suppress ? ' Their later calls will be acknowledged and dropped.' : ''} This cannot be undone.`, 'Delete'))) return;
+    try {
+      const d = await api('POST', '/admin/delete', { userId, suppress, ...(operator ? { operator } : {}) });
+      note('privacy-note', `Deleted: ${d.erased.calls} stored call row(s) and ${d.erased.rejected} refused call(s) erased; delete notifications for ${d.sources.length} source(s)${d.suppressed ? '; the user is suppressed' : ''}.`);
+      await deletions(body);
+    } catch (e) {
+      note('privacy-note', e, true);
+    }
+  });
+  document.getElementById('privacy-unsuppress').addEventListener('click', async () => {
+    const { userId, operator } = values();
+    try {
+      const r = await api('POST', '/admin/unsuppress', { userId, ...(operator ? { operator } : {}) });
+      note('privacy-note', r.lifted ? 'Their calls are taken again.' : 'This user was not suppressed.');
+    } catch (e) {
+      note('privacy-note', e, true);
+    }
+  });
+  await deletions(body);
+  return null;
+}
+
+async function deletions(body) {
+  const { deletions: rows } = await api('GET', '/admin/deletions?limit=100');
+  body.replaceChildren(...(rows.length ? rows.map((r) => h('tr', {},
+    h('td', {}, when(r.at)), h('td', {}, r.operator), h('td', { class: 'num' }, count(r.calls)),
+    h('td', { class: 'num' }, count(r.rejected)), h('td', {}, r.suppressed ? 'yes' : 'no'),
+    h('td', { class: 'mono' }, r.userHash ? `${r.userHash.slice(0, 16)}…` : '(no key)')))
+    : [h('tr', {}, h('td', { colspan: 6, class: 'muted' }, 'None.'))]));
+}
+
 // An attempt's result: its HTTP status, or how it failed without one
 // (the core's outcome record, or the flat form of the log's contract).
 function attemptResult(a) {
@@ -732,7 +797,7 @@ function attemptResult(a) {
 
 // -- pages -------------------------------------------------------------------
 
-const PAGES = { overview, sources, log, dead };
+const PAGES = { overview, sources, log, dead, privacy };
 let timer = null;
 let rendering = 0;
 

@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 
 #[path = "common/answer_receiver.rs"]
 mod answer_receiver;
+#[path = "common/drained.rs"]
+mod drained;
 use answer_receiver::receiver;
 
 /// A nested e-commerce event, as the other benchmarks send (about 1 KB).
@@ -104,26 +106,9 @@ async fn run(destinations: &str, calls: usize) -> Result<(usize, Duration), Stri
     }
     let started = Instant::now();
     let workers = Deliverer::start(Arc::clone(&relay)).map_err(|e| e.to_string())?;
-    loop {
-        let stats = store
-            .stats(relay.clock.now_ms())
-            .await
-            .map_err(|e| e.to_string())?;
-        if stats.pending == 0 {
-            if usize::try_from(stats.delivered).unwrap_or(0) != deliveries {
-                return Err(format!(
-                    "{} of {deliveries} delivered ({stats:?})",
-                    stats.delivered
-                ));
-            }
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(600) {
-            return Err(format!("not delivered in 10 minutes: {stats:?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let took = started.elapsed();
+    let clock = Arc::clone(&relay.clock);
+    let took =
+        drained::delivered_all(store.as_ref(), || clock.now_ms(), deliveries, started).await?;
     workers.stop(Duration::from_secs(5)).await;
     // Every destination's deliveries are in the log under its name.
     let logged = store

@@ -38,6 +38,8 @@ use std::time::{Duration, Instant};
 
 #[path = "common/answer_receiver.rs"]
 mod answer_receiver;
+#[path = "common/drained.rs"]
+mod drained;
 use answer_receiver::receiver;
 
 /// Requests stored at once: as many SDK requests as the relay's ingest
@@ -227,26 +229,9 @@ async fn run(calls: usize, map: SlotMap, urls: &[String], hook: &str) -> Result<
     let stored_in = started.elapsed();
     let started = Instant::now();
     let workers = Deliverer::start(Arc::clone(&relay)).map_err(|e| e.to_string())?;
-    loop {
-        let stats = store
-            .stats(relay.clock.now_ms())
-            .await
-            .map_err(|e| e.to_string())?;
-        if stats.pending == 0 {
-            if usize::try_from(stats.delivered).unwrap_or(0) != calls {
-                return Err(format!(
-                    "{} of {calls} delivered ({stats:?})",
-                    stats.delivered
-                ));
-            }
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(600) {
-            return Err(format!("not delivered in 10 minutes: {stats:?}"));
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let delivered_in = started.elapsed();
+    let clock = Arc::clone(&relay.clock);
+    let delivered_in =
+        drained::delivered_all(store.as_ref(), || clock.now_ms(), calls, started).await?;
     let (cpu2, machine2) = (own_cpu(), machine_cpu());
     workers.stop(Duration::from_secs(5)).await;
     store.close().await;

@@ -223,6 +223,35 @@ pub struct Source {
     /// Its destinations, in the order given (`[sources.webhooks]`, named
     /// `webhooks`, first). None: calls are stored and go nowhere.
     pub destinations: Vec<Destination>,
+    /// Its own retention (`[sources.retention]`), ms; `None` for a kind
+    /// kept as long as `[storage]` says.
+    pub retention: SourceRetention,
+}
+
+/// A source's own retention of each kind of finished call, ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SourceRetention {
+    /// Delivered and filtered calls.
+    pub delivered_ms: Option<i64>,
+    /// Undeliverable calls.
+    pub undeliverable_ms: Option<i64>,
+    /// Dead letters.
+    pub dead_ms: Option<i64>,
+    /// Refused calls.
+    pub rejected_ms: Option<i64>,
+}
+
+impl SourceRetention {
+    /// The retention in force for the source: its own where it has one,
+    /// the relay's elsewhere; `None` when it has none of its own.
+    pub fn over(&self, relay: Retention) -> Option<Retention> {
+        (*self != Self::default()).then(|| Retention {
+            delivered_ms: self.delivered_ms.unwrap_or(relay.delivered_ms),
+            undeliverable_ms: self.undeliverable_ms.unwrap_or(relay.undeliverable_ms),
+            dead_ms: self.dead_ms.unwrap_or(relay.dead_ms),
+            rejected_ms: self.rejected_ms.unwrap_or(relay.rejected_ms),
+        })
+    }
 }
 
 /// One destination of a source: a Webhooks destination with a name and a
@@ -541,6 +570,24 @@ struct FileSource {
     /// `webhooks`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     destinations: Vec<FileWebhooks>,
+    /// How long its finished calls are kept (`[sources.retention]`), where
+    /// not as long as `[storage]` says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retention: Option<FileRetention>,
+}
+
+/// `[sources.retention]`: `[storage]`'s retention settings, for one source.
+#[derive(Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct FileRetention {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retention_hours: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dead_letter_retention_hours: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    undeliverable_retention_hours: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rejected_retention_hours: Option<u64>,
 }
 
 /// A destination: `[sources.webhooks]` or one of `[[sources.destinations]]`.
@@ -855,6 +902,7 @@ pub fn load(
             name: "default".into(),
             write_keys: keys,
             destinations: Vec::new(),
+            retention: None,
             webhooks: (!urls.is_empty()).then(|| FileWebhooks {
                 name: None,
                 trigger: None,
@@ -1512,10 +1560,33 @@ impl SourceDoc {
         }
         let names: Vec<&str> = destinations.iter().map(|d| d.name.as_str()).collect();
         check_destination_names(&s.name, &names).map_err(source_error)?;
+        let retention = match &s.retention {
+            None => SourceRetention::default(),
+            Some(r) => {
+                let hours = |v: Option<u64>, what: &str| {
+                    v.map(|h| {
+                        let what = format!("source {:?}: retention.{what}", s.name);
+                        range(h, &what, MIN_RETENTION_HOURS, 24 * 3650)
+                            .map(|h| (h as i64) * 3_600_000)
+                    })
+                    .transpose()
+                };
+                SourceRetention {
+                    delivered_ms: hours(r.retention_hours, "retention_hours")?,
+                    undeliverable_ms: hours(
+                        r.undeliverable_retention_hours,
+                        "undeliverable_retention_hours",
+                    )?,
+                    dead_ms: hours(r.dead_letter_retention_hours, "dead_letter_retention_hours")?,
+                    rejected_ms: hours(r.rejected_retention_hours, "rejected_retention_hours")?,
+                }
+            }
+        };
         Ok(Source {
             name: s.name.clone(),
             write_keys: s.write_keys.iter().cloned().map(Secret::new).collect(),
             destinations,
+            retention,
         })
     }
 }
@@ -1964,5 +2035,39 @@ zeta = {{ \"@path\" = \"event\" }}
             assert!(!e.to_string().contains("home-pw"), "{e}");
             assert_eq!(e.code(), Code::InvalidConfig);
         }
+    }
+
+    #[test]
+    fn a_source_keeps_its_own_retention_where_it_gives_one() {
+        let text = format!(
+            "{ONE}[sources.retention]\nretention_hours = 24\nrejected_retention_hours = 48\n"
+        );
+        let cfg = load_text(&text, &[]).unwrap();
+        let own = cfg.sources[0].retention;
+        let hour = 3_600_000;
+        assert_eq!(
+            (own.delivered_ms, own.rejected_ms, own.dead_ms),
+            (Some(24 * hour), Some(48 * hour), None)
+        );
+        let r = own.over(cfg.retention).unwrap();
+        assert_eq!((r.delivered_ms, r.rejected_ms), (24 * hour, 48 * hour));
+        assert_eq!(r.dead_ms, cfg.retention.dead_ms);
+        assert_eq!(
+            load_text(ONE, &[]).unwrap().sources[0]
+                .retention
+                .over(cfg.retention),
+            None
+        );
+        let e = load_text(
+            &format!("{ONE}[sources.retention]\nretention_hours = 1\n"),
+            &[],
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("source \"web\": retention.retention_hours must be between 24"),
+            "{e}"
+        );
+        assert!(load_text(&format!("{ONE}[sources.retention]\nforever = true\n"), &[]).is_err());
     }
 }

@@ -250,18 +250,6 @@ impl Shared {
     }
 }
 
-fn finish_id(f: &Finish) -> i64 {
-    match f {
-        Finish::Delivered { id, .. }
-        | Finish::Retry { id, .. }
-        | Finish::Dead { id, .. }
-        | Finish::Undeliverable { id, .. }
-        | Finish::Filtered { id, .. }
-        | Finish::Forget { id, .. }
-        | Finish::Release { id, .. } => *id,
-    }
-}
-
 /// Deliveries in flight per source when `sources` are routed: one source
 /// alone may use every slot; with many, each has at least its even share,
 /// or what its endpoint cap could keep busy when shares are small.
@@ -553,7 +541,7 @@ async fn store_results(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Fini
         while let Ok(f) = rx.try_recv() {
             batch.push(f);
         }
-        let ids: Vec<i64> = batch.iter().map(finish_id).collect();
+        let ids: Vec<i64> = batch.iter().map(Finish::id).collect();
         match relay
             .store
             .finish(batch.clone(), relay.clock.now_ms())

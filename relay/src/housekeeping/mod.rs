@@ -38,7 +38,23 @@ pub async fn run(relay: Arc<Relay>) {
 
 async fn purge(relay: &Relay) {
     let now = relay.clock.now_ms();
-    match relay.store.purge(now, relay.cfg.retention).await {
+    // Each source with a retention of its own is purged by it, every other
+    // by the relay's.
+    let own: Vec<(String, crate::store::Retention)> = relay
+        .sources()
+        .list
+        .iter()
+        .filter_map(|s| {
+            s.retention
+                .over(relay.cfg.retention)
+                .map(|r| (s.name.clone(), r))
+        })
+        .collect();
+    match relay
+        .store
+        .purge_sources(now, relay.cfg.retention, own)
+        .await
+    {
         Ok(p) if p != Purged::default() => tracing::info!(
             "deleted past their retention: {} delivered, {} dead, {} undeliverable, {} rejected",
             p.delivered,

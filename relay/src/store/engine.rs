@@ -271,31 +271,51 @@ impl<E: Engine> Store for SqlStore<E> {
     }
 
     async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
+        self.purge_sources(now, retention, Vec::new()).await
+    }
+
+    async fn purge_sources(
+        &self,
+        now: i64,
+        retention: Retention,
+        sources: Vec<(String, Retention)>,
+    ) -> Result<Purged, StoreError> {
         let mut purged = Purged::default();
-        let kinds = [
-            (Some(Status::Delivered), retention.delivered_ms),
-            (Some(Status::Filtered), retention.delivered_ms),
-            (Some(Status::Undeliverable), retention.undeliverable_ms),
-            (Some(Status::Dead), retention.dead_ms),
-            (None, retention.rejected_ms),
-        ];
-        for (status, keep_ms) in kinds {
-            let before = now.saturating_sub(keep_ms);
-            loop {
-                let stmt = match status {
-                    Some(s) => sql::purge_finished(s, before, PURGE_CHUNK),
-                    None => sql::purge_rejected(before, PURGE_CHUNK),
-                };
-                let n = self.write_count(vec![stmt]).await?;
-                match status {
-                    Some(Status::Delivered) => purged.delivered += n,
-                    Some(Status::Filtered) => purged.filtered += n,
-                    Some(Status::Undeliverable) => purged.undeliverable += n,
-                    Some(_) => purged.dead += n,
-                    None => purged.rejected += n,
-                }
-                if n < PURGE_CHUNK.unsigned_abs() {
-                    break;
+        let rest = if sources.is_empty() {
+            sql::Scope::All
+        } else {
+            sql::Scope::Except(sources.iter().map(|(s, _)| s.clone()).collect())
+        };
+        let scopes = std::iter::once((rest, retention))
+            .chain(sources.into_iter().map(|(s, r)| (sql::Scope::Only(s), r)));
+        let kinds = |r: Retention| {
+            [
+                (Some(Status::Delivered), r.delivered_ms),
+                (Some(Status::Filtered), r.delivered_ms),
+                (Some(Status::Undeliverable), r.undeliverable_ms),
+                (Some(Status::Dead), r.dead_ms),
+                (None, r.rejected_ms),
+            ]
+        };
+        for (scope, r) in scopes {
+            for (status, keep_ms) in kinds(r) {
+                let before = now.saturating_sub(keep_ms);
+                loop {
+                    let stmt = match status {
+                        Some(s) => sql::purge_finished(self.d(), s, before, &scope, PURGE_CHUNK),
+                        None => sql::purge_rejected(self.d(), before, &scope, PURGE_CHUNK),
+                    };
+                    let n = self.write_count(vec![stmt]).await?;
+                    match status {
+                        Some(Status::Delivered) => purged.delivered += n,
+                        Some(Status::Filtered) => purged.filtered += n,
+                        Some(Status::Undeliverable) => purged.undeliverable += n,
+                        Some(_) => purged.dead += n,
+                        None => purged.rejected += n,
+                    }
+                    if n < PURGE_CHUNK.unsigned_abs() {
+                        break;
+                    }
                 }
             }
         }

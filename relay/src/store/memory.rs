@@ -560,13 +560,29 @@ impl Store for MemoryStore {
     }
 
     async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
+        self.purge_sources(now, retention, Vec::new()).await
+    }
+
+    async fn purge_sources(
+        &self,
+        now: i64,
+        default: Retention,
+        sources: Vec<(String, Retention)>,
+    ) -> Result<Purged, StoreError> {
         self.enter().await?;
         let mut inner = lock(&self.inner);
         let mut purged = Purged::default();
+        let of = |source: &str| {
+            sources
+                .iter()
+                .find(|(s, _)| s == source)
+                .map_or(default, |(_, r)| *r)
+        };
         let old: Vec<(i64, Status)> = inner
             .rows
             .values()
             .filter_map(|r| {
+                let retention = of(&r.source);
                 let keep_ms = match r.status {
                     Status::Pending => return None,
                     Status::Delivered | Status::Filtered => retention.delivered_ms,
@@ -587,9 +603,10 @@ impl Store for MemoryStore {
                 Status::Pending => {}
             }
         }
-        let before = now.saturating_sub(retention.rejected_ms);
         let n = inner.rejected.len();
-        inner.rejected.retain(|(_, r)| r.received_at >= before);
+        inner
+            .rejected
+            .retain(|(_, r)| r.received_at >= now.saturating_sub(of(&r.source).rejected_ms));
         purged.rejected = (n - inner.rejected.len()) as u64;
         Ok(purged)
     }

@@ -337,6 +337,35 @@ pub enum Finish {
     },
 }
 
+impl Finish {
+    /// The row it ends (each kind names one).
+    pub fn id(&self) -> i64 {
+        match self {
+            Self::Delivered { id, .. }
+            | Self::Retry { id, .. }
+            | Self::Dead { id, .. }
+            | Self::Undeliverable { id, .. }
+            | Self::Filtered { id, .. }
+            | Self::Forget { id, .. }
+            | Self::Release { id, .. } => *id,
+        }
+    }
+
+    /// The row it ends, to rename (a sharded store's ids outside are not
+    /// its groups').
+    pub fn id_mut(&mut self) -> &mut i64 {
+        match self {
+            Self::Delivered { id, .. }
+            | Self::Retry { id, .. }
+            | Self::Dead { id, .. }
+            | Self::Undeliverable { id, .. }
+            | Self::Filtered { id, .. }
+            | Self::Forget { id, .. }
+            | Self::Release { id, .. } => id,
+        }
+    }
+}
+
 /// Which stored calls a replay makes pending again. An empty filter is
 /// refused by `ops::replay` before it gets here (a replay of every dead
 /// letter is asked for with `all`).
@@ -611,6 +640,22 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
 
     /// Deletes finished rows older than their kind's retention.
     async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError>;
+
+    /// As [`Store::purge`], each source in `sources` by its own retention
+    /// and every other by `retention`.
+    async fn purge_sources(
+        &self,
+        now: i64,
+        retention: Retention,
+        sources: Vec<(String, Retention)>,
+    ) -> Result<Purged, StoreError> {
+        if !sources.is_empty() {
+            return Err(StoreError::Refused(
+                "this store keeps one retention for every source".into(),
+            ));
+        }
+        self.purge(now, retention).await
+    }
 
     /// Makes the matching dead letters (and, as the filter says, delivered
     /// and undeliverable calls) pending again, due now, with a fresh

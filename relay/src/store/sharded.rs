@@ -437,15 +437,7 @@ impl Store for Sharded {
         }
         let mut parts: BTreeMap<usize, Vec<Finish>> = BTreeMap::new();
         for mut item in items {
-            let id = match &mut item {
-                Finish::Delivered { id, .. }
-                | Finish::Retry { id, .. }
-                | Finish::Dead { id, .. }
-                | Finish::Undeliverable { id, .. }
-                | Finish::Filtered { id, .. }
-                | Finish::Forget { id, .. }
-                | Finish::Release { id, .. } => id,
-            };
+            let id = item.id_mut();
             let (g, own) = self.inside(*id);
             *id = own;
             parts.entry(g).or_default().push(item);
@@ -515,7 +507,19 @@ impl Store for Sharded {
     }
 
     async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
-        let each = self.all(|_, s| s.purge(now, retention)).await?;
+        self.purge_sources(now, retention, Vec::new()).await
+    }
+
+    async fn purge_sources(
+        &self,
+        now: i64,
+        retention: Retention,
+        sources: Vec<(String, Retention)>,
+    ) -> Result<Purged, StoreError> {
+        let sources = &sources;
+        let each = self
+            .all(|_, s| s.purge_sources(now, retention, sources.clone()))
+            .await?;
         Ok(each.into_iter().fold(Purged::default(), |a, b| Purged {
             delivered: a.delivered + b.delivered,
             filtered: a.filtered + b.filtered,

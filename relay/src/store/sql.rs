@@ -364,24 +364,62 @@ pub(crate) fn park(d: Dialect, now: i64, routed: Vec<String>) -> Stmt {
 /// `before`. A finished row's age counts from `finished_at`, which every
 /// finished row has (migration 9 gave it to rows an older relay stored
 /// without one).
-pub(crate) fn purge_finished(status: Status, before: i64, chunk: i64) -> Stmt {
+pub(crate) fn purge_finished(
+    d: Dialect,
+    status: Status,
+    before: i64,
+    scope: &Scope,
+    chunk: i64,
+) -> Stmt {
+    let (cond, mut values) = scope.sql(d);
+    values.extend([before.into(), chunk.into()]);
     Stmt::new(
         format!(
             "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries \
-             WHERE status <> 0 AND status = {} AND finished_at < ? LIMIT ?)",
+             WHERE status <> 0 AND status = {}{cond} AND finished_at < ? LIMIT ?)",
             status.as_i64()
         ),
-        vec![before.into(), chunk.into()],
+        values,
     )
 }
 
 /// Deletes up to `chunk` refused calls received before `before`.
-pub(crate) fn purge_rejected(before: i64, chunk: i64) -> Stmt {
+pub(crate) fn purge_rejected(d: Dialect, before: i64, scope: &Scope, chunk: i64) -> Stmt {
+    let (cond, mut values) = scope.sql(d);
+    values.extend([before.into(), chunk.into()]);
     Stmt::new(
-        "DELETE FROM rejected WHERE id IN \
-         (SELECT id FROM rejected WHERE received_at < ? LIMIT ?)",
-        vec![before.into(), chunk.into()],
+        format!(
+            "DELETE FROM rejected WHERE id IN \
+             (SELECT id FROM rejected WHERE true{cond} AND received_at < ? LIMIT ?)"
+        ),
+        values,
     )
+}
+
+/// Whose rows a purge takes: every source's, one source's (its own
+/// retention), or every source's but those (the relay's).
+#[derive(Debug, Clone)]
+pub(crate) enum Scope {
+    /// Every source's.
+    All,
+    /// This source's.
+    Only(String),
+    /// Every source's but these.
+    Except(Vec<String>),
+}
+
+impl Scope {
+    /// The condition (` AND …`, or nothing) and its values.
+    fn sql(&self, d: Dialect) -> (String, Vec<Value>) {
+        match self {
+            Self::All => (String::new(), Vec::new()),
+            Self::Only(s) => (" AND source = ?".into(), vec![s.as_str().into()]),
+            Self::Except(list) => (
+                format!(" AND {}", d.not_in_list("source")),
+                vec![Value::Texts(list.clone())],
+            ),
+        }
+    }
 }
 
 // -- replay ------------------------------------------------------------------
@@ -976,8 +1014,14 @@ mod tests {
             renew(d, vec![1, 2], 3),
             next_due(1),
             park(d, 1, vec!["a".into()]),
-            purge_finished(Status::Dead, 1, 10),
-            purge_rejected(1, 10),
+            purge_finished(d, Status::Dead, 1, &Scope::All, 10),
+            purge_finished(d, Status::Dead, 1, &Scope::Only("s".into()), 10),
+            purge_finished(d, Status::Dead, 1, &Scope::Except(vec!["s".into()]), 10),
+            purge_rejected(d, 1, &Scope::All, 10),
+            purge_rejected(d, 1, &Scope::Except(vec!["s".into()]), 10),
+            erase_calls("user_id", "u", 10),
+            erase_rejected(d, "\"u\"", 10),
+            known(d, "s", vec!["m".into()]),
             search(
                 d,
                 &filter.calls,

@@ -323,8 +323,31 @@ def test_an_operator_works_the_console_in_chromium_and_another_site_cannot(world
     assert "Replaying 1 call" in seen["dead"]["note"]
     assert seen["dead"]["statusAfter"]["dead"] == 0
     w.relay.wait(lambda: w.hook.keys().get("m-dead") == 1, what="the replayed call")
-    late = [d.key for d in w.hook.deliveries[received_before:]]
+
+    def notified() -> list[str]:
+        return [
+            str(d.json["userId"])
+            for d in w.hook.deliveries[received_before:]
+            if isinstance(d.json, dict) and d.json.get("type") == "delete"
+        ]
+
+    w.relay.wait(lambda: notified() == [FOUND_USER], what="the deleted user's delete notification")
+    late = [
+        d.key
+        for d in w.hook.deliveries[received_before:]
+        if not (isinstance(d.json, dict) and d.json.get("type") == "delete")
+    ]
     assert late == ["m-dead"], "the cross-site replay sent nothing; the console's replay sent the call once"
+
+    # Privacy: the found user deleted and suppressed through the console,
+    # asked first; the audit lists the operator and a keyed hash, not the id.
+    assert seen["privacy"]["ok"] == "Delete" and FOUND_USER in seen["privacy"]["asked"], seen["privacy"]
+    assert "1 stored call row(s)" in seen["privacy"]["note"] and "suppressed" in seen["privacy"]["note"], seen[
+        "privacy"
+    ]
+    assert "console-test" in seen["privacy"]["rows"][0], seen["privacy"]["rows"]
+    assert FOUND_USER not in json.dumps(seen["privacy"]["rows"])
+    assert w.admin("GET", f"/admin/log?userId={FOUND_USER}")["calls"] == []
     # Sent after the edit: to the URL with its query credential, signed with
     # the shared secret, accepted with the write key.
     assert w.hook.deliveries[-1].verified
@@ -339,7 +362,7 @@ def test_an_operator_works_the_console_in_chromium_and_another_site_cannot(world
     # #constructor is no page: the overview, not a loop.
     assert seen["notAPage"] == "Overview"
 
-    for page in ("overview", "sources", "log", "dead-letters"):
+    for page in ("overview", "sources", "log", "dead-letters", "privacy"):
         shot = TARGET / f"console-{page}.png"
         assert shot.stat().st_size > 10_000, shot
     # docs/console.png is this overview, copied there by hand when the

@@ -2411,13 +2411,7 @@ async fn a_call_in_flight_at_a_deletion_leaves_nothing_when_it_finishes() {
     assert_eq!(erased.calls, 1);
     let refused = store
         .finish(
-            vec![Finish::Delivered {
-                id: held[0].id,
-                claim: held[0].claim,
-                attempts: 1,
-                outcome: None,
-                batch: None,
-            }],
+            vec![crate::store_contract::delivered(&held[0], 1)],
             crate::store_contract::T0 + 1,
         )
         .await

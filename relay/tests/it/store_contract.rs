@@ -66,6 +66,7 @@ macro_rules! contract_tests {
             next_due_earliest_due_or_lease_end,
             park_unrouted_parks_only_unrouted_unleased_rows,
             purge_each_kind_by_its_retention,
+            purge_keeps_each_source_by_its_own_retention,
             replay_dead_letters_by_message_ids,
             replay_filters_source_since_until,
             replay_includes_delivered_and_undeliverable_only_when_asked,
@@ -165,7 +166,7 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| (*s).to_string()).collect()
 }
 
-fn delivered(c: &Claimed, attempts: i64) -> Finish {
+pub(crate) fn delivered(c: &Claimed, attempts: i64) -> Finish {
     Finish::Delivered {
         id: c.id,
         claim: c.claim,
@@ -964,6 +965,66 @@ pub(crate) async fn park_unrouted_parks_only_unrouted_unleased_rows(store: Arc<d
 /// Each finished kind is deleted once older than its own retention
 /// (delivered, undeliverable and dead by when they finished; a call stored
 /// undeliverable at ingest finished when it was received; refused calls by
+/// Sources with a retention of their own are purged by it; every other
+/// source (one no longer configured included) by the relay's.
+pub(crate) async fn purge_keeps_each_source_by_its_own_retention(store: Arc<dyn Store>) {
+    store
+        .insert(
+            vec![
+                row("short", "s1", T0),
+                row("long", "l1", T0),
+                row("other", "o1", T0),
+            ],
+            vec![refused("short", T0, "{}"), refused("other", T0, "{}")],
+        )
+        .await
+        .unwrap();
+    let claimed = store.claim(T0, "short", 10, LEASE).await.unwrap();
+    let mut finishes: Vec<Finish> = claimed.iter().map(|c| delivered(c, 1)).collect();
+    for source in ["long", "other"] {
+        let c = store.claim(T0, source, 10, LEASE).await.unwrap();
+        finishes.extend(c.iter().map(|c| delivered(c, 1)));
+    }
+    store.finish(finishes, T0).await.unwrap();
+    let hours = |h: i64| h * 3_600_000;
+    let relay = Retention {
+        delivered_ms: hours(48),
+        undeliverable_ms: hours(48),
+        dead_ms: hours(48),
+        rejected_ms: hours(48),
+    };
+    let short = Retention {
+        delivered_ms: hours(24),
+        rejected_ms: hours(24),
+        ..relay
+    };
+    let long = Retention {
+        delivered_ms: hours(96),
+        ..relay
+    };
+    let own = vec![("short".to_owned(), short), ("long".to_owned(), long)];
+    let at = |h: i64| T0 + hours(h) + 1;
+    let p = store
+        .purge_sources(at(24), relay, own.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        (p.delivered, p.rejected),
+        (1, 1),
+        "the short source's, at 24 h"
+    );
+    let p = store
+        .purge_sources(at(48), relay, own.clone())
+        .await
+        .unwrap();
+    assert_eq!((p.delivered, p.rejected), (1, 1), "the others', at 48 h");
+    let left = store.search(LogFilter::default(), None, 10).await.unwrap();
+    let ids: Vec<&str> = left.rows.iter().map(|e| e.message_id.as_str()).collect();
+    assert_eq!(ids, ["l1"], "the long source's, kept");
+    let p = store.purge_sources(at(96), relay, own).await.unwrap();
+    assert_eq!(p.delivered, 1);
+}
+
 /// when they were received). Pending rows are never purged.
 pub(crate) async fn purge_each_kind_by_its_retention(store: Arc<dyn Store>) {
     let t = T0 + 10;

@@ -502,13 +502,7 @@ async fn statements_commits_and_backlog() {
     let before = store.statements();
     let finishes = claimed
         .iter()
-        .map(|c| Finish::Delivered {
-            id: c.id,
-            claim: c.claim,
-            attempts: 1,
-            outcome: None,
-            batch: None,
-        })
+        .map(|c| crate::store_contract::delivered(c, 1))
         .collect();
     assert_eq!(store.finish(finishes, T0).await.unwrap(), 0);
     assert_eq!(store.statements() - before, 1, "one UPDATE for many");

@@ -8,7 +8,7 @@ use crate::store_contract::{row, T0};
 use callpost_core::shard::{self, SlotMap, MOVE_WINDOW_MS};
 use callpost_relay::store::memory::MemoryStore;
 use callpost_relay::store::sharded::{self, PASS_FAILED_MS};
-use callpost_relay::store::{Finish, Row, Store, StoreError};
+use callpost_relay::store::{Row, Store, StoreError};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -70,13 +70,7 @@ async fn a_user_s_calls_go_to_the_slot_s_group_and_every_group_delivers() {
     assert_eq!(claimed.len(), 200);
     let finishes = claimed
         .iter()
-        .map(|c| Finish::Delivered {
-            id: c.id,
-            claim: c.claim,
-            attempts: 1,
-            outcome: None,
-            batch: None,
-        })
+        .map(|c| crate::store_contract::delivered(c, 1))
         .collect();
     assert_eq!(store.finish(finishes, T0 + 1).await.unwrap(), 0);
     assert_eq!(store.stats(T0 + 2).await.unwrap().delivered, 200);

@@ -534,13 +534,7 @@ async fn statements_are_counted() {
     let s2 = store.statements();
     let finishes = claimed
         .iter()
-        .map(|c| Finish::Delivered {
-            id: c.id,
-            claim: c.claim,
-            attempts: 1,
-            outcome: None,
-            batch: None,
-        })
+        .map(|c| crate::store_contract::delivered(c, 1))
         .collect();
     store.finish(finishes, T0).await.unwrap();
     assert_eq!(

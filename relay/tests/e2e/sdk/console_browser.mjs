@@ -208,6 +208,27 @@ try {
   await page.waitForSelector('#rejected-table', { timeout: 30_000 });
   step('rejected');
 
+  // Privacy: a user deleted and suppressed, asked first, then listed in
+  // the audit by a keyed hash.
+  await page.click('nav a[data-page=privacy]');
+  await ready('privacy');
+  await page.fill('#p-userId', settings.userId);
+  await page.fill('#p-operator', 'console-test');
+  await page.check('#p-suppress');
+  await page.click('#privacy-delete');
+  await page.waitForSelector('#confirm[open]');
+  report.privacy = {
+    asked: await page.locator('#confirm-text').innerText(),
+    ok: await page.locator('#confirm-ok').innerText(),
+  };
+  await page.click('#confirm-ok');
+  await page.waitForFunction(() => /Deleted:/.test(document.getElementById('privacy-note')?.textContent ?? ''),
+    null, { timeout: 30_000 });
+  report.privacy.note = await page.locator('#privacy-note').innerText();
+  report.privacy.rows = await page.locator('#deletions-table tbody tr').allInnerTexts();
+  await page.screenshot({ path: `${outDir}/console-privacy.png` });
+  step('privacy');
+
   // A name that is not a page (an Object.prototype key among them) shows
   // the overview.
   await page.evaluate(() => { location.hash = 'log'; });
