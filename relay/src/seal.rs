@@ -87,14 +87,7 @@ impl SealKey {
     /// gives the same hash on every relay with the key, and the hash says
     /// nothing of the id to whoever reads the database without it.
     pub fn user_hash(&self, id: &str) -> String {
-        let tag = hmac::sign(&self.ids, id.as_bytes());
-        tag.as_ref()
-            .iter()
-            .fold(String::with_capacity(64), |mut out, b| {
-                // Writing to a String cannot fail.
-                let _ = fmt::Write::write_fmt(&mut out, format_args!("{b:02x}"));
-                out
-            })
+        hex::encode(hmac::sign(&self.ids, id.as_bytes()).as_ref())
     }
 
     /// Seals `plain` under `name`. Fails only when the OS gives no random

@@ -35,7 +35,6 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::Notify;
@@ -112,7 +111,11 @@ impl SpanContext {
     /// As a `traceparent` header: version 00, sampled (every span is
     /// exported while tracing is on).
     pub fn traceparent(&self) -> String {
-        format!("00-{}-{}-01", hex(&self.trace_id), hex(&self.span_id))
+        format!(
+            "00-{}-{}-01",
+            hex::encode(self.trace_id),
+            hex::encode(self.span_id)
+        )
     }
 
     /// A new span in a new trace; `None` when the OS gives no random bytes.
@@ -131,12 +134,12 @@ impl SpanContext {
 
     /// The trace id as hex.
     pub fn trace_hex(&self) -> String {
-        hex(&self.trace_id)
+        hex::encode(self.trace_id)
     }
 
     /// The span id as hex.
     pub fn span_hex(&self) -> String {
-        hex(&self.span_id)
+        hex::encode(self.span_id)
     }
 }
 
@@ -145,21 +148,7 @@ fn is_lower_hex(s: &str) -> bool {
 }
 
 fn unhex(s: &str, out: &mut [u8]) -> Option<()> {
-    if s.len() != out.len() * 2 {
-        return None;
-    }
-    for (i, o) in out.iter_mut().enumerate() {
-        *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+    hex::decode_to_slice(s, out).ok()
 }
 
 /// Random ids, from the OS: ids made from the clock would collide across
@@ -460,7 +449,7 @@ fn encode(service_name: &str, spans: &[Span]) -> String {
                 "status": { "code": if s.error { 2 } else { 0 } },
             });
             if let (Some(parent), Some(obj)) = (s.parent, v.as_object_mut()) {
-                obj.insert("parentSpanId".into(), hex(&parent).into());
+                obj.insert("parentSpanId".into(), hex::encode(parent).into());
             }
             v
         })

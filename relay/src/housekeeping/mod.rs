@@ -105,7 +105,7 @@ pub async fn heartbeat(relay: Arc<Relay>) {
     // Without OS randomness, the process id and the time: two relays
     // would count as one only if both matched.
     let id = if getrandom::fill(&mut random).is_ok() {
-        random.iter().map(|b| format!("{b:02x}")).collect()
+        hex::encode(random)
     } else {
         format!("{}-{}", std::process::id(), relay.clock.now_ms())
     };

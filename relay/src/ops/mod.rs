@@ -183,16 +183,13 @@ pub async fn delete_user(
     checked_user(request.user_id)?;
     checked_operator(request.operator)?;
     let now = clock.now();
-    let hash = key.map(|k| k.user_hash(request.user_id));
     if request.suppress {
-        let key = keyed(key)?;
+        keyed(key)?;
+    }
+    let hash = key.map(|k| k.user_hash(request.user_id));
+    if let Some(hash) = hash.as_deref().filter(|_| request.suppress) {
         store
-            .set_suppressed(
-                &key.user_hash(request.user_id),
-                true,
-                now.as_millis(),
-                request.operator,
-            )
+            .set_suppressed(hash, true, now.as_millis(), request.operator)
             .await?;
     }
     let erased = store.erase_user(request.user_id).await?;

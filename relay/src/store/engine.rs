@@ -270,10 +270,6 @@ impl<E: Engine> Store for SqlStore<E> {
             .await
     }
 
-    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
-        self.purge_sources(now, retention, Vec::new()).await
-    }
-
     async fn purge_sources(
         &self,
         now: i64,

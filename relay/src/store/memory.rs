@@ -559,10 +559,6 @@ impl Store for MemoryStore {
         Ok(n)
     }
 
-    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
-        self.purge_sources(now, retention, Vec::new()).await
-    }
-
     async fn purge_sources(
         &self,
         now: i64,

@@ -638,23 +638,18 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
     /// many.
     async fn park_unrouted(&self, now: i64, routed: Vec<String>) -> Result<u64, StoreError>;
 
-    /// Deletes finished rows older than their kind's retention.
-    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError>;
-
-    /// As [`Store::purge`], each source in `sources` by its own retention
-    /// and every other by `retention`.
+    /// Deletes finished rows older than their kind's retention: each
+    /// source in `sources` by its own, every other by `retention`.
     async fn purge_sources(
         &self,
         now: i64,
         retention: Retention,
         sources: Vec<(String, Retention)>,
-    ) -> Result<Purged, StoreError> {
-        if !sources.is_empty() {
-            return Err(StoreError::Refused(
-                "this store keeps one retention for every source".into(),
-            ));
-        }
-        self.purge(now, retention).await
+    ) -> Result<Purged, StoreError>;
+
+    /// As [`Store::purge_sources`], every source by `retention`.
+    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
+        self.purge_sources(now, retention, Vec::new()).await
     }
 
     /// Makes the matching dead letters (and, as the filter says, delivered

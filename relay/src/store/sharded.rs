@@ -506,10 +506,6 @@ impl Store for Sharded {
             .sum())
     }
 
-    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
-        self.purge_sources(now, retention, Vec::new()).await
-    }
-
     async fn purge_sources(
         &self,
         now: i64,

@@ -836,8 +836,13 @@ impl Store for Observed {
     async fn park_unrouted(&self, now: i64, routed: Vec<String>) -> Result<u64, StoreError> {
         self.inner.park_unrouted(now, routed).await
     }
-    async fn purge(&self, now: i64, retention: Retention) -> Result<Purged, StoreError> {
-        self.inner.purge(now, retention).await
+    async fn purge_sources(
+        &self,
+        now: i64,
+        retention: Retention,
+        sources: Vec<(String, Retention)>,
+    ) -> Result<Purged, StoreError> {
+        self.inner.purge_sources(now, retention, sources).await
     }
     async fn replay(&self, now: i64, filter: ReplayFilter) -> Result<u64, StoreError> {
         self.inner.replay(now, filter).await
