@@ -133,6 +133,21 @@ pub async fn open_store(
     opened
 }
 
+/// `store` sealed at rest when `cfg` has a secret key
+/// ([`store::sealed`]), and what seals it; as it is without one.
+pub async fn sealed_store(
+    cfg: &Config,
+    store: Arc<dyn Store>,
+) -> Result<(Arc<dyn Store>, Option<Arc<store::sealed::Sealer>>), StoreError> {
+    match &cfg.secret_key {
+        Some(keys) => {
+            let (sealed, sealer) = store::sealed::wrap(store, Arc::clone(keys)).await?;
+            Ok((sealed, Some(sealer)))
+        }
+        None => Ok((store, None)),
+    }
+}
+
 /// The relay's clock: the host's, or a test build's moved one.
 pub fn clock_of(cfg: &Config) -> Clock {
     #[cfg(feature = "test-clock")]
@@ -186,7 +201,19 @@ impl App {
         clock: Arc<Clock>,
         reload_from: Option<Overrides>,
     ) -> Result<Self, StartError> {
+        let (store, sealer) = match sealed_store(&cfg, Arc::clone(&store)).await {
+            Ok(s) => s,
+            Err(error) => {
+                return Err(StartError::Store {
+                    database: shown_database(cfg.database.expose()),
+                    error,
+                })
+            }
+        };
         let relay = Arc::new(Relay::new(cfg, store, clock));
+        if let Some(s) = sealer {
+            let _ = relay.sealer.set(s);
+        }
         if let Some(o) = reload_from {
             let _ = relay.reload_from.set(o);
         }

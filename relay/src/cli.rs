@@ -278,6 +278,12 @@ enum Command {
         /// The source's name.
         name: String,
     },
+    /// Seal every stored call, answer and refused call again under the
+    /// current CALLPOST_RELAY_SECRET_KEY (after a rotation, with the old key
+    /// in CALLPOST_RELAY_PREVIOUS_SECRET_KEYS on every relay; or to seal
+    /// what was stored before the key was set). Online, beside the running
+    /// relays; a stopped run goes on where it was.
+    Reseal,
     /// Run the database's schema migrations (a start runs them too).
     Migrate,
     /// Check the configuration (the file, the variables, the flags) and
@@ -584,6 +590,7 @@ impl CallArgs {
                 },
                 since: time_arg(self.since, "since")?,
                 until: time_arg(self.until, "until")?,
+                ..LogFilter::default()
             },
             status == Some(LogStatus::Rejected),
         ))
@@ -611,6 +618,7 @@ async fn run_command(cfg: Config, command: Command) -> ExitCode {
         Command::Unsuppress { .. } => "unsuppress",
         Command::Export { .. } => "export",
         Command::Deletions { .. } => "deletions",
+        Command::Reseal => "reseal",
         Command::Audience { .. } => "audience",
         Command::DeadLetters { .. } => "dead-letters",
         Command::Rejected { .. } => "rejected",
@@ -721,13 +729,19 @@ async fn command_result(cfg: Config, command: Command) -> Result<(), CommandErro
     let store = app::open_store(&cfg, false, &clock)
         .await
         .map_err(|(_, e)| e)?;
-    let result = command_on(&*store, &cfg, &clock, command).await;
+    let result = match app::sealed_store(&cfg, std::sync::Arc::clone(&store)).await {
+        Ok((sealed, sealer)) => {
+            command_on(&*sealed, sealer.as_deref(), &cfg, &clock, command).await
+        }
+        Err(e) => Err(e.into()),
+    };
     store.close().await;
     result
 }
 
 async fn command_on(
     store: &dyn store::Store,
+    sealer: Option<&store::sealed::Sealer>,
     cfg: &Config,
     clock: &Clock,
     command: Command,
@@ -912,8 +926,7 @@ async fn command_on(
                 suppress,
                 operator: &operator,
             };
-            let key = cfg.secret_key.as_deref();
-            let deleted = ops::delete_user(store, &list, clock, key, request).await?;
+            let deleted = ops::delete_user(store, &list, clock, sealer, request).await?;
             let list = if deleted.sources.is_empty() {
                 "none".to_owned()
             } else {
@@ -934,8 +947,7 @@ async fn command_on(
         }
         Command::Unsuppress { user_id, operator } => {
             let operator = operator.unwrap_or_else(cli_operator);
-            let key = cfg.secret_key.as_deref();
-            let lifted = ops::unsuppress(store, clock, key, &user_id, &operator).await?;
+            let lifted = ops::unsuppress(store, clock, sealer, &user_id, &operator).await?;
             out(if lifted {
                 "the user's calls are taken again (every relay within its poll)"
             } else {
@@ -963,6 +975,36 @@ async fn command_on(
                     None => break,
                 }
             }
+        }
+        Command::Reseal => {
+            let Some(sealer) = sealer else {
+                return Err(ops::core_error(
+                    Code::NoSecretKey,
+                    format!(
+                        "reseal seals under {}: set it (and the previous keys in {})",
+                        crate::seal::SECRET_KEY_VAR,
+                        crate::seal::PREVIOUS_KEYS_VAR
+                    ),
+                )
+                .into());
+            };
+            let sources = sources::reseal(store, sealer.keys()).await?;
+            let mut pages = 0u64;
+            let done = store::sealed::reseal(store, sealer, |r| {
+                pages += 1;
+                if pages.is_multiple_of(100) {
+                    eprintln!("{} rows read, {} sealed again", r.read, r.sealed);
+                }
+            })
+            .await?;
+            out(&format!(
+                "sealed under key {}: {} row(s) read, {} sealed again ({} changed meanwhile and \
+                 were taken by a later pass), {sources} source(s) sealed again",
+                sealer.keys().id(),
+                done.read,
+                done.sealed,
+                done.changed
+            ));
         }
         Command::Deletions { limit } => {
             for row in store.deletions(limit).await? {

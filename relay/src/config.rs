@@ -932,9 +932,16 @@ pub fn load(
         .map(|(i, d)| d.check(&format!("sources[{i}]")).map(Arc::new))
         .collect::<Result<Vec<_>, _>>()?;
     let protections = checked_set(&sources)?;
+    let previous = var("PREVIOUS_SECRET_KEYS");
     let secret_key = var("SECRET_KEY")
-        .map(|k| SealKey::parse(&k).map(Arc::new))
+        .map(|k| SealKey::with_previous(&k, previous.as_deref().unwrap_or("")).map(Arc::new))
         .transpose()?;
+    if secret_key.is_none() && previous.is_some() {
+        return Err(bad(
+            "CALLPOST_RELAY_PREVIOUS_SECRET_KEYS needs the current key in \
+             CALLPOST_RELAY_SECRET_KEY",
+        ));
+    }
 
     let listen = listen_in(overrides, env, &file);
     let admin_listen = first(&overrides.admin_listen, "ADMIN_LISTEN", &file.admin_listen);

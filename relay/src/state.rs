@@ -112,6 +112,9 @@ pub struct Relay {
     stored_rows: Mutex<Option<Vec<(String, String)>>>,
     /// The suppressed users' keyed hashes, as this relay last read them.
     suppressed: RwLock<Arc<HashSet<String>>>,
+    /// With a secret key: what seals the stored calls and keys the user
+    /// hashes (set once at the start, [`crate::store::sealed`]).
+    pub sealer: OnceLock<Arc<crate::store::sealed::Sealer>>,
     ready: AtomicBool,
 }
 
@@ -155,6 +158,7 @@ impl Relay {
             reload_from: OnceLock::new(),
             stored_rows: Mutex::new(None),
             suppressed: RwLock::new(Arc::new(HashSet::new())),
+            sealer: OnceLock::new(),
             ready: AtomicBool::new(false),
         }
     }
@@ -195,7 +199,7 @@ impl Relay {
         user_id: Option<&str>,
         anonymous_id: Option<&str>,
     ) -> bool {
-        let Some(key) = self.cfg.secret_key.as_ref() else {
+        let Some(key) = self.sealer.get() else {
             return false;
         };
         !set.is_empty()

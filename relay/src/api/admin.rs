@@ -434,7 +434,7 @@ async fn run(
                 suppress,
                 operator: &operator,
             };
-            let key = relay.cfg.secret_key.as_deref();
+            let key = relay.sealer.get().map(AsRef::as_ref);
             let deleted =
                 ops::delete_user(store, &relay.sources().list, &relay.clock, key, request).await?;
             if suppress {
@@ -450,7 +450,7 @@ async fn run(
             let operator = f.string("operator")?;
             f.done()?;
             let operator = operator.unwrap_or_else(|| API_OPERATOR.to_owned());
-            let key = relay.cfg.secret_key.as_deref();
+            let key = relay.sealer.get().map(AsRef::as_ref);
             let lifted = ops::unsuppress(store, &relay.clock, key, &user_id, &operator).await?;
             relay.reload_suppressed().await.map_err(OpError::from)?;
             Ok(json_value(200, &json!({ "lifted": lifted })))
@@ -671,6 +671,7 @@ fn replay_filter(f: &mut Fields) -> Result<(ReplayFilter, bool, bool)> {
                 status,
                 since,
                 until,
+                ..LogFilter::default()
             },
             include_delivered,
             include_undeliverable,
@@ -700,6 +701,7 @@ fn log_filter(q: &mut Query) -> Result<(LogFilter, bool)> {
         },
         since: q.time("since")?,
         until: q.time("until")?,
+        ..LogFilter::default()
     };
     Ok((filter, status == Some(LogStatus::Rejected)))
 }

@@ -8,8 +8,9 @@
 use crate::clock::Clock;
 use crate::config;
 use crate::config::{ConfigError, Destination, Source};
-use crate::seal::{SealError, SealKey};
+use crate::seal::SealError;
 use crate::state::{Relay, Sources};
+use crate::store::sealed::Sealer;
 use crate::store::{ReplayFilter, Row, Stats, Status, Store, StoreError, NO_DESTINATION_NAME};
 use callpost_core::ingest::{self, Accepted};
 use callpost_core::webhooks::{delete_notifications, DeleteSource};
@@ -79,7 +80,7 @@ impl OpError {
     }
 }
 
-fn core_error(code: Code, message: String) -> OpError {
+pub(crate) fn core_error(code: Code, message: String) -> OpError {
     OpError::Invalid { code, message }
 }
 
@@ -153,7 +154,7 @@ fn checked_operator(operator: &str) -> Result<(), OpError> {
     Ok(())
 }
 
-fn keyed(key: Option<&SealKey>) -> Result<&SealKey, OpError> {
+fn keyed(key: Option<&Sealer>) -> Result<&Sealer, OpError> {
     key.ok_or_else(|| {
         core_error(
             Code::NoSecretKey,
@@ -177,7 +178,7 @@ pub async fn delete_user(
     store: &dyn Store,
     sources: &[Arc<Source>],
     clock: &Clock,
-    key: Option<&SealKey>,
+    key: Option<&Sealer>,
     request: DeleteRequest<'_>,
 ) -> Result<Deleted, OpError> {
     checked_user(request.user_id)?;
@@ -216,7 +217,7 @@ pub async fn delete_user(
 pub async fn unsuppress(
     store: &dyn Store,
     clock: &Clock,
-    key: Option<&SealKey>,
+    key: Option<&Sealer>,
     user_id: &str,
     operator: &str,
 ) -> Result<bool, OpError> {

@@ -346,6 +346,32 @@ async fn edit_live(relay: &Relay, edit: Edit<'_>) -> Result<Changes, OpError> {
     Ok(changes)
 }
 
+/// Seals the stored sources again under the current key (a rotation);
+/// how many were sealed again. Unchanged sources' documents are not read
+/// for changes: each is opened and sealed as it is.
+pub async fn reseal(store: &dyn Store, key: &SealKey) -> Result<usize, OpError> {
+    for _ in 0..WRITE_TRIES {
+        let stored = store.stored_sources().await?;
+        let mut put = Vec::new();
+        for (name, sealed) in stored.rows.iter().filter(|(_, s)| !key.sealed_now(s)) {
+            put.push((name.clone(), key.seal(name, &key.open(name, sealed)?)?));
+        }
+        if put.is_empty() {
+            return Ok(0);
+        }
+        let n = put.len();
+        match store.write_sources(stored.version, put, Vec::new()).await {
+            Ok(()) => return Ok(n),
+            Err(StoreError::Conflict(_)) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(OpError::Conflict(format!(
+        "the sources were changed {WRITE_TRIES} times by another writer while they were sealed \
+         again: run it again"
+    )))
+}
+
 /// Makes `edit` to the stored sources, after checking the set that
 /// results (and, with `private` = `Some(allowed)`, the private-network
 /// rule for each source it adds or changes). Unchanged sources are left as

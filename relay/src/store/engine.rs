@@ -7,8 +7,8 @@ use super::sql::{self, Cells, Dialect, Stmt};
 use super::{
     claim_token, Claimed, CommitObserver, Cursor, DeadLetter, Deletion, Erased, Finish, Hold,
     LogEntry, LogFilter, LoggedCall, Page, Purged, RejectedEntry, RejectedRecord, RejectedRow,
-    ReplayFilter, Retention, Row, Stats, Status, Store, StoreError, StoredSources,
-    AUDIENCE_CHANGED, SETTING_CHANGED, SOURCES_CHANGED,
+    ReplayFilter, Resealed, Retention, Row, SealRow, SealTable, Stats, Status, Store, StoreError,
+    StoredSources, AUDIENCE_CHANGED, SETTING_CHANGED, SOURCES_CHANGED,
 };
 use async_trait::async_trait;
 
@@ -350,7 +350,7 @@ impl<E: Engine> Store for SqlStore<E> {
         limit: usize,
     ) -> Result<Page<LogEntry>, StoreError> {
         let stmt = sql::search(self.d(), &filter, after, limit);
-        let rows = self.read_rows(stmt, sql::entry_of).await?;
+        let rows = self.read_rows(stmt, sql::searched_of(&filter)).await?;
         Ok(Page::of(rows, limit, LogEntry::cursor))
     }
 
@@ -620,6 +620,36 @@ impl<E: Engine> Store for SqlStore<E> {
         sql::rows(results.first().map_or(&[][..], Vec::as_slice), |r| {
             r.text(0)
         })
+    }
+
+    async fn sealable(
+        &self,
+        table: SealTable,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<SealRow>, StoreError> {
+        self.read_rows(sql::sealable(table, after, limit), sql::sealable_of)
+            .await
+    }
+
+    async fn reseal(&self, table: SealTable, rows: Vec<Resealed>) -> Result<u64, StoreError> {
+        let stmts = rows
+            .iter()
+            .map(|r| sql::reseal(self.d(), table, r))
+            .collect();
+        self.write_count(stmts).await
+    }
+
+    async fn erase_rejected(&self, ids: Vec<i64>) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        self.engine.erasing(true).await?;
+        let n = self
+            .write_count(vec![sql::erase_rejected_ids(self.d(), ids)])
+            .await;
+        self.engine.erasing(false).await?;
+        n
     }
 
     fn statements(&self) -> u64 {

@@ -75,6 +75,15 @@ pub struct LogFilter {
     pub since: Option<i64>,
     /// Received before, ms.
     pub until: Option<i64>,
+    /// The keyed hashes of `user_id`, `anonymous_id` and `event`, matched
+    /// beside them where calls are sealed (`store::sealed`; a call stored
+    /// before sealing keeps the plain value).
+    #[doc(hidden)]
+    pub hashed: [Option<String>; 3],
+    /// Whether a search reads each call's message too (a sealed call's
+    /// fields are shown from it).
+    #[doc(hidden)]
+    pub with_message: bool,
 }
 
 impl LogFilter {
@@ -108,12 +117,23 @@ impl LogFilter {
         fn same(want: Option<&String>, have: Option<&str>) -> bool {
             want.is_none_or(|w| have == Some(w.as_str()))
         }
+        let keyed = |want: Option<&String>, hash: &Option<String>, have: Option<&str>| {
+            same(want, have) || hash.is_some() && hash.as_deref() == have
+        };
         self.message_ids
             .as_ref()
             .is_none_or(|ids| ids.contains(&call.message_id))
-            && same(self.user_id.as_ref(), call.user_id.as_deref())
-            && same(self.anonymous_id.as_ref(), call.anonymous_id.as_deref())
-            && same(self.event.as_ref(), call.event.as_deref())
+            && keyed(
+                self.user_id.as_ref(),
+                &self.hashed[0],
+                call.user_id.as_deref(),
+            )
+            && keyed(
+                self.anonymous_id.as_ref(),
+                &self.hashed[1],
+                call.anonymous_id.as_deref(),
+            )
+            && keyed(self.event.as_ref(), &self.hashed[2], call.event.as_deref())
             && same(self.kind.as_ref(), Some(&call.kind))
             && same(self.source.as_ref(), Some(&call.source))
             && same(self.destination.as_ref(), Some(&call.destination))
@@ -127,18 +147,25 @@ impl LogFilter {
     pub(crate) fn sql(&self, d: Dialect) -> (Vec<String>, Vec<Value>) {
         let mut conds = Vec::new();
         let mut values = Vec::new();
-        let mut text = |col: &str, v: &Option<String>| {
-            if let Some(v) = v {
+        let mut text = |col: &str, v: &Option<String>, hash: &Option<String>| match (v, hash) {
+            (Some(v), Some(h)) => {
+                conds.push(format!("{} IN (?, ?)", d.column(col)));
+                values.push(Value::Text(v.clone()));
+                values.push(Value::Text(h.clone()));
+            }
+            (Some(v), None) => {
                 conds.push(format!("{} = ?", d.column(col)));
                 values.push(Value::Text(v.clone()));
             }
+            _ => {}
         };
-        text("user_id", &self.user_id);
-        text("anonymous_id", &self.anonymous_id);
-        text("event", &self.event);
-        text("kind", &self.kind);
-        text("source", &self.source);
-        text("destination", &self.destination);
+        let [uh, ah, eh] = &self.hashed;
+        text("user_id", &self.user_id, uh);
+        text("anonymous_id", &self.anonymous_id, ah);
+        text("event", &self.event, eh);
+        text("kind", &self.kind, &None);
+        text("source", &self.source, &None);
+        text("destination", &self.destination, &None);
         if let Some(ids) = &self.message_ids {
             conds.push(d.in_list("message_id"));
             values.push(Value::Texts(ids.clone()));
@@ -225,6 +252,10 @@ pub struct LogEntry {
     /// The row's id, for the cursor.
     #[serde(skip)]
     pub id: i64,
+    /// The stored message, where the search asked for it
+    /// ([`LogFilter::with_message`]).
+    #[serde(skip)]
+    pub message: Option<String>,
 }
 
 impl LogEntry {

@@ -104,6 +104,7 @@ impl StoredRow {
             attempts: self.attempts,
             finished_at: self.finished_at,
             id: self.id,
+            message: None,
         }
     }
 }
@@ -650,8 +651,15 @@ impl Store for MemoryStore {
         let rows = inner
             .rows
             .values()
-            .map(StoredRow::entry)
-            .filter(|e| filter.matches(e))
+            .filter_map(|r| {
+                let mut e = r.entry();
+                filter.matches(&e).then(|| {
+                    if filter.with_message {
+                        e.message = Some(r.message.clone());
+                    }
+                    e
+                })
+            })
             .collect();
         Ok(newest_first(rows, after, limit, LogEntry::cursor))
     }
@@ -932,6 +940,87 @@ impl Store for MemoryStore {
             calls: gone.len() as u64,
             rejected: (before - inner.rejected.len()) as u64,
         })
+    }
+
+    async fn sealable(
+        &self,
+        table: SealTable,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<SealRow>, StoreError> {
+        self.enter().await?;
+        let inner = lock(&self.inner);
+        Ok(match table {
+            SealTable::Calls => inner
+                .rows
+                .range(after.saturating_add(1)..)
+                .take(limit)
+                .map(|(_, r)| SealRow {
+                    id: r.id,
+                    texts: [Some(r.message.clone()), r.state.clone(), r.outcome.clone()],
+                    keys: [r.user_id.clone(), r.anonymous_id.clone(), r.event.clone()],
+                })
+                .collect(),
+            SealTable::Rejected => inner
+                .rejected
+                .iter()
+                .filter(|(id, _)| i64::try_from(*id).is_ok_and(|id| id > after))
+                .take(limit)
+                .map(|(id, r)| SealRow {
+                    id: i64::try_from(*id).unwrap_or(i64::MAX),
+                    texts: [Some(r.text.clone()), None, None],
+                    keys: [None, None, None],
+                })
+                .collect(),
+        })
+    }
+
+    async fn reseal(&self, table: SealTable, rows: Vec<Resealed>) -> Result<u64, StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        let mut n = 0;
+        for w in rows {
+            let [m, st, o] = w.texts;
+            match table {
+                SealTable::Calls => {
+                    let Some(r) = inner.rows.get_mut(&w.id) else {
+                        continue;
+                    };
+                    if [Some(r.message.clone()), r.state.clone(), r.outcome.clone()] != w.read {
+                        continue;
+                    }
+                    r.message = m.unwrap_or_default();
+                    r.state = st;
+                    r.outcome = o;
+                    [r.user_id, r.anonymous_id, r.event] = w.keys;
+                }
+                SealTable::Rejected => {
+                    let Some((_, r)) = inner
+                        .rejected
+                        .iter_mut()
+                        .find(|(id, _)| i64::try_from(*id).is_ok_and(|id| id == w.id))
+                    else {
+                        continue;
+                    };
+                    if Some(&r.text) != w.read[0].as_ref() {
+                        continue;
+                    }
+                    r.text = m.unwrap_or_default();
+                }
+            }
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    async fn erase_rejected(&self, ids: Vec<i64>) -> Result<u64, StoreError> {
+        self.enter().await?;
+        let mut inner = lock(&self.inner);
+        let before = inner.rejected.len();
+        inner
+            .rejected
+            .retain(|(id, _)| !i64::try_from(*id).is_ok_and(|id| ids.contains(&id)));
+        Ok((before - inner.rejected.len()) as u64)
     }
 
     async fn record_deletion(&self, record: Deletion) -> Result<(), StoreError> {

@@ -26,6 +26,7 @@ mod engine;
 pub mod log;
 pub mod memory;
 pub mod postgres;
+pub mod sealed;
 pub mod sharded;
 mod sql;
 pub mod sqlite;
@@ -523,6 +524,57 @@ pub struct Deletion {
     pub suppressed: bool,
 }
 
+/// A table whose texts are sealed at rest ([`Store::sealable`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SealTable {
+    /// The stored calls: their message, saved state and outcome (the
+    /// answers' starts), with the search columns kept as keyed hashes.
+    Calls,
+    /// The refused calls' texts.
+    Rejected,
+}
+
+/// A row's sealable texts as read ([`Store::sealable`]).
+#[derive(Clone, PartialEq, Eq)]
+pub struct SealRow {
+    /// The row's id.
+    pub id: i64,
+    /// A call's message, state and outcome; a refused call's text first.
+    pub texts: [Option<String>; 3],
+    /// A call's `user_id`, `anonymous_id` and `event` columns as stored.
+    pub keys: [Option<String>; 3],
+}
+
+impl fmt::Debug for SealRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SealRow")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A row's texts sealed again ([`Store::reseal`]): written only where the
+/// row still holds `read`.
+#[derive(Clone)]
+pub struct Resealed {
+    /// The row's id.
+    pub id: i64,
+    /// The texts as read ([`SealRow::texts`]).
+    pub read: [Option<String>; 3],
+    /// The texts to write.
+    pub texts: [Option<String>; 3],
+    /// The search columns to write (a call's).
+    pub keys: [Option<String>; 3],
+}
+
+impl fmt::Debug for Resealed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Resealed")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Why a store call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -786,8 +838,25 @@ pub trait Store: fmt::Debug + Send + Sync + 'static {
         operator: &str,
     ) -> Result<bool, StoreError>;
 
+    /// Up to `limit` rows of `table` after id `after`, in id order, with
+    /// their sealable texts: what a rotation seals again and a deletion
+    /// opens to find a user in sealed refused calls.
+    async fn sealable(
+        &self,
+        table: SealTable,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<SealRow>, StoreError>;
+
+    /// Writes rows sealed again, each only where it still holds what was
+    /// read; how many were written.
+    async fn reseal(&self, table: SealTable, rows: Vec<Resealed>) -> Result<u64, StoreError>;
+
+    /// Deletes the refused calls `ids`; how many.
+    async fn erase_rejected(&self, ids: Vec<i64>) -> Result<u64, StoreError>;
+
     /// A setting kept in the database (the `meta` table), by key: the
-    /// slot map in force ([`sharded`]).
+    /// slot map in force ([`sharded`], the key of the user hashes ([`sealed`]).
     async fn setting(&self, key: &str) -> Result<Option<String>, StoreError>;
 
     /// Stores `value` as `key`'s setting if the stored one is still `read`

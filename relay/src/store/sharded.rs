@@ -737,6 +737,63 @@ impl Store for Sharded {
         }))
     }
 
+    async fn sealable(
+        &self,
+        table: SealTable,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<SealRow>, StoreError> {
+        if table == SealTable::Rejected {
+            return self.home().sealable(table, after, limit).await;
+        }
+        // The groups one after the other: `after`'s group from its own id
+        // on, then each next group from its start (outside id `g`: group
+        // `g`, own id 0).
+        let (mut g, mut own) = self.inside(after);
+        while g < self.groups.len() {
+            let mut rows = self.groups[g]
+                .sealable(table, own, limit)
+                .await
+                .map_err(|e| self.named(g, e))?;
+            if !rows.is_empty() {
+                for r in &mut rows {
+                    r.id = self.outside(r.id, g);
+                }
+                return Ok(rows);
+            }
+            g += 1;
+            own = 0;
+        }
+        Ok(Vec::new())
+    }
+
+    async fn reseal(&self, table: SealTable, rows: Vec<Resealed>) -> Result<u64, StoreError> {
+        if table == SealTable::Rejected {
+            return self.home().reseal(table, rows).await;
+        }
+        let mut by_group: BTreeMap<usize, Vec<Resealed>> = BTreeMap::new();
+        for mut r in rows {
+            let (g, own) = self.inside(r.id);
+            r.id = own;
+            by_group.entry(g).or_default().push(r);
+        }
+        let mut n = 0;
+        for (g, rows) in by_group {
+            let Some(store) = self.groups.get(g) else {
+                continue;
+            };
+            n += store
+                .reseal(table, rows)
+                .await
+                .map_err(|e| self.named(g, e))?;
+        }
+        Ok(n)
+    }
+
+    async fn erase_rejected(&self, ids: Vec<i64>) -> Result<u64, StoreError> {
+        self.home().erase_rejected(ids).await
+    }
+
     async fn record_deletion(&self, record: Deletion) -> Result<(), StoreError> {
         self.home().record_deletion(record).await
     }

@@ -21,8 +21,8 @@
 
 use super::log::{Cursor, LogEntry, LogFilter, LoggedCall, RejectedEntry};
 use super::{
-    Claimed, DeadLetter, Hold, RejectedRecord, ReplayFilter, Stats, Status, StoreError,
-    StoredSources,
+    Claimed, DeadLetter, Hold, RejectedRecord, ReplayFilter, Resealed, SealRow, SealTable, Stats,
+    Status, StoreError, StoredSources,
 };
 use std::borrow::Cow;
 
@@ -510,10 +510,23 @@ const ENTRY_COLUMNS: &str = "source, message_id, kind, event, user_id, anonymous
 pub(crate) fn search(d: Dialect, filter: &LogFilter, after: Option<Cursor>, limit: usize) -> Stmt {
     let (conds, values) = filter.sql(d);
     let (tail, values) = page(conds, values, after, limit);
+    let message = if filter.with_message { ", message" } else { "" };
     Stmt::new(
-        format!("SELECT {ENTRY_COLUMNS} FROM deliveries{tail}"),
+        format!("SELECT {ENTRY_COLUMNS}{message} FROM deliveries{tail}"),
         values,
     )
+}
+
+/// A row of [`search`] with `filter`.
+pub(crate) fn searched_of(filter: &LogFilter) -> impl Fn(&Cells) -> Result<LogEntry, StoreError> {
+    let with_message = filter.with_message;
+    move |r| {
+        let mut e = entry_of(r)?;
+        if with_message {
+            e.message = Some(r.text(12)?);
+        }
+        Ok(e)
+    }
 }
 
 /// A stored call as a search lists it ([`ENTRY_COLUMNS`]).
@@ -531,6 +544,7 @@ pub(crate) fn entry_of(r: &Cells) -> Result<LogEntry, StoreError> {
         finished_at: r.opt_int(9)?,
         id: r.int(10)?,
         destination: r.text(11)?,
+        message: None,
     })
 }
 
@@ -800,6 +814,84 @@ pub(crate) fn erase_rejected(d: Dialect, needle: &str, chunk: i64) -> Stmt {
         ),
         vec![needle.into(), chunk.into()],
     )
+}
+
+/// Deletes the refused calls `ids` (a deletion that opened their sealed
+/// texts found the user in them).
+pub(crate) fn erase_rejected_ids(d: Dialect, ids: Vec<i64>) -> Stmt {
+    Stmt::new(
+        format!("DELETE FROM rejected WHERE {}", d.in_list("id")),
+        vec![Value::Ints(ids)],
+    )
+}
+
+// -- sealing -------------------------------------------------------------------
+
+/// Up to `limit` rows of `table` after id `after`, in id order, with the
+/// texts a seal covers (and, for a call, its search columns).
+pub(crate) fn sealable(table: SealTable, after: i64, limit: usize) -> Stmt {
+    Stmt::new(
+        match table {
+            SealTable::Calls => {
+                "SELECT id, message, state, outcome, user_id, anonymous_id, event \
+                 FROM deliveries WHERE id > ? ORDER BY id LIMIT ?"
+            }
+            SealTable::Rejected => {
+                "SELECT id, text, NULL, NULL, NULL, NULL, NULL FROM rejected \
+                 WHERE id > ? ORDER BY id LIMIT ?"
+            }
+        },
+        vec![after.into(), int(limit)],
+    )
+}
+
+/// A row of [`sealable`].
+pub(crate) fn sealable_of(r: &Cells) -> Result<SealRow, StoreError> {
+    Ok(SealRow {
+        id: r.int(0)?,
+        texts: [r.opt_text(1)?, r.opt_text(2)?, r.opt_text(3)?],
+        keys: [r.opt_text(4)?, r.opt_text(5)?, r.opt_text(6)?],
+    })
+}
+
+/// Writes a row's texts sealed again where it still holds what was read
+/// (a finish or a deletion since then wins; the next pass reads it again).
+pub(crate) fn reseal(d: Dialect, table: SealTable, row: &Resealed) -> Stmt {
+    let same = |c: &str| match d {
+        Dialect::Sqlite => format!("{c} IS ?"),
+        Dialect::Postgres => format!("{c} IS NOT DISTINCT FROM ?"),
+    };
+    let [m, st, o] = row.texts.clone();
+    let [rm, rst, ro] = row.read.clone();
+    match table {
+        SealTable::Calls => {
+            let [u, a, e] = row.keys.clone();
+            Stmt::new(
+                format!(
+                    "UPDATE deliveries SET message = ?, state = ?, outcome = ?, user_id = ?, \
+                     anonymous_id = ?, event = ? WHERE id = ? AND message = ? AND {} AND {}",
+                    same("state"),
+                    same("outcome")
+                ),
+                vec![
+                    m.into(),
+                    st.into(),
+                    o.into(),
+                    u.into(),
+                    a.into(),
+                    e.into(),
+                    row.id.into(),
+                    rm.into(),
+                    rst.into(),
+                    ro.into(),
+                ],
+            )
+        }
+        SealTable::Rejected => Stmt::new(
+            "UPDATE rejected SET text = ? WHERE id = ? AND text = ?",
+            vec![m.into(), row.id.into(), rm.into()],
+        ),
+    }
 }
 
 /// Keeps the audit record of a deletion.

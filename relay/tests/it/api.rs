@@ -12,7 +12,7 @@ use callpost_relay::store::memory::MemoryStore;
 use callpost_relay::store::{
     Claimed, CommitObserver, Cursor, DeadLetter, Deletion, Erased, Finish, Hold, LogEntry,
     LogFilter, LoggedCall, Page, Purged, RejectedEntry, RejectedRecord, RejectedRow, ReplayFilter,
-    Retention, Row, Stats, Status, Store, StoreError, StoredSources,
+    Resealed, Retention, Row, SealRow, SealTable, Stats, Status, Store, StoreError, StoredSources,
 };
 use callpost_relay::{App, Relay};
 use serde_json::{json, Value};
@@ -981,6 +981,20 @@ impl Store for Observed {
     }
     async fn known(&self, source: &str, ids: Vec<String>) -> Result<Vec<String>, StoreError> {
         self.inner.known(source, ids).await
+    }
+    async fn sealable(
+        &self,
+        table: SealTable,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<SealRow>, StoreError> {
+        self.inner.sealable(table, after, limit).await
+    }
+    async fn reseal(&self, table: SealTable, rows: Vec<Resealed>) -> Result<u64, StoreError> {
+        self.inner.reseal(table, rows).await
+    }
+    async fn erase_rejected(&self, ids: Vec<i64>) -> Result<u64, StoreError> {
+        self.inner.erase_rejected(ids).await
     }
     fn statements(&self) -> u64 {
         self.inner.statements()

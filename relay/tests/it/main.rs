@@ -5,7 +5,8 @@
 //!   (`store_sqlite`), Postgres (`store_postgres`, on the throwaway server
 //!   `scripts/postgres.sh` starts) and the memory store (`deliver`), and
 //!   over two groups of each database (`store_sharded` has what only
-//!   groups have);
+//!   groups have), and over a sealed SQLite store (`store_sealed` has what
+//!   only sealing has);
 //! * `api`: the listeners, the Tracking API and the admin API over the
 //!   composition root;
 //! * `deliver`: the delivery workers against real receivers on 127.0.0.1
@@ -35,5 +36,6 @@ mod layers;
 mod process;
 mod receiver;
 mod store_postgres;
+mod store_sealed;
 mod store_sharded;
 mod store_sqlite;

@@ -27,8 +27,8 @@
 )]
 
 use callpost_relay::store::{
-    Claimed, Cursor, Finish, Hold, LogFilter, Purged, RejectedRow, ReplayFilter, Retention, Row,
-    Status, Store, StoreError,
+    Claimed, Cursor, Finish, Hold, LogFilter, Purged, RejectedRow, ReplayFilter, Resealed,
+    Retention, Row, SealTable, Status, Store, StoreError,
 };
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -61,6 +61,7 @@ macro_rules! contract_tests {
             finish_release_gives_back_unchanged,
             finish_forget_removes_the_row_while_it_holds_the_token,
             erase_user_removes_every_call_of_the_user_and_nothing_else,
+            sealable_rows_page_in_id_order_and_a_reseal_writes_only_unchanged_rows,
             finish_mixed_kinds_counts_refused,
             renew_extends_leases,
             next_due_earliest_due_or_lease_end,
@@ -449,6 +450,106 @@ pub(crate) async fn erase_user_removes_every_call_of_the_user_and_nothing_else(
     };
     store.record_deletion(record.clone()).await.unwrap();
     assert_eq!(store.deletions(10).await.unwrap(), [record]);
+}
+
+/// A rotation's reads page through every call and refused call once each
+/// (in id order within a group), and its writes land only where the row
+/// still holds what was read: a finish in between wins.
+pub(crate) async fn sealable_rows_page_in_id_order_and_a_reseal_writes_only_unchanged_rows(
+    store: Arc<dyn Store>,
+) {
+    let rows: Vec<Row> = (0..7)
+        .map(|i| of_user(row("a", &format!("m{i}"), T0 + i), &format!("u-{i}")))
+        .collect();
+    store
+        .insert(rows, vec![refused("a", T0, "r0"), refused("a", T0, "r1")])
+        .await
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store.sealable(SealTable::Calls, after, 3).await.unwrap();
+        let Some(last) = page.last() else { break };
+        assert!(page.len() <= 3);
+        after = last.id;
+        seen.extend(page);
+    }
+    assert_eq!(seen.len(), 7);
+    // Each row's user column (a sealed store keeps hashes there).
+    let users: HashSet<String> = seen.iter().map(|r| r.keys[0].clone().unwrap()).collect();
+    assert_eq!(users.len(), 7);
+    // Each row once (in id order within a group; groups one after another).
+    let unique: HashSet<i64> = seen.iter().map(|r| r.id).collect();
+    assert_eq!(unique.len(), 7);
+    assert!(seen
+        .iter()
+        .all(|r| r.texts[0].is_some() && r.texts[1].is_none()));
+    // One row finishes between the read and the write.
+    let claimed = store.claim(T0 + 10, "a", 10, LEASE).await.unwrap();
+    let finished = claimed.iter().find(|c| c.message_id == "m2").unwrap();
+    store.finish(vec![dead(finished)], T0 + 11).await.unwrap();
+    let writes: Vec<Resealed> = seen
+        .iter()
+        .map(|r| Resealed {
+            id: r.id,
+            read: r.texts.clone(),
+            texts: [Some(format!("sealed {}", r.id)), Some("s".into()), None],
+            keys: [Some(format!("h{}", r.id)), None, None],
+        })
+        .collect();
+    assert_eq!(store.reseal(SealTable::Calls, writes).await.unwrap(), 6);
+    let log = store
+        .logged_call("a".into(), "m2".into(), None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        log.outcome.as_deref(),
+        Some(r#"{"kind":"gave_up","reason":"window_exhausted"}"#)
+    );
+    assert!(!log.message.starts_with("sealed"));
+    let m0 = seen.iter().find(|r| r.id != finished.id).unwrap();
+    let after_write = store.sealable(SealTable::Calls, 0, 100).await.unwrap();
+    let m0 = after_write.iter().find(|r| r.id == m0.id).unwrap();
+    assert_eq!(m0.texts[0], Some(format!("sealed {}", m0.id)));
+    assert_eq!(m0.texts[1].as_deref(), Some("s"));
+    assert_eq!(m0.keys[0], Some(format!("h{}", m0.id)));
+    // The refused calls: their text, erased by id.
+    let refused = store.sealable(SealTable::Rejected, 0, 10).await.unwrap();
+    assert_eq!(refused.len(), 2);
+    let first = &refused[0];
+    let write = Resealed {
+        id: first.id,
+        read: first.texts.clone(),
+        texts: [Some("sealed r".into()), None, None],
+        keys: [None, None, None],
+    };
+    assert_eq!(
+        store
+            .reseal(SealTable::Rejected, vec![write.clone()])
+            .await
+            .unwrap(),
+        1
+    );
+    // Read before that write: refused.
+    assert_eq!(
+        store
+            .reseal(SealTable::Rejected, vec![write])
+            .await
+            .unwrap(),
+        0
+    );
+    let texts: Vec<String> = store
+        .rejected(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.text)
+        .collect();
+    assert!(texts.contains(&"sealed r".to_owned()), "{texts:?}");
+    assert_eq!(store.erase_rejected(vec![first.id]).await.unwrap(), 1);
+    assert_eq!(store.erase_rejected(vec![first.id]).await.unwrap(), 0);
+    assert_eq!(store.rejected(10).await.unwrap().len(), 1);
 }
 
 /// A leased row is not claimed again until its lease ends; then it is,
@@ -1694,12 +1795,20 @@ fn call(
     anon: Option<&str>,
     event: Option<&str>,
 ) -> Row {
+    // The message holds what the columns do, as a stored call's does (a
+    // sealed store shows the fields from it).
+    let mut message = serde_json::json!({"type": kind, "messageId": message_id});
+    for (name, value) in [("userId", user), ("anonymousId", anon), ("event", event)] {
+        if let Some(v) = value {
+            message[name] = v.into();
+        }
+    }
     Row {
         kind,
         user_id: user.map(Into::into),
         anonymous_id: anon.map(Into::into),
         event: event.map(Into::into),
-        message: format!(r#"{{"type":"{kind}","messageId":"{message_id}"}}"#),
+        message: message.to_string(),
         ..row(source, message_id, at)
     }
 }

@@ -61,6 +61,24 @@ mod two_groups {
     contract_tests!(fresh);
 }
 
+/// The contract over a sealed store (`CALLPOST_RELAY_SECRET_KEY` set):
+/// what goes in sealed comes out as it went in (`store_sealed` has what
+/// only sealing has).
+mod sealed {
+    use super::*;
+    use callpost_relay::seal::SealKey;
+    use callpost_relay::store::sealed;
+
+    async fn fresh() -> (Arc<dyn Store>, TempDir) {
+        let (store, dir) = super::fresh().await;
+        let key = SealKey::parse(crate::store_sealed::KEY_A).unwrap();
+        let (store, _) = sealed::wrap(store, Arc::new(key)).await.unwrap();
+        (store, dir)
+    }
+
+    contract_tests!(fresh);
+}
+
 /// One relay holds a SQLite file: it shares nothing, whoever asks.
 #[tokio::test]
 async fn a_sqlite_relay_delivers_alone() {
