@@ -27,7 +27,7 @@ esac
 # server and open-loop sender, built with it.
 cargo build --locked --profile relay -p callpost-relay \
   --bin callpost-relay --example bench_echo --example bench_load --example bench_answer \
-  --example bench_destinations
+  --example bench_destinations --example bench_sealing
 case " $* " in
   *" --static "*) bash relay/deploy/image.sh >/dev/null ;;
 esac
@@ -48,4 +48,11 @@ echo "== three destinations per source (relay/examples/bench_destinations.rs)"
 case " $* " in
   *" --smoke "*) target/relay/examples/bench_destinations 500 ;;
   *) target/relay/examples/bench_destinations 5000 ;;
+esac
+# Sealed at rest beside plain: the same calls, SQLite FULL, stored/s and
+# delivered/s of each and their ratio.
+echo "== sealed at rest (relay/examples/bench_sealing.rs)"
+case " $* " in
+  *" --smoke "*) target/relay/examples/bench_sealing 1000 1 ;;
+  *) target/relay/examples/bench_sealing 10000 3 ;;
 esac

@@ -54,7 +54,7 @@ class Delivery:
         self.status = 0
 
 
-Behaviour = Callable[[Delivery], int | float | tuple[int, dict[str, str]]]
+Behaviour = Callable[[Delivery], int | float | tuple[int, dict[str, str]] | tuple[int, dict[str, str], bytes]]
 """What to answer: a status, a status with headers, or a float: sleep that
 many seconds, then 200."""
 
@@ -85,14 +85,17 @@ class Hook:
                 self.deliveries.append(d)
             answer = self.behaviour(d)
             extra: dict[str, str] = {}
-            if isinstance(answer, tuple):
+            body = b"ok"
+            if isinstance(answer, tuple) and len(answer) == 3:
+                answer, extra, body = answer
+            elif isinstance(answer, tuple):
                 answer, extra = answer
             if isinstance(answer, float):
                 time.sleep(answer)
                 answer = 200
             d.status = int(answer)
             d.ended = time.time()
-            return d.status, extra, b"ok"
+            return d.status, extra, body
 
         self.server = serve(handle, tls)
         self.url = self.server.url + "/hook"
@@ -381,6 +384,7 @@ class RelayProcess:
         return subprocess.run(
             [RELAY_BIN, *args, "--config", str(self.path)],
             cwd=self.tmp,
+            env=dict(os.environ, **self.env),
             capture_output=True,
             text=True,
             timeout=60,
