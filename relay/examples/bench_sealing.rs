@@ -29,9 +29,12 @@ use std::time::{Duration, Instant};
 
 #[path = "common/answer_receiver.rs"]
 mod answer_receiver;
+#[path = "common/cpu.rs"]
+mod cpu;
 #[path = "common/drained.rs"]
 mod drained;
 use answer_receiver::receiver;
+use cpu::own_cpu;
 
 /// Requests stored at once, as an SDK's concurrent batches are.
 const PARALLEL: usize = 32;
@@ -42,24 +45,6 @@ fn order(i: usize) -> String {
         r#"{{"type":"track","userId":"user-{u}","anonymousId":"anon-{u}","event":"Order Completed","messageId":"m-{i}","properties":{{"order_id":"o-{i}","total":129.9,"currency":"EUR","coupon":"SPRING","products":[{{"product_id":"p-1","sku":"SKU-1","name":"Café crème ☕","price":19.9,"quantity":2,"category":"Coffee"}},{{"product_id":"p-2","sku":"SKU-2","name":"Grinder","price":90.1,"quantity":1,"category":"Équipement"}}]}},"context":{{"ip":"203.0.113.7","library":{{"name":"analytics-node","version":"2.1.0"}},"page":{{"path":"/checkout","url":"https://shop.example.com/checkout"}}}},"timestamp":"2026-11-22T10:04:05.123Z"}}"#,
         u = i % 1000
     )
-}
-
-/// The CPU this process has used, s.
-fn own_cpu() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map_or("", |(_, rest)| rest)
-        .split_whitespace()
-        .collect();
-    let tick = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    // utime and stime, fields 14 and 15 (11 and 12 after the name).
-    (tick(11) + tick(12)) / 100.0
 }
 
 /// The sealing alone, per call, µs: a message sealed (ChaCha20-Poly1305,
