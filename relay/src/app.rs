@@ -182,6 +182,15 @@ impl App {
         let store = open_store(&cfg, true, &clock)
             .await
             .map_err(|(database, error)| StartError::Store { database, error })?;
+        if cfg.secret_key.is_none() {
+            if let Err(error) = store::sealed::refuse_without_key(store.as_ref()).await {
+                store.close().await;
+                return Err(StartError::Store {
+                    database: shown_database(cfg.database.expose()),
+                    error,
+                });
+            }
+        }
         let (before, after) = store.migrated();
         if before != after {
             tracing::info!("database schema migrated from version {before} to {after}");

@@ -729,7 +729,13 @@ async fn command_result(cfg: Config, command: Command) -> Result<(), CommandErro
     let store = app::open_store(&cfg, false, &clock)
         .await
         .map_err(|(_, e)| e)?;
-    let result = match app::sealed_store(&cfg, std::sync::Arc::clone(&store)).await {
+    let sealed = match cfg.secret_key {
+        Some(_) => app::sealed_store(&cfg, std::sync::Arc::clone(&store)).await,
+        None => store::sealed::refuse_without_key(store.as_ref())
+            .await
+            .map(|()| (std::sync::Arc::clone(&store), None)),
+    };
+    let result = match sealed {
         Ok((sealed, sealer)) => {
             command_on(&*sealed, sealer.as_deref(), &cfg, &clock, command).await
         }

@@ -310,6 +310,19 @@ pub async fn wrap(
     Ok((sealed, sealer))
 }
 
+/// Refuses a relay without a key over a database whose calls are sealed
+/// (a relay with a key kept the hashes' key there): it could neither send
+/// a sealed call nor find one, and its calls would be stored plain.
+pub async fn refuse_without_key(store: &dyn Store) -> Result<(), StoreError> {
+    match store.setting(HASH_KEY_SETTING).await? {
+        Some(_) => Err(StoreError::Refused(format!(
+            "this database's calls are sealed: set {} (the key the other relays have)",
+            crate::seal::SECRET_KEY_VAR
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// How far a rotation has come.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Resealing {

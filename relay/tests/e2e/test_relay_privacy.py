@@ -246,6 +246,12 @@ def test_sealed_at_rest_searches_find_calls_and_a_rotation_completes_while_calls
         r.start()
         assert len(found(userId=user)) == 20
         assert len(found(userId="u", limit="1000")) >= 400
+        r.stop()
+        # Without the key, a relay or a command over the sealed database is
+        # refused, rather than storing plain calls beside sealed ones.
+        r.env = {}
+        keyless = r.cli("status")
+        assert keyless.returncode != 0 and "calls are sealed" in keyless.stderr, keyless.stderr
     finally:
         flow.stopping = True
         if r.running():

@@ -371,3 +371,17 @@ async fn a_stopped_rotation_goes_on_where_it_was() {
         .unwrap();
     assert_eq!((done.read, done.sealed), (10, 6));
 }
+
+#[tokio::test]
+async fn a_relay_without_the_key_is_refused_by_a_sealed_database() {
+    let store: Arc<dyn Store> = Arc::new(callpost_relay::store::memory::MemoryStore::new());
+    // Before any relay sealed: a relay without a key is welcome.
+    sealed::refuse_without_key(store.as_ref()).await.unwrap();
+    sealed::wrap(Arc::clone(&store), keys(KEY_A, ""))
+        .await
+        .unwrap();
+    let e = sealed::refuse_without_key(store.as_ref())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("CALLPOST_RELAY_SECRET_KEY"), "{e}");
+}
