@@ -58,12 +58,12 @@ async fn run(apart: bool, calls: usize) -> Result<Duration, String> {
             destination: callpost_core::sources::DEFAULT_DESTINATION.into(),
             first: true,
             kind: "track",
-            message: format!(r#"{{"type":"track","event":"E","messageId":"m-{i}"}}"#),
+            message: format!(r#"{{"type":"track","event":"E","userId":"u","messageId":"m-{i}"}}"#),
             received_at: now,
             status: Status::Pending,
-            user_id: None,
+            user_id: Some("u".into()),
             anonymous_id: None,
-            event: None,
+            event: Some("E".into()),
         })
         .collect();
     store
@@ -80,6 +80,10 @@ async fn run(apart: bool, calls: usize) -> Result<Duration, String> {
             .count()
     };
     while delivered() < calls {
+        // A call the relay gave up on is never delivered: say why at once.
+        if let Some(dead) = store.rows().iter().find(|r| r.status == Status::Dead) {
+            return Err(format!("a call was given up: {:?}", dead.outcome));
+        }
         if started.elapsed() > Duration::from_secs(600) {
             return Err(format!(
                 "{} of {calls} delivered in 10 minutes",
