@@ -8,6 +8,7 @@
 #   bash benches/relay.sh --postgres   also Postgres (scripts/postgres.sh), 1 and 2 relays
 #   bash benches/relay.sh --profile    also the relay's CPU by part (Linux perf)
 #   bash benches/relay.sh --static     also the static build and the image (relay/deploy/image.sh) on SQLite
+#   bash benches/relay.sh --sealed     also SQLite with the relay sealing what it stores (a secret key)
 # CALLPOST_BENCH_RELAY=path measures another build of the relay.
 # CALLPOST_BENCH_SECONDS sets the length of a step of the full run.
 # Installs wrk (Debian) when missing. Run it on a quiet machine: every

@@ -2,7 +2,7 @@
 ceiling) and beside the Python relay's last numbers (the before), in one
 run, with ratios and the goals of issue 32.
 
-    bash benches/relay.sh [--smoke] [--postgres]
+    bash benches/relay.sh [--smoke] [--postgres] [--sealed]
 
 ``relay.sh`` builds what is measured and runs this script with the
 machine's ``python3`` (the standard library only). Everything runs on this
@@ -97,6 +97,7 @@ error, a bad signature, an acknowledged call not stored.
 
 from __future__ import annotations
 
+import base64
 import functools
 import gzip
 import hashlib
@@ -136,6 +137,13 @@ PROFILE = "--profile" in sys.argv
 # run: the cost of musl (its allocator above all) as ratios; and the sizes
 # of the binaries and of the image.
 STATIC = "--static" in sys.argv
+# SQLite's steps once more with the relay sealing what it stores
+# (CALLPOST_RELAY_SECRET_KEY, a random key), in the same run: the cost of
+# sealing at rest as ratios.
+SEALED = "--sealed" in sys.argv
+# The environment of every relay started: the key while the sealed steps
+# run.
+RELAY_ENV: dict[str, str] | None = None
 STATIC_BIN = ROOT / "target" / "x86_64-unknown-linux-musl" / "relay" / "callpost-relay"
 IMAGE_DIR = ROOT / "target" / "image"
 SECONDS = 2 if SMOKE else int(os.environ.get("CALLPOST_BENCH_SECONDS", "20"))
@@ -480,7 +488,9 @@ class Relay(Server):
 
     def __init__(self, config: pathlib.Path) -> None:
         super().__init__(
-            [str(RELAY_BIN), "--config", str(config)], r"callpost relay listening on http://127\.0\.0\.1:(\d+)"
+            [str(RELAY_BIN), "--config", str(config)],
+            r"callpost relay listening on http://127\.0\.0\.1:(\d+)",
+            env=RELAY_ENV,
         )
 
     def counters(self) -> dict[str, float]:
@@ -811,6 +821,7 @@ class Backend:
         out = subprocess.run(
             [str(RELAY_BIN), "status", "--json", "--database", self.url],
             cwd=WORK,
+            env=RELAY_ENV,
             check=True,
             capture_output=True,
             text=True,
@@ -1186,6 +1197,24 @@ def describe() -> str:
     )
 
 
+def sealed_report(plain: dict[str, Any], sealed: dict[str, Any]) -> list[str]:
+    """Sealed at rest against plain, SQLite, same run."""
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.2f}×" if b else "—"
+
+    p, s = plain, sealed
+    return [
+        "\nsealed at rest ÷ plain, SQLite, this run:",
+        f"  batches: {ratio(s['batch_sat']['calls_s'], p['batch_sat']['calls_s'])} calls/s, "
+        f"{ratio(s['batch_sat']['cpu_per_1000'], p['batch_sat']['cpu_per_1000'])} CPU per call",
+        f"  single calls: {ratio(s['single_sat']['rps'], p['single_sat']['rps'])} calls/s, "
+        f"{ratio(s['single_sat']['cpu_per_1000'], p['single_sat']['cpu_per_1000'])} CPU per call",
+        f"  delivery: {ratio(s['delivery']['posts_s'], p['delivery']['posts_s'])} POSTs/s, "
+        f"{ratio(s['delivery']['cpu_per_1000'], p['delivery']['cpu_per_1000'])} CPU per delivery",
+    ]
+
+
 def static_report(glibc: dict[str, Any], static: dict[str, Any]) -> list[str]:
     """The static build against the glibc one, SQLite, same run; and sizes."""
 
@@ -1214,7 +1243,7 @@ def static_report(glibc: dict[str, Any], static: dict[str, Any]) -> list[str]:
 
 
 def main() -> int:
-    global RELAY_BIN
+    global RELAY_BIN, RELAY_ENV
     for tool, hint in (
         ("wrk", "benches/relay.sh installs it"),
         (str(RELAY_BIN), "benches/relay.sh builds it"),
@@ -1277,6 +1306,15 @@ def main() -> int:
                 static = run_backend(Backend("sqlite"), 1, receiver.port, bodies)
             finally:
                 RELAY_BIN = glibc_bin
+        sealed: dict[str, Any] | None = None
+        if SEALED:
+            key = base64.b64encode(os.urandom(32)).decode()
+            RELAY_ENV = dict(os.environ, CALLPOST_RELAY_SECRET_KEY=key)
+            try:
+                print("\nsealed at rest (CALLPOST_RELAY_SECRET_KEY)")
+                sealed = run_backend(Backend("sqlite"), 1, receiver.port, bodies)
+            finally:
+                RELAY_ENV = None
         if POSTGRES:
             admin = subprocess.run(
                 ["bash", str(ROOT / "scripts" / "postgres.sh"), "start"], check=True, capture_output=True, text=True
@@ -1298,8 +1336,11 @@ def main() -> int:
 
         if static is not None:
             print("\n".join(static_report(results[0], static)))
+        if sealed is not None:
+            print("\n".join(sealed_report(results[0], sealed)))
 
-        wrong = [p for res in results + ([static] if static else []) for p in problems(res)]
+        extra = [r for r in (static, sealed) if r]
+        wrong = [p for res in results + extra for p in problems(res)]
         if bad_ceiling:
             wrong.append(f"the receiver's ceiling: {bad_ceiling} errors or bad signatures")
         for step, r in echo_res.items():
